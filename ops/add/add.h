@@ -1,0 +1,10 @@
+#pragma once
+#include "runtime/tensor.h"
+
+namespace liftoff {
+
+// a + b for tensors of the same shape, dtype and device (residual connections, gradient sums).
+Tensor add(const Tensor& a, const Tensor& b);
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+
+}  // namespace liftoff

@@ -1,0 +1,10 @@
+#pragma once
+#include "runtime/tensor.h"
+
+namespace liftoff {
+
+// 2-D cross-correlation as PyTorch's F.conv2d: x [N, C, H, W], weight [K, C, R, S], bias [K] or undefined,
+// square stride and zero padding -> [N, K, (H + 2p - R)/stride + 1, (W + 2p - S)/stride + 1].
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride = 1, int64_t padding = 0);
+
+}  // namespace liftoff

@@ -1,0 +1,36 @@
+// Fused multi-tensor optimizer updates (no autograd): one pass over every parameter of a step.
+// PyTorch's update rules; parameters, gradients and state are lists of same-shaped tensors on one device.
+#pragma once
+#include <vector>
+
+#include "runtime/tensor.h"
+
+namespace liftoff {
+
+struct SgdHyper {
+  double lr = 0.1;
+  double momentum = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+};
+
+// g' = g + wd * p; buf = momentum * buf + g'; p -= lr * (nesterov ? g' + momentum * buf : buf).
+// momentum_buffers are zero-initialised by the caller and ignored when momentum == 0.
+void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+              const std::vector<Tensor>& momentum_buffers, const SgdHyper& hyper);
+
+struct AdamWHyper {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 1e-2;
+  int64_t step = 1;  // 1-based count of this update, for bias correction
+};
+
+// p *= 1 - lr * wd; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+// p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps).
+void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& exp_avg,
+                const std::vector<Tensor>& exp_avg_sq, const AdamWHyper& hyper);
+
+}  // namespace liftoff

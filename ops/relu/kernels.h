@@ -1,0 +1,14 @@
+// Kernels behind relu(): inputs are checked by the front, outputs allocated and contiguous.
+#pragma once
+#include "runtime/tensor.h"
+
+namespace liftoff {
+namespace cpu {
+void relu_forward(const Tensor& x, const Tensor& y);
+void relu_backward(const Tensor& y, const Tensor& grad_y, const Tensor& grad_x);
+}  // namespace cpu
+namespace cuda {
+void relu_forward(const Tensor& x, const Tensor& y);
+void relu_backward(const Tensor& y, const Tensor& grad_y, const Tensor& grad_x);
+}  // namespace cuda
+}  // namespace liftoff

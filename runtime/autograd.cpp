@@ -1,0 +1,135 @@
+#include "runtime/autograd.h"
+
+#include <unordered_map>
+
+#include "runtime/error.h"
+
+namespace liftoff {
+
+namespace {
+thread_local bool grad_mode_enabled = true;
+
+// A gradient tensor we may add into without disturbing anybody else who holds it.
+// Only the engine's handle may point at the memory (no other tensor, no view of it).
+Tensor owned_copy(const Tensor& g) {
+  const bool exclusive = g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 && g.is_contiguous();
+  return exclusive ? g : g.clone();
+}
+}  // namespace
+
+bool GradMode::is_enabled() { return grad_mode_enabled; }
+void GradMode::set_enabled(bool enabled) { grad_mode_enabled = enabled; }
+
+std::vector<Tensor> FunctionNode::apply(const Tensor& grad_output) {
+  LIFTOFF_CHECK(fn_ != nullptr, ValueError, "backward through ", name_,
+                " a second time: its saved tensors were freed; call backward once per forward");
+  std::vector<Tensor> grads = fn_(grad_output, needs_);
+  LIFTOFF_CHECK(grads.size() == next.size(), ValueError, "internal: backward of ", name_, " returned ",
+                grads.size(), " gradients for ", next.size(), " inputs");
+  return grads;
+}
+
+std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
+  std::shared_ptr<TensorImpl> leaf = leaf_.lock();
+  if (!leaf || !grad_output.defined()) return {};
+  Tensor leaf_tensor(leaf);
+  LIFTOFF_CHECK(grad_output.shape() == leaf->shape, ShapeError, "gradient of shape ",
+                shape_str(grad_output.shape()), " for a leaf of shape ", shape_str(leaf->shape));
+  if (!leaf->grad) {
+    leaf->grad = grad_output.dtype() == leaf->dtype ? owned_copy(grad_output).impl_ptr()
+                                                     : grad_output.to(leaf->dtype).impl_ptr();
+  } else {
+    Tensor existing(leaf->grad);
+    accumulate_into(existing, grad_output.to(existing.dtype()));
+  }
+  for (const auto& hook : leaf->grad_ready_hooks) hook(leaf_tensor);
+  return {};
+}
+
+bool should_record(const std::vector<Tensor>& inputs) {
+  if (!GradMode::is_enabled()) return false;
+  for (const auto& t : inputs) {
+    if (t.defined() && t.requires_grad()) return true;
+  }
+  return false;
+}
+
+std::shared_ptr<Node> gradient_edge(const Tensor& t) {
+  if (!t.defined() || !t.requires_grad()) return nullptr;
+  if (t.grad_fn()) return t.grad_fn();
+  TensorImpl& impl = t.impl();
+  if (!impl.grad_accumulator) impl.grad_accumulator = std::make_shared<AccumulateGrad>(t.impl_ptr());
+  return impl.grad_accumulator;
+}
+
+void record(const Tensor& output, const std::string& name, const std::vector<Tensor>& inputs, BackwardFn backward) {
+  NeedsGrad needs(inputs.size());
+  std::vector<std::shared_ptr<Node>> edges(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    edges[i] = gradient_edge(inputs[i]);
+    needs[i] = edges[i] != nullptr;
+  }
+  auto node = std::make_shared<FunctionNode>(name, std::move(backward), std::move(needs));
+  node->next = std::move(edges);
+  output.set_grad_fn(std::move(node));
+}
+
+void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) {
+  LIFTOFF_CHECK(root.requires_grad(), ValueError,
+                "backward: the tensor does not require grad (no input of the computation requires grad, or it "
+                "ran under NoGradGuard)");
+  Tensor seed = grad_output;
+  if (!seed.defined()) {
+    LIFTOFF_CHECK(root.numel() == 1, ShapeError, "backward: without an explicit gradient the tensor must hold one ",
+                  "element, got shape ", shape_str(root.shape()));
+    seed = Tensor::ones(root.shape(), root.dtype(), root.device());
+  }
+  LIFTOFF_CHECK(seed.shape() == root.shape(), ShapeError, "backward: gradient of shape ", shape_str(seed.shape()),
+                " for a tensor of shape ", shape_str(root.shape()));
+  std::shared_ptr<Node> root_node = gradient_edge(root);
+
+  // Count, for every reachable node, how many edges point at it.
+  std::unordered_map<Node*, int> pending_inputs;
+  std::vector<Node*> stack{root_node.get()};
+  pending_inputs[root_node.get()] = 0;
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    for (const auto& next : node->next) {
+      if (!next) continue;
+      if (pending_inputs.emplace(next.get(), 0).second) stack.push_back(next.get());
+      ++pending_inputs[next.get()];
+    }
+  }
+
+  // Kahn's order: a node runs once every gradient flowing into it has arrived.
+  std::unordered_map<Node*, Tensor> grads;
+  grads[root_node.get()] = seed;
+  std::vector<std::shared_ptr<Node>> ready{root_node};
+  while (!ready.empty()) {
+    std::shared_ptr<Node> node = std::move(ready.back());
+    ready.pop_back();
+    Tensor grad = std::move(grads[node.get()]);
+    grads.erase(node.get());
+    std::vector<Tensor> input_grads;
+    if (grad.defined()) input_grads = node->apply(grad);
+    grad = Tensor();
+    if (!retain_graph) node->release();
+    for (size_t i = 0; i < node->next.size(); ++i) {
+      const auto& next = node->next[i];
+      if (!next) continue;
+      if (i < input_grads.size() && input_grads[i].defined()) {
+        Tensor& slot = grads[next.get()];
+        if (!slot.defined()) {
+          slot = std::move(input_grads[i]);
+        } else {
+          slot = owned_copy(slot);
+          accumulate_into(slot, input_grads[i]);
+        }
+      }
+      if (--pending_inputs[next.get()] == 0) ready.push_back(next);
+    }
+  }
+}
+
+}  // namespace liftoff

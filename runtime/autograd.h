@@ -1,0 +1,86 @@
+// Reverse-mode autograd: a dynamic tape of Nodes. An op front computes its result, then (when any input
+// requires grad and grad mode is on) records one FunctionNode whose closure maps the output gradient to input
+// gradients. Closures must capture only what backward needs, and capture tensors detached (x.detach()): a
+// node that holds its own output with grad_fn set would keep itself alive.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/tensor.h"
+
+namespace liftoff {
+
+class Node {
+ public:
+  virtual ~Node() = default;
+  // Gradients for each input edge (undefined where the input needs none).
+  virtual std::vector<Tensor> apply(const Tensor& grad_output) = 0;
+  // Frees saved tensors once backward has passed (unless the graph is retained).
+  virtual void release() {}
+  virtual std::string name() const = 0;
+  // One entry per op input: the node that receives that input's gradient, or null.
+  std::vector<std::shared_ptr<Node>> next;
+};
+
+using NeedsGrad = std::vector<bool>;
+using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output, const NeedsGrad& needs_grad)>;
+
+class FunctionNode : public Node {
+ public:
+  FunctionNode(std::string name, BackwardFn fn, NeedsGrad needs)
+      : name_(std::move(name)), fn_(std::move(fn)), needs_(std::move(needs)) {}
+  std::vector<Tensor> apply(const Tensor& grad_output) override;
+  void release() override { fn_ = nullptr; }
+  std::string name() const override { return name_; }
+
+ private:
+  std::string name_;
+  BackwardFn fn_;
+  NeedsGrad needs_;
+};
+
+// Sums incoming gradients into a leaf's .grad, then runs the leaf's gradient-ready hooks.
+class AccumulateGrad : public Node {
+ public:
+  explicit AccumulateGrad(std::weak_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {}
+  std::vector<Tensor> apply(const Tensor& grad_output) override;
+  std::string name() const override { return "AccumulateGrad"; }
+
+ private:
+  std::weak_ptr<TensorImpl> leaf_;
+};
+
+// Grad mode is per thread, on by default.
+class GradMode {
+ public:
+  static bool is_enabled();
+  static void set_enabled(bool enabled);
+};
+
+class NoGradGuard {
+ public:
+  NoGradGuard() : previous_(GradMode::is_enabled()) { GradMode::set_enabled(false); }
+  ~NoGradGuard() { GradMode::set_enabled(previous_); }
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// True when grad mode is on and any defined input requires grad.
+bool should_record(const std::vector<Tensor>& inputs);
+
+// Records `output` as produced from `inputs` by `name`; `backward` returns one gradient per input.
+// Call only when should_record(inputs).
+void record(const Tensor& output, const std::string& name, const std::vector<Tensor>& inputs, BackwardFn backward);
+
+// The node that receives gradients for t (its grad_fn, or its leaf accumulator), or null.
+std::shared_ptr<Node> gradient_edge(const Tensor& t);
+
+// Runs backward from root; grad_output defaults to ones for a one-element root.
+void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_graph = false);
+
+}  // namespace liftoff

@@ -1,0 +1,26 @@
+#pragma once
+#include <string>
+
+namespace liftoff {
+
+struct Device {
+  enum class Type { cpu, cuda };
+  Type type = Type::cpu;
+  int index = 0;
+
+  static Device cpu() { return Device{Type::cpu, 0}; }
+  static Device cuda(int index = 0) { return Device{Type::cuda, index}; }
+  bool is_cpu() const { return type == Type::cpu; }
+  bool is_cuda() const { return type == Type::cuda; }
+  std::string str() const;
+  // Parses "cpu", "cuda", "cuda:N"; throws ValueError otherwise. ("auto" is resolved by callers.)
+  static Device parse(const std::string& text);
+
+  bool operator==(const Device& other) const { return type == other.type && index == other.index; }
+  bool operator!=(const Device& other) const { return !(*this == other); }
+};
+
+// True when this binary was compiled with the CUDA backend.
+bool built_with_cuda();
+
+}  // namespace liftoff

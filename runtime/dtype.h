@@ -1,0 +1,39 @@
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace liftoff {
+
+enum class DType : uint8_t { f32, f64, f16, bf16, i32, i64, u8 };
+
+size_t dtype_size(DType dtype);
+const char* dtype_name(DType dtype);
+// Parses "f32", "float32", "bf16", ... ; throws ValueError naming the accepted spellings.
+DType parse_dtype(const std::string& name);
+bool is_floating(DType dtype);
+
+template <class T>
+struct DTypeOf;
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::f32;
+};
+template <>
+struct DTypeOf<double> {
+  static constexpr DType value = DType::f64;
+};
+template <>
+struct DTypeOf<int32_t> {
+  static constexpr DType value = DType::i32;
+};
+template <>
+struct DTypeOf<int64_t> {
+  static constexpr DType value = DType::i64;
+};
+template <>
+struct DTypeOf<uint8_t> {
+  static constexpr DType value = DType::u8;
+};
+
+}  // namespace liftoff

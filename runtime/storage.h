@@ -1,0 +1,31 @@
+// Storage: a reference-counted block of memory on one device. Tensors are views into a storage.
+#pragma once
+#include <cstddef>
+#include <memory>
+
+#include "runtime/device.h"
+
+namespace liftoff {
+
+class Storage {
+ public:
+  Storage() = default;
+  // Allocates nbytes on device: CPU memory is 64-byte aligned; CUDA memory comes from the caching allocator.
+  static Storage allocate(size_t nbytes, Device device);
+  // Wraps memory owned elsewhere; `owner` keeps it alive (e.g. a pinned host buffer of the loader).
+  static Storage wrap(void* data, size_t nbytes, Device device, std::shared_ptr<void> owner);
+
+  void* data() const { return data_.get(); }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+  bool defined() const { return data_ != nullptr || nbytes_ == 0; }
+  // How many handles share this memory (tensors and views); 1 means the caller's handle is the only one.
+  long use_count() const { return data_.use_count(); }
+
+ private:
+  std::shared_ptr<void> data_;
+  size_t nbytes_ = 0;
+  Device device_;
+};
+
+}  // namespace liftoff

@@ -1,0 +1,126 @@
+// Tensor: a cheap handle to a shared TensorImpl (shape, strides, dtype, device, storage + offset) plus the
+// autograd fields. Methods here are raw tensor operations, not recorded by autograd; differentiable
+// operations are free functions in ops/ (liftoff::reshape, liftoff::add, liftoff::conv2d, ...).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/device.h"
+#include "runtime/dtype.h"
+#include "runtime/error.h"
+#include "runtime/storage.h"
+
+namespace liftoff {
+
+using Shape = std::vector<int64_t>;
+std::string shape_str(const Shape& shape);
+int64_t shape_numel(const Shape& shape);
+Shape contiguous_strides(const Shape& shape);
+
+class Node;
+class Tensor;
+using GradReadyHook = std::function<void(const Tensor& leaf)>;
+
+struct TensorImpl {
+  Storage storage;
+  int64_t offset = 0;  // in elements
+  Shape shape;
+  Shape strides;  // in elements
+  DType dtype = DType::f32;
+  // Autograd.
+  bool requires_grad = false;
+  std::shared_ptr<TensorImpl> grad;
+  std::shared_ptr<Node> grad_fn;           // set on results of recorded ops
+  std::shared_ptr<Node> grad_accumulator;  // set lazily on leaves that require grad
+  std::vector<GradReadyHook> grad_ready_hooks;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // Factories. Values are given as double and converted to dtype.
+  static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
+  static Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
+  static Tensor ones(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
+  static Tensor full(const Shape& shape, double value, DType dtype = DType::f32, Device device = Device::cpu());
+  template <class T>
+  static Tensor from_vector(const std::vector<T>& values, const Shape& shape, Device device = Device::cpu());
+  static Tensor from_blob(const Storage& storage, const Shape& shape, DType dtype, int64_t offset = 0);
+
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const;
+  const Shape& strides() const;
+  int64_t dim() const { return static_cast<int64_t>(shape().size()); }
+  // size(-1) is the last dimension, as in PyTorch.
+  int64_t size(int64_t d) const;
+  int64_t numel() const { return shape_numel(shape()); }
+  DType dtype() const;
+  Device device() const;
+  int64_t offset() const { return impl().offset; }
+  const Storage& storage() const { return impl().storage; }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype()); }
+  bool is_contiguous() const;
+  bool is_cuda() const { return device().is_cuda(); }
+
+  // Typed pointer to the first element; throws DTypeError if T does not match dtype().
+  template <class T>
+  T* data() const;
+  void* raw_data() const;
+
+  // Copies (never views): the result owns fresh contiguous memory.
+  Tensor clone() const;
+  Tensor contiguous() const;  // returns *this when already contiguous
+  Tensor to(Device device) const;
+  Tensor to(DType dtype) const;
+  Tensor to(Device device, DType dtype) const;
+  // Views sharing storage (no autograd). view() needs a contiguous tensor; -1 infers one dimension.
+  Tensor view(const Shape& shape) const;
+  Tensor slice(int64_t dim, int64_t start, int64_t end) const;  // [start, end) along dim
+  Tensor select(int64_t dim, int64_t index) const;              // removes dim
+  Tensor permute(const std::vector<int64_t>& order) const;
+
+  // In-place raw writes (not recorded).
+  // Handles have reference semantics: these write through a const handle, like PyTorch's in-place ops.
+  const Tensor& fill_(double value) const;
+  const Tensor& zero_() const { return fill_(0.0); }
+  const Tensor& copy_(const Tensor& src) const;  // same shape; any dtype/device
+
+  // Host reads: these synchronize with the device. item() needs a one-element tensor.
+  double item() const;
+  template <class T>
+  std::vector<T> to_vector() const;
+
+  // Autograd.
+  bool requires_grad() const;
+  const Tensor& set_requires_grad(bool requires_grad) const;
+  bool is_leaf() const;
+  Tensor grad() const;
+  void set_grad(const Tensor& grad) const;
+  const std::shared_ptr<Node>& grad_fn() const;
+  void set_grad_fn(std::shared_ptr<Node> node) const;
+  // Gradient-ready hooks run on a leaf when its gradient for the current backward() is complete.
+  void add_grad_ready_hook(GradReadyHook hook) const;
+  // Runs reverse-mode autograd from this tensor. With no argument the tensor must hold one element.
+  void backward(const Tensor& grad_output = Tensor()) const;
+  // A tensor sharing storage but cut off from the graph.
+  Tensor detach() const;
+
+  std::string str(int64_t max_values = 8) const;
+  TensorImpl& impl() const;
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool same(const Tensor& other) const { return impl_ == other.impl_; }
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// Raw tensor-core kernels shared by autograd and the tensor methods (no autograd recorded).
+// dst += src (same shape, dtype and device; dst contiguous).
+void accumulate_into(const Tensor& dst, const Tensor& src);
+
+}  // namespace liftoff
