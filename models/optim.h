@@ -1,0 +1,67 @@
+// Optimizers with PyTorch's update rules, running the fused multi-tensor kernels of ops/optimizer_step.
+// State tensors are allocated at construction on each parameter's device (build the optimizer after
+// model.to(device)). Parameters whose grad is undefined are skipped by step(), as in PyTorch.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "models/module.h"
+#include "runtime/tensor.h"
+
+namespace liftoff {
+
+class Optimizer {
+ public:
+  Optimizer(std::vector<Tensor> params, double lr);
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // One update of every parameter that has a gradient, without autograd.
+  virtual void step() = 0;
+  // Drops every parameter gradient (set_to_none, PyTorch's default).
+  void zero_grad();
+  double lr() const { return lr_; }
+  void set_lr(double lr);
+  const std::vector<Tensor>& params() const { return params_; }
+  // The live state tensors by name ("momentum_buffer.<i>", "exp_avg.<i>", ... with i the parameter's index):
+  // a checkpoint writer reads them, a loader copy_()s into them.
+  virtual NamedTensors named_state() const = 0;
+
+ protected:
+  // Indices of the parameters that have a gradient now.
+  std::vector<size_t> params_with_grad() const;
+
+  std::vector<Tensor> params_;
+  double lr_;
+};
+
+// torch.optim.SGD (dampening 0): momentum buffers exist only when momentum > 0.
+class SGD : public Optimizer {
+ public:
+  SGD(std::vector<Tensor> params, double lr, double momentum = 0.0, double weight_decay = 0.0,
+      bool nesterov = false);
+  void step() override;
+  NamedTensors named_state() const override;
+
+ private:
+  double momentum_, weight_decay_;
+  bool nesterov_;
+  std::vector<Tensor> momentum_buffers_;
+};
+
+// torch.optim.AdamW (amsgrad off). Each parameter counts its own updates ("step.<i>", an i64 scalar on the
+// host) for bias correction, as PyTorch does, so a parameter skipped for lack of a gradient does not advance.
+class AdamW : public Optimizer {
+ public:
+  AdamW(std::vector<Tensor> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
+        double eps = 1e-8, double weight_decay = 1e-2);
+  void step() override;
+  NamedTensors named_state() const override;
+
+ private:
+  double beta1_, beta2_, eps_, weight_decay_;
+  std::vector<Tensor> exp_avg_, exp_avg_sq_, steps_;
+};
+
+}  // namespace liftoff

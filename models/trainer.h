@@ -1,0 +1,77 @@
+// Trainer: the training loop shared by tools/train and embedding programs. It ties a model, an optimizer, an
+// LR schedule and a BatchSource together, with gradient accumulation. Inside an optimizer step nothing reads
+// device values on the host: the loss is summed on the device and read only when the caller asks.
+#pragma once
+#include <chrono>
+#include <functional>
+
+#include "data/batch_iterator.h"
+#include "models/module.h"
+#include "models/optim.h"
+#include "models/schedule.h"
+
+namespace liftoff {
+
+struct TrainerOptions {
+  int64_t accum = 1;             // micro-batches per optimizer step; the loss is scaled by 1/accum
+  double label_smoothing = 0.0;  // cross-entropy label smoothing
+  int64_t max_steps = -1;        // stop after this many optimizer steps in total (-1: no limit)
+};
+
+struct StepProgress {
+  int64_t epoch = 0;
+  int64_t micro_batch_in_epoch = 0;  // micro-batches done in this epoch
+  int64_t micro_batches_per_epoch = 0;
+  int64_t global_step = 0;  // optimizer steps done so far
+  int64_t images = 0;       // training images seen this epoch
+  double seconds = 0.0;     // wall time of this epoch so far
+  double lr = 0.0;
+};
+
+struct EpochResult {
+  int64_t epoch = 0;
+  int64_t steps = 0;  // optimizer steps taken in this epoch
+  int64_t micro_batches = 0;
+  int64_t images = 0;
+  double seconds = 0.0;        // wall time including the final device synchronisation
+  double mean_loss = 0.0;      // mean of the (unscaled) micro-batch losses
+  bool stopped_early = false;  // max_steps reached
+};
+
+struct EvalResult {
+  int64_t images = 0;
+  double mean_loss = 0.0;
+  double accuracy = 0.0;  // fraction in [0, 1]
+  double seconds = 0.0;
+};
+
+class Trainer {
+ public:
+  // schedule may be null (constant learning rate). The model and optimizer must outlive the trainer.
+  Trainer(Module& model, Optimizer& optimizer, const LRSchedule* schedule, TrainerOptions options);
+
+  // Runs one epoch of `source`; on_step runs after every optimizer step (cheap: it must not sync the device
+  // unless it wants to, e.g. running_loss()).
+  EpochResult train_epoch(BatchSource& source, int64_t epoch,
+                          const std::function<void(const StepProgress&)>& on_step = nullptr);
+  // Loss and top-1 accuracy over one pass of `source` in eval mode, without autograd.
+  EvalResult evaluate(BatchSource& source);
+
+  // Mean micro-batch loss of the current epoch so far; reads the device (synchronises).
+  double running_loss() const;
+  int64_t global_step() const { return global_step_; }
+  bool finished() const { return options_.max_steps >= 0 && global_step_ >= options_.max_steps; }
+
+ private:
+  void optimizer_step();
+
+  Module& model_;
+  Optimizer& optimizer_;
+  const LRSchedule* schedule_;
+  TrainerOptions options_;
+  int64_t global_step_ = 0;
+  Tensor loss_sum_;  // device-side sum of micro-batch losses this epoch
+  int64_t loss_count_ = 0;
+};
+
+}  // namespace liftoff

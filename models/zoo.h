@@ -1,0 +1,70 @@
+// Model zoo: the models `train` can build by name. Module names match the PyTorch code in the comments, so
+// state dicts are interchangeable with PyTorch's (tools/reference/golden_resnet20.py builds the same ResNet).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/layers.h"
+
+namespace liftoff {
+
+// A small CNN for 28x28-class inputs. As PyTorch:
+//   conv1 = Conv2d(in, 32, 3, padding=1); bn1 = BatchNorm2d(32)   -> ReLU -> MaxPool2d(2)
+//   conv2 = Conv2d(32, 64, 3, padding=1); bn2 = BatchNorm2d(64)   -> ReLU -> MaxPool2d(2)
+//   flatten; fc1 = Linear(64 * (s/2/2)^2, 128) -> ReLU; fc2 = Linear(128, classes)
+// (s = image_size, floor divisions; 64*7*7 for 28). No dropout: batch norm regularises enough at this size,
+// and the model stays deterministic in training mode.
+class SimpleCNN : public Module {
+ public:
+  SimpleCNN(int64_t in_channels, int64_t classes, int64_t image_size, Generator& gen);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "SimpleCNN"; }
+
+ private:
+  std::shared_ptr<Conv2d> conv1_, conv2_;
+  std::shared_ptr<BatchNorm2d> bn1_, bn2_;
+  std::shared_ptr<Linear> fc1_, fc2_;
+};
+
+// He et al. 2016's CIFAR basic block: conv3x3-BN-ReLU-conv3x3-BN, plus the shortcut, then ReLU.
+// The shortcut is an empty Sequential (identity) or, when the stride or the width changes, the projection
+// Sequential(Conv2d(in, out, 1, stride, bias=False), BatchNorm2d(out)) ("shortcut.0", "shortcut.1").
+class BasicBlock : public Module {
+ public:
+  BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, Generator& gen);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "BasicBlock"; }
+
+ private:
+  std::shared_ptr<Conv2d> conv1_, conv2_;
+  std::shared_ptr<BatchNorm2d> bn1_, bn2_;
+  std::shared_ptr<Sequential> shortcut_;
+};
+
+// CIFAR ResNet-(6n+2): conv1 (3x3, 16, no bias), bn1, ReLU; layer1/2/3 = n BasicBlocks of 16/32/64 channels
+// (the first block of layer2 and layer3 with stride 2 and a projection shortcut); global average pool; fc.
+class ResNet : public Module {
+ public:
+  ResNet(int64_t blocks_per_stage, int64_t in_channels, int64_t classes, Generator& gen);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "ResNet"; }
+
+ private:
+  std::shared_ptr<Conv2d> conv1_;
+  std::shared_ptr<BatchNorm2d> bn1_;
+  std::shared_ptr<Sequential> layer1_, layer2_, layer3_;
+  std::shared_ptr<Linear> fc_;
+};
+
+// The names make_model knows: simple_cnn, resnet20, resnet32, resnet44, resnet56.
+std::vector<std::string> model_names();
+
+// Builds a model by name, initialised from Generator(seed). image_size is the side of the (square) input;
+// simple_cnn needs it (>= 4), the ResNets accept any size (global pooling). Throws ValueError for an unknown
+// name (listing the known ones) or bad sizes.
+std::unique_ptr<Module> make_model(const std::string& name, int64_t in_channels, int64_t classes,
+                                   int64_t image_size, uint64_t seed);
+
+}  // namespace liftoff
