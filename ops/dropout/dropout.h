@@ -4,8 +4,12 @@
 
 namespace liftoff {
 
-// Inverted dropout: in training, zeroes each element with probability p and scales the rest by 1/(1-p);
-// the mask comes from Philox(gen.seed(), gen.next_offset(), element index). In eval (or p == 0) returns x.
+// Inverted dropout: in training, zeroes each element with probability p and scales the rest by 1/(1-p)
+// (p == 1 zeroes everything). The mask is a function of (seed, offset, element index) only: with
+// offset = gen.next_offset() and r = Philox(gen.seed(), offset, i / 4).v[i % 4], element i is kept when
+// philox_uniform(r) >= p, identically on the CPU and on CUDA. Backward regenerates the mask from (seed,
+// offset) instead of storing it. In eval (or p == 0) returns x itself and draws nothing from gen. f32/f64 on
+// the CPU, also f16/bf16 on CUDA.
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
 
 }  // namespace liftoff

@@ -1,5 +1,9 @@
 // Fused multi-tensor optimizer updates (no autograd): one pass over every parameter of a step.
 // PyTorch's update rules; parameters, gradients and state are lists of same-shaped tensors on one device.
+// Parameters and state are updated in place (contiguous; one dtype, f32 or f64); gradients have the
+// parameters' dtype, or (CUDA, f32 master weights) f16/bf16. An entry whose gradient is undefined is skipped,
+// as PyTorch skips parameters without .grad. CUDA launches pack up to a few dozen tensors' pointers into the
+// kernel parameters: no host-to-device copy, no host sync.
 #pragma once
 #include <vector>
 
@@ -11,11 +15,11 @@ struct SgdHyper {
   double lr = 0.1;
   double momentum = 0.0;
   double weight_decay = 0.0;
-  bool nesterov = false;
+  bool nesterov = false;  // needs momentum > 0
 };
 
 // g' = g + wd * p; buf = momentum * buf + g'; p -= lr * (nesterov ? g' + momentum * buf : buf).
-// momentum_buffers are zero-initialised by the caller and ignored when momentum == 0.
+// momentum_buffers are zero-initialised by the caller and ignored (may be empty) when momentum == 0.
 void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
               const std::vector<Tensor>& momentum_buffers, const SgdHyper& hyper);
 
@@ -29,8 +33,10 @@ struct AdamWHyper {
 };
 
 // p *= 1 - lr * wd; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
-// p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps).
-void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& exp_avg,
-                const std::vector<Tensor>& exp_avg_sq, const AdamWHyper& hyper);
+// p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)   (computed as PyTorch does:
+// p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)).
+void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq,
+                const AdamWHyper& hyper);
 
 }  // namespace liftoff

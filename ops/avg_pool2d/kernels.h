@@ -1,0 +1,21 @@
+// Kernels behind avg_pool2d(): inputs are checked by the front, contiguous, and outputs allocated.
+#pragma once
+#include "runtime/tensor.h"
+
+namespace liftoff {
+
+struct AvgPool2dShape {
+  int64_t n, c, h, w;  // input
+  int64_t oh, ow;      // output
+  int64_t kernel, stride, padding;
+};
+
+namespace cpu {
+void avg_pool2d_forward(const Tensor& x, const Tensor& y, const AvgPool2dShape& g);
+void avg_pool2d_backward(const Tensor& gy, const Tensor& gx, const AvgPool2dShape& g);
+}  // namespace cpu
+namespace cuda {
+void avg_pool2d_forward(const Tensor& x, const Tensor& y, const AvgPool2dShape& g);
+void avg_pool2d_backward(const Tensor& gy, const Tensor& gx, const AvgPool2dShape& g);
+}  // namespace cuda
+}  // namespace liftoff

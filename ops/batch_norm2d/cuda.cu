@@ -1,0 +1,371 @@
+// Batch norm on CUDA with own kernels rather than cuDNN: the channel count (16..64) is far below the SM
+// count, so each channel's reduction is split over several blocks (partial moments per block, merged in a
+// fixed order by a small finalize kernel: deterministic, no atomics), and the same code serves f16/bf16 input
+// with f32 weight/statistics, f32 and f64 (cuDNN's legacy batch-norm API is deprecated in cuDNN 9).
+#include <algorithm>
+
+#include "ops/batch_norm2d/kernels.h"
+#include "runtime/cuda/check.h"
+#include "runtime/cuda/context.h"
+#include "runtime/cuda/cuda_types.cuh"
+
+namespace liftoff::cuda {
+
+namespace {
+constexpr int kReduceBlock = 256;
+constexpr int kFinalizeBlock = 128;
+
+__device__ __forceinline__ float rsqrt_acc(float v) {
+  return rsqrtf(v);
+}
+__device__ __forceinline__ double rsqrt_acc(double v) {
+  return rsqrt(v);
+}
+
+// Chan et al.'s merge of (count, mean, M2) moments; b is folded into a.
+template <class A>
+__device__ __forceinline__ void merge_moments(A& n, A& mean, A& m2, A nb, A mean_b, A m2b) {
+  if (nb == A(0)) return;
+  if (n == A(0)) {
+    n = nb;
+    mean = mean_b;
+    m2 = m2b;
+    return;
+  }
+  const A total = n + nb;
+  const A delta = mean_b - mean;
+  const A fraction_b = nb / total;
+  mean += delta * fraction_b;
+  m2 += m2b + delta * delta * n * fraction_b;
+  n = total;
+}
+
+// Walks the flattened (sample, pixel) positions of one channel with a fixed stride and no per-step division.
+struct ChannelWalk {
+  int64_t sample, pixel, step_samples, step_pixels, hw;
+  __device__ ChannelWalk(int64_t start, int64_t stride, int64_t hw_) : hw(hw_) {
+    sample = start / hw;
+    pixel = start - sample * hw;
+    step_samples = stride / hw;
+    step_pixels = stride - step_samples * hw;
+  }
+  __device__ __forceinline__ int64_t offset(int64_t channels, int64_t c) const {
+    return (sample * channels + c) * hw + pixel;
+  }
+  __device__ __forceinline__ void advance() {
+    pixel += step_pixels;
+    sample += step_samples;
+    if (pixel >= hw) {
+      pixel -= hw;
+      ++sample;
+    }
+  }
+};
+
+// Block (s, c) reduces positions [s * chunk, (s + 1) * chunk) of channel c to (count, mean, M2).
+template <class T, class A>
+__global__ void stats_partial_kernel(const T* x, int64_t channels, int64_t hw, int64_t count, int64_t chunk,
+                                     A* partial) {
+  const int64_t c = blockIdx.y;
+  const int64_t begin = blockIdx.x * chunk;
+  const int64_t end = min(count, begin + chunk);
+  // Sums are taken relative to a value of the channel, which keeps sum-of-squares cancellation small.
+  const A shift = convert<A>(x[c * hw]);
+  A sum = 0, sumsq = 0;
+  int64_t mine = 0;
+  ChannelWalk walk(begin + threadIdx.x, blockDim.x, hw);
+  for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x, ++mine) {
+    const A v = convert<A>(x[walk.offset(channels, c)]) - shift;
+    sum += v;
+    sumsq += v * v;
+    walk.advance();
+  }
+  A n = static_cast<A>(mine);
+  A mean = mine ? sum / n : A(0);
+  A m2 = mine ? max(A(0), sumsq - sum * mean) : A(0);
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const A nb = __shfl_down_sync(0xffffffffu, n, offset);
+    const A mb = __shfl_down_sync(0xffffffffu, mean, offset);
+    const A m2b = __shfl_down_sync(0xffffffffu, m2, offset);
+    if ((threadIdx.x % 32) + offset < 32) merge_moments(n, mean, m2, nb, mb, m2b);
+  }
+  __shared__ A warp_n[32], warp_mean[32], warp_m2[32];
+  const int warp = threadIdx.x / 32;
+  if (threadIdx.x % 32 == 0) {
+    warp_n[warp] = n;
+    warp_mean[warp] = mean;
+    warp_m2[warp] = m2;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    A tn = 0, tmean = 0, tm2 = 0;
+    for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w)
+      merge_moments(tn, tmean, tm2, warp_n[w], warp_mean[w], warp_m2[w]);
+    A* out = partial + (c * gridDim.x + blockIdx.x) * 3;
+    out[0] = tn;
+    out[1] = tmean + shift;
+    out[2] = tm2;
+  }
+}
+
+// One thread per channel merges its partials in order, saves mean/invstd and updates the running statistics.
+template <class A, class W>
+__global__ void stats_finalize_kernel(const A* partial, int splits, int64_t channels, A count, A eps,
+                                      A momentum, W* running_mean, W* running_var, A* save_mean,
+                                      A* save_invstd) {
+  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (c >= channels) return;
+  A n = 0, mean = 0, m2 = 0;
+  for (int s = 0; s < splits; ++s) {
+    const A* p = partial + (c * splits + s) * 3;
+    merge_moments(n, mean, m2, p[0], p[1], p[2]);
+  }
+  const A var = m2 / count;  // biased, for normalization
+  save_mean[c] = mean;
+  save_invstd[c] = rsqrt_acc(var + eps);
+  if (running_mean != nullptr) {
+    running_mean[c] = convert<W>((A(1) - momentum) * convert<A>(running_mean[c]) + momentum * mean);
+    running_var[c] =
+        convert<W>((A(1) - momentum) * convert<A>(running_var[c]) + momentum * (m2 / (count - A(1))));
+  }
+}
+
+template <class A, class W>
+__global__ void running_stats_kernel(const W* running_mean, const W* running_var, int64_t channels, A eps,
+                                     A* save_mean, A* save_invstd) {
+  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (c >= channels) return;
+  save_mean[c] = convert<A>(running_mean[c]);
+  save_invstd[c] = rsqrt_acc(convert<A>(running_var[c]) + eps);
+}
+
+// Grid: x = sample * channels + channel (one plane), y = pixel blocks; one modulo per block, not per element.
+template <class T, class W, class A>
+__global__ void normalize_kernel(const T* x, const A* mean, const A* invstd, const W* weight, const W* bias,
+                                 int64_t channels, int64_t hw, T* y) {
+  const int64_t plane = blockIdx.x;
+  const int64_t c = plane % channels;
+  const A scale = convert<A>(weight[c]) * invstd[c];
+  const A shift = convert<A>(bias[c]) - mean[c] * scale;
+  const T* src = x + plane * hw;
+  T* dst = y + plane * hw;
+  for (int64_t k = blockIdx.y * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < hw;
+       k += static_cast<int64_t>(gridDim.y) * blockDim.x) {
+    dst[k] = convert<T>(convert<A>(src[k]) * scale + shift);
+  }
+}
+
+// Block (s, c): sums of gy and gy * (x - mean) over its positions of channel c.
+template <class T, class A>
+__global__ void grad_partial_kernel(const T* x, const T* gy, const A* mean, int64_t channels, int64_t hw,
+                                    int64_t count, int64_t chunk, A* partial) {
+  const int64_t c = blockIdx.y;
+  const int64_t begin = blockIdx.x * chunk;
+  const int64_t end = min(count, begin + chunk);
+  const A m = mean[c];
+  A sum_dy = 0, sum_dy_xmu = 0;
+  ChannelWalk walk(begin + threadIdx.x, blockDim.x, hw);
+  for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
+    const int64_t i = walk.offset(channels, c);
+    const A g = convert<A>(gy[i]);
+    sum_dy += g;
+    sum_dy_xmu += g * (convert<A>(x[i]) - m);
+    walk.advance();
+  }
+  for (int offset = 16; offset > 0; offset /= 2) {
+    sum_dy += __shfl_down_sync(0xffffffffu, sum_dy, offset);
+    sum_dy_xmu += __shfl_down_sync(0xffffffffu, sum_dy_xmu, offset);
+  }
+  __shared__ A warp_dy[32], warp_dy_xmu[32];
+  const int warp = threadIdx.x / 32;
+  if (threadIdx.x % 32 == 0) {
+    warp_dy[warp] = sum_dy;
+    warp_dy_xmu[warp] = sum_dy_xmu;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    A a = 0, b = 0;
+    for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) {
+      a += warp_dy[w];
+      b += warp_dy_xmu[w];
+    }
+    A* out = partial + (c * gridDim.x + blockIdx.x) * 2;
+    out[0] = a;
+    out[1] = b;
+  }
+}
+
+// Per channel: grad_weight, grad_bias, and gx = k1 * (gy - k2 - (x - mean) * k3) coefficients.
+template <class A, class W>
+__global__ void grad_finalize_kernel(const A* partial, int splits, int64_t channels, A count, const A* invstd,
+                                     const W* weight, bool training, W* grad_weight, W* grad_bias, A* coeff) {
+  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (c >= channels) return;
+  A sum_dy = 0, sum_dy_xmu = 0;
+  for (int s = 0; s < splits; ++s) {
+    sum_dy += partial[(c * splits + s) * 2];
+    sum_dy_xmu += partial[(c * splits + s) * 2 + 1];
+  }
+  const A is = invstd[c];
+  if (grad_weight != nullptr) grad_weight[c] = convert<W>(sum_dy_xmu * is);
+  if (grad_bias != nullptr) grad_bias[c] = convert<W>(sum_dy);
+  coeff[c * 3] = convert<A>(weight[c]) * is;
+  coeff[c * 3 + 1] = training ? sum_dy / count : A(0);
+  coeff[c * 3 + 2] = training ? is * is * sum_dy_xmu / count : A(0);
+}
+
+template <class T, class A>
+__global__ void grad_input_kernel(const T* x, const T* gy, const A* mean, const A* coeff, int64_t channels,
+                                  int64_t hw, T* gx) {
+  const int64_t plane = blockIdx.x;
+  const int64_t c = plane % channels;
+  const A m = mean[c], k1 = coeff[c * 3], k2 = coeff[c * 3 + 1], k3 = coeff[c * 3 + 2];
+  const int64_t base = plane * hw;
+  for (int64_t k = blockIdx.y * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < hw;
+       k += static_cast<int64_t>(gridDim.y) * blockDim.x) {
+    const A xmu = convert<A>(x[base + k]) - m;
+    gx[base + k] = convert<T>(k1 * (convert<A>(gy[base + k]) - k2 - xmu * k3));
+  }
+}
+
+// Splits per channel: enough blocks to fill every SM a few times over, each with at least one element per
+// thread.
+int splits_for(int device, int64_t count, int64_t channels) {
+  int sms = 0;
+  LIFTOFF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  int64_t splits = (count + 4095) / 4096;
+  splits = std::max<int64_t>(splits, (4 * static_cast<int64_t>(sms) + channels - 1) / channels);
+  splits = std::min<int64_t>(splits, (count + kReduceBlock - 1) / kReduceBlock);
+  return static_cast<int>(std::clamp<int64_t>(splits, 1, 1024));
+}
+
+struct PlaneGrid {
+  dim3 grid, block;
+};
+PlaneGrid plane_grid(int64_t planes, int64_t hw) {
+  const int threads = hw <= 64 ? 64 : (hw <= 128 ? 128 : 256);
+  const int64_t pixel_blocks = std::min<int64_t>((hw + threads - 1) / threads, 65535);
+  LIFTOFF_CHECK(planes <= 0x7fffffff, ShapeError, "batch_norm2d: ", planes,
+                " planes (N * C) exceed the CUDA grid");
+  return {dim3(static_cast<unsigned>(planes), static_cast<unsigned>(std::max<int64_t>(pixel_blocks, 1))),
+          dim3(static_cast<unsigned>(threads))};
+}
+
+unsigned channel_blocks(int64_t channels) {
+  return static_cast<unsigned>((channels + kFinalizeBlock - 1) / kFinalizeBlock);
+}
+
+template <class T, class W>
+void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                   const Tensor& running_var, bool training, double momentum, double eps, const Tensor& y,
+                   const Tensor& save_mean, const Tensor& save_invstd) {
+  using A = acc_t<T>;
+  const int device = x.device().index;
+  cudaStream_t stream = compute_stream(device);
+  const int64_t batch = x.size(0), channels = x.size(1), hw = x.size(2) * x.size(3);
+  const int64_t count = batch * hw;
+  W* rm = running_mean.defined() ? static_cast<W*>(running_mean.raw_data()) : nullptr;
+  W* rv = running_var.defined() ? static_cast<W*>(running_var.raw_data()) : nullptr;
+  A* sm = static_cast<A*>(save_mean.raw_data());
+  A* si = static_cast<A*>(save_invstd.raw_data());
+  if (training) {
+    LIFTOFF_CHECK(channels <= 65535, ShapeError, "batch_norm2d: ", channels,
+                  " channels exceed the CUDA grid");
+    const int splits = splits_for(device, count, channels);
+    const int64_t chunk = (count + splits - 1) / splits;
+    const Tensor partial = Tensor::empty({channels, splits, 3}, DTypeOf<A>::value, x.device());
+    stats_partial_kernel<T, A><<<dim3(splits, static_cast<unsigned>(channels)), kReduceBlock, 0, stream>>>(
+        static_cast<const T*>(x.raw_data()), channels, hw, count, chunk, static_cast<A*>(partial.raw_data()));
+    LIFTOFF_LAUNCH_CHECK();
+    stats_finalize_kernel<A, W><<<channel_blocks(channels), kFinalizeBlock, 0, stream>>>(
+        static_cast<const A*>(partial.raw_data()), splits, channels, static_cast<A>(count),
+        static_cast<A>(eps), static_cast<A>(momentum), rm, rv, sm, si);
+    LIFTOFF_LAUNCH_CHECK();
+  } else {
+    running_stats_kernel<A, W><<<channel_blocks(channels), kFinalizeBlock, 0, stream>>>(
+        rm, rv, channels, static_cast<A>(eps), sm, si);
+    LIFTOFF_LAUNCH_CHECK();
+  }
+  if (count == 0) return;
+  const PlaneGrid pg = plane_grid(batch * channels, hw);
+  normalize_kernel<T, W, A><<<pg.grid, pg.block, 0, stream>>>(
+      static_cast<const T*>(x.raw_data()), sm, si, static_cast<const W*>(weight.raw_data()),
+      static_cast<const W*>(bias.raw_data()), channels, hw, static_cast<T*>(y.raw_data()));
+  LIFTOFF_LAUNCH_CHECK();
+}
+
+template <class T, class W>
+void backward_typed(const Tensor& x, const Tensor& grad_y, const Tensor& weight, const Tensor& save_mean,
+                    const Tensor& save_invstd, bool training, const Tensor& grad_x, const Tensor& grad_weight,
+                    const Tensor& grad_bias) {
+  using A = acc_t<T>;
+  const int device = x.device().index;
+  cudaStream_t stream = compute_stream(device);
+  const int64_t batch = x.size(0), channels = x.size(1), hw = x.size(2) * x.size(3);
+  const int64_t count = batch * hw;
+  LIFTOFF_CHECK(channels <= 65535, ShapeError, "batch_norm2d backward: ", channels,
+                " channels exceed the CUDA grid");
+  const A* sm = static_cast<const A*>(save_mean.raw_data());
+  const A* si = static_cast<const A*>(save_invstd.raw_data());
+  const int splits = splits_for(device, std::max<int64_t>(count, 1), channels);
+  const int64_t chunk = (count + splits - 1) / splits;
+  const Tensor partial = Tensor::empty({channels, splits, 2}, DTypeOf<A>::value, x.device());
+  const Tensor coeff = Tensor::empty({channels, 3}, DTypeOf<A>::value, x.device());
+  grad_partial_kernel<T, A><<<dim3(splits, static_cast<unsigned>(channels)), kReduceBlock, 0, stream>>>(
+      static_cast<const T*>(x.raw_data()), static_cast<const T*>(grad_y.raw_data()), sm, channels, hw, count,
+      chunk, static_cast<A*>(partial.raw_data()));
+  LIFTOFF_LAUNCH_CHECK();
+  grad_finalize_kernel<A, W><<<channel_blocks(channels), kFinalizeBlock, 0, stream>>>(
+      static_cast<const A*>(partial.raw_data()), splits, channels, static_cast<A>(count), si,
+      static_cast<const W*>(weight.raw_data()), training,
+      grad_weight.defined() ? static_cast<W*>(grad_weight.raw_data()) : nullptr,
+      grad_bias.defined() ? static_cast<W*>(grad_bias.raw_data()) : nullptr,
+      static_cast<A*>(coeff.raw_data()));
+  LIFTOFF_LAUNCH_CHECK();
+  if (!grad_x.defined() || count == 0) return;
+  const PlaneGrid pg = plane_grid(batch * channels, hw);
+  grad_input_kernel<T, A><<<pg.grid, pg.block, 0, stream>>>(
+      static_cast<const T*>(x.raw_data()), static_cast<const T*>(grad_y.raw_data()), sm,
+      static_cast<const A*>(coeff.raw_data()), channels, hw, static_cast<T*>(grad_x.raw_data()));
+  LIFTOFF_LAUNCH_CHECK();
+}
+
+// Calls fn(T{}, W{}): W is T, or float for f16/bf16 input with f32 parameters.
+template <class Fn>
+void dispatch_bn(const Tensor& x, const Tensor& weight, const char* op, Fn&& fn) {
+  dispatch_device_float(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (IsHalfType<T>::value) {
+      if (weight.dtype() == DType::f32) {
+        fn(T{}, float{});
+        return;
+      }
+    }
+    fn(T{}, T{});
+  });
+}
+}  // namespace
+
+void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                        const Tensor& running_var, bool training, double momentum, double eps,
+                        const Tensor& y, const Tensor& save_mean, const Tensor& save_invstd) {
+  DeviceGuard guard(x.device().index);
+  if (x.size(1) == 0) return;
+  dispatch_bn(x, weight, "batch_norm2d", [&](auto t, auto w) {
+    forward_typed<decltype(t), decltype(w)>(x, weight, bias, running_mean, running_var, training, momentum,
+                                            eps, y, save_mean, save_invstd);
+  });
+}
+
+void batch_norm_backward(const Tensor& x, const Tensor& grad_y, const Tensor& weight, const Tensor& save_mean,
+                         const Tensor& save_invstd, bool training, const Tensor& grad_x,
+                         const Tensor& grad_weight, const Tensor& grad_bias) {
+  DeviceGuard guard(x.device().index);
+  if (x.size(1) == 0) return;
+  dispatch_bn(x, weight, "batch_norm2d backward", [&](auto t, auto w) {
+    backward_typed<decltype(t), decltype(w)>(x, grad_y, weight, save_mean, save_invstd, training, grad_x,
+                                             grad_weight, grad_bias);
+  });
+}
+
+}  // namespace liftoff::cuda

@@ -1,0 +1,25 @@
+// Kernels behind batch_norm2d(): x [N, C, H, W] contiguous; weight, bias, running stats [C] (running stats
+// may be undefined in training). save_mean / save_invstd [C] are f64 for f64 input, f32 otherwise: the
+// statistics used for normalization (batch ones in training, running ones in eval), kept for the backward.
+#pragma once
+#include "runtime/tensor.h"
+
+namespace liftoff {
+namespace cpu {
+void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                        const Tensor& running_var, bool training, double momentum, double eps,
+                        const Tensor& y, const Tensor& save_mean, const Tensor& save_invstd);
+// gx, gweight, gbias: each preallocated, or undefined when not needed.
+void batch_norm_backward(const Tensor& x, const Tensor& grad_y, const Tensor& weight, const Tensor& save_mean,
+                         const Tensor& save_invstd, bool training, const Tensor& grad_x,
+                         const Tensor& grad_weight, const Tensor& grad_bias);
+}  // namespace cpu
+namespace cuda {
+void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                        const Tensor& running_var, bool training, double momentum, double eps,
+                        const Tensor& y, const Tensor& save_mean, const Tensor& save_invstd);
+void batch_norm_backward(const Tensor& x, const Tensor& grad_y, const Tensor& weight, const Tensor& save_mean,
+                         const Tensor& save_invstd, bool training, const Tensor& grad_x,
+                         const Tensor& grad_weight, const Tensor& grad_bias);
+}  // namespace cuda
+}  // namespace liftoff

@@ -1,0 +1,100 @@
+#include "ops/conv2d/conv2d.h"
+
+#include "ops/conv2d/kernels.h"
+#include "runtime/autograd.h"
+#include "runtime/dispatch.h"
+
+namespace liftoff {
+
+namespace {
+Conv2dShape check_conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride,
+                         int64_t padding) {
+  LIFTOFF_CHECK(x.defined(), ValueError, "conv2d: the input tensor is undefined");
+  LIFTOFF_CHECK(weight.defined(), ValueError, "conv2d: the weight tensor is undefined");
+  LIFTOFF_CHECK(x.dim() == 4, ShapeError, "conv2d: expected a 4-D input [N, C, H, W], got ",
+                shape_str(x.shape()));
+  LIFTOFF_CHECK(weight.dim() == 4, ShapeError, "conv2d: expected a 4-D weight [K, C, R, S], got ",
+                shape_str(weight.shape()));
+  const Shape& xs = x.shape();
+  const Shape& ws = weight.shape();
+  LIFTOFF_CHECK(is_floating(x.dtype()), DTypeError, "conv2d: input ", shape_str(xs), " has dtype ",
+                dtype_name(x.dtype()), "; expected a floating dtype");
+  LIFTOFF_CHECK(weight.dtype() == x.dtype(), DTypeError, "conv2d: input ", shape_str(xs), " is ",
+                dtype_name(x.dtype()), " but weight ", shape_str(ws), " is ", dtype_name(weight.dtype()),
+                "; cast one of them");
+  LIFTOFF_CHECK(weight.device() == x.device(), DeviceError, "conv2d: input ", shape_str(xs), " is on ",
+                x.device().str(), " but weight ", shape_str(ws), " is on ", weight.device().str());
+  if (bias.defined()) {
+    LIFTOFF_CHECK(bias.dim() == 1 && bias.size(0) == ws[0], ShapeError, "conv2d: bias ",
+                  shape_str(bias.shape()), " does not match weight ", shape_str(ws), "; expected [", ws[0],
+                  "]");
+    LIFTOFF_CHECK(bias.dtype() == x.dtype(), DTypeError, "conv2d: input ", shape_str(xs), " is ",
+                  dtype_name(x.dtype()), " but bias ", shape_str(bias.shape()), " is ",
+                  dtype_name(bias.dtype()));
+    LIFTOFF_CHECK(bias.device() == x.device(), DeviceError, "conv2d: input ", shape_str(xs), " is on ",
+                  x.device().str(), " but bias ", shape_str(bias.shape()), " is on ", bias.device().str());
+  }
+  LIFTOFF_CHECK(xs[1] == ws[1], ShapeError, "conv2d: input ", shape_str(xs), " has ", xs[1],
+                " channels but weight ", shape_str(ws), " expects ", ws[1]);
+  LIFTOFF_CHECK(ws[0] >= 1 && ws[1] >= 1 && ws[2] >= 1 && ws[3] >= 1, ShapeError, "conv2d: weight ",
+                shape_str(ws), " must have positive sizes (filters, channels, kernel)");
+  LIFTOFF_CHECK(xs[0] >= 0 && xs[2] >= 1 && xs[3] >= 1, ShapeError, "conv2d: input ", shape_str(xs),
+                " must have a positive height and width");
+  LIFTOFF_CHECK(stride >= 1, ValueError, "conv2d: stride must be positive, got ", stride, " (input ",
+                shape_str(xs), ", weight ", shape_str(ws), ")");
+  LIFTOFF_CHECK(padding >= 0, ValueError, "conv2d: padding must be non-negative, got ", padding);
+  LIFTOFF_CHECK(padding < ws[2] && padding < ws[3], ValueError, "conv2d: padding ", padding,
+                " is too large for kernel ", ws[2], "x", ws[3], " (weight ", shape_str(ws),
+                "); it must be smaller than the kernel");
+  Conv2dShape g{};
+  g.n = xs[0];
+  g.c = xs[1];
+  g.h = xs[2];
+  g.w = xs[3];
+  g.k = ws[0];
+  g.r = ws[2];
+  g.s = ws[3];
+  g.stride = stride;
+  g.padding = padding;
+  const int64_t span_h = g.h + 2 * padding - g.r;
+  const int64_t span_w = g.w + 2 * padding - g.s;
+  LIFTOFF_CHECK(span_h >= 0 && span_w >= 0, ShapeError, "conv2d: input ", shape_str(xs), " with padding ",
+                padding, " is smaller than kernel ", g.r, "x", g.s, "; the output would be empty");
+  g.oh = span_h / stride + 1;
+  g.ow = span_w / stride + 1;
+  return g;
+}
+}  // namespace
+
+Tensor conv2d(const Tensor& input, const Tensor& weight_in, const Tensor& bias_in, int64_t stride,
+              int64_t padding) {
+  const Conv2dShape g = check_conv2d(input, weight_in, bias_in, stride, padding);
+  const Tensor x = input.contiguous();
+  const Tensor w = weight_in.contiguous();
+  const Tensor b = bias_in.defined() ? bias_in.contiguous() : Tensor();
+  Tensor y = Tensor::empty({g.n, g.k, g.oh, g.ow}, x.dtype(), x.device());
+  LIFTOFF_DISPATCH(x.device(), conv2d_forward, x, w, b, y, g);
+  // Record against the caller's tensors: contiguous() of a strided input is a raw copy without grad edges.
+  if (should_record({input, weight_in, bias_in})) {
+    // Keep only what backward reads: x for the weight gradient, the weight for the input gradient.
+    const Tensor x_saved = weight_in.requires_grad() ? x.detach() : Tensor();
+    const Tensor w_saved = input.requires_grad() ? w.detach() : Tensor();
+    record(y, "conv2d", {input, weight_in, bias_in},
+           [x_saved, w_saved, g, dtype = x.dtype()](const Tensor& gy_in, const NeedsGrad& needs) {
+             LIFTOFF_CHECK(gy_in.shape() == Shape({g.n, g.k, g.oh, g.ow}) && gy_in.dtype() == dtype,
+                           ShapeError, "conv2d backward: gradient ", shape_str(gy_in.shape()), " ",
+                           dtype_name(gy_in.dtype()), " does not match the output [", g.n, ", ", g.k, ", ",
+                           g.oh, ", ", g.ow, "] ", dtype_name(dtype));
+             const Tensor gy = gy_in.contiguous();
+             const Device dev = gy.device();
+             const Tensor gx = needs[0] ? Tensor::empty({g.n, g.c, g.h, g.w}, dtype, dev) : Tensor();
+             const Tensor gw = needs[1] ? Tensor::empty({g.k, g.c, g.r, g.s}, dtype, dev) : Tensor();
+             const Tensor gb = needs[2] ? Tensor::empty({g.k}, dtype, dev) : Tensor();
+             LIFTOFF_DISPATCH(dev, conv2d_backward, x_saved, w_saved, gy, gx, gw, gb, g);
+             return std::vector<Tensor>{gx, gw, gb};
+           });
+  }
+  return y;
+}
+
+}  // namespace liftoff

@@ -1,0 +1,195 @@
+// CPU conv2d: im2col + Eigen GEMM per image, images split across the OpenMP threads (each thread owns its
+// column buffer and its partial weight gradient). docs/perf.md ("CPU conv2d strategies") has the measurements
+// behind this choice.
+#include <Eigen/Core>
+#include <algorithm>
+#include <vector>
+
+#include "ops/conv2d/kernels.h"
+#include "runtime/dispatch.h"
+#include "runtime/parallel.h"
+
+namespace liftoff::cpu {
+
+namespace {
+template <class T>
+using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class T>
+using MatMap = Eigen::Map<RowMat<T>>;
+template <class T>
+using ConstMatMap = Eigen::Map<const RowMat<T>>;
+template <class T>
+using ConstVecMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>;
+
+// Output positions o in [lo, hi) whose input index o * stride + offset lies inside [0, in).
+struct Range {
+  int64_t lo, hi;
+};
+Range valid_outputs(int64_t offset, int64_t stride, int64_t in, int64_t out) {
+  const int64_t lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+  const int64_t hi = in - 1 - offset < 0 ? 0 : (in - 1 - offset) / stride + 1;
+  const int64_t l = std::min(lo, out);
+  return {l, std::max(l, std::min(hi, out))};
+}
+
+// cols[(c, r, s), (oh, ow)] = x[c, oh * stride - p + r, ow * stride - p + s], zero outside the image.
+template <class T>
+void im2col(const T* x, T* cols, const Conv2dShape& g) {
+  const int64_t plane = g.oh * g.ow;
+  for (int64_t c = 0; c < g.c; ++c) {
+    for (int64_t r = 0; r < g.r; ++r) {
+      for (int64_t s = 0; s < g.s; ++s) {
+        T* row = cols + ((c * g.r + r) * g.s + s) * plane;
+        const Range cols_ok = valid_outputs(s - g.padding, g.stride, g.w, g.ow);
+        for (int64_t oh = 0; oh < g.oh; ++oh) {
+          T* out = row + oh * g.ow;
+          const int64_t ih = oh * g.stride - g.padding + r;
+          if (ih < 0 || ih >= g.h) {
+            std::fill(out, out + g.ow, T(0));
+            continue;
+          }
+          const T* in = x + (c * g.h + ih) * g.w;
+          std::fill(out, out + cols_ok.lo, T(0));
+          if (g.stride == 1) {
+            std::copy(in + cols_ok.lo + s - g.padding, in + cols_ok.hi + s - g.padding, out + cols_ok.lo);
+          } else {
+            for (int64_t ow = cols_ok.lo; ow < cols_ok.hi; ++ow) out[ow] = in[ow * g.stride + s - g.padding];
+          }
+          std::fill(out + cols_ok.hi, out + g.ow, T(0));
+        }
+      }
+    }
+  }
+}
+
+// The adjoint of im2col: gx = sum of the column entries that read each input pixel.
+template <class T>
+void col2im(const T* cols, T* gx, const Conv2dShape& g) {
+  const int64_t plane = g.oh * g.ow;
+  std::fill(gx, gx + g.c * g.h * g.w, T(0));
+  for (int64_t c = 0; c < g.c; ++c) {
+    for (int64_t r = 0; r < g.r; ++r) {
+      for (int64_t s = 0; s < g.s; ++s) {
+        const T* row = cols + ((c * g.r + r) * g.s + s) * plane;
+        const Range cols_ok = valid_outputs(s - g.padding, g.stride, g.w, g.ow);
+        for (int64_t oh = 0; oh < g.oh; ++oh) {
+          const int64_t ih = oh * g.stride - g.padding + r;
+          if (ih < 0 || ih >= g.h) continue;
+          const T* src = row + oh * g.ow;
+          T* dst = gx + (c * g.h + ih) * g.w;
+          for (int64_t ow = cols_ok.lo; ow < cols_ok.hi; ++ow) dst[ow * g.stride + s - g.padding] += src[ow];
+        }
+      }
+    }
+  }
+}
+
+// A 1x1 kernel with stride 1 and no padding reads the image itself as its column matrix.
+bool is_pointwise(const Conv2dShape& g) {
+  return g.r == 1 && g.s == 1 && g.stride == 1 && g.padding == 0;
+}
+
+template <class T>
+void forward_impl(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
+                  const Conv2dShape& g) {
+  const int64_t crs = g.c * g.r * g.s;
+  const int64_t plane = g.oh * g.ow;
+  const bool pointwise = is_pointwise(g);
+  const T* xd = x.data<T>();
+  const T* bd = bias.defined() ? bias.data<T>() : nullptr;
+  T* yd = y.data<T>();
+  const ConstMatMap<T> weight(w.data<T>(), g.k, crs);
+  // Inside the parallel region Eigen's GEMM runs single-threaded; with one image it uses all threads.
+  parallel_for(0, g.n, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<T> cols(pointwise ? 0 : static_cast<size_t>(crs * plane));
+    for (int64_t i = lo; i < hi; ++i) {
+      const T* xi = xd + i * g.c * g.h * g.w;
+      if (!pointwise) im2col(xi, cols.data(), g);
+      const ConstMatMap<T> columns(pointwise ? xi : cols.data(), crs, plane);
+      MatMap<T> out(yd + i * g.k * plane, g.k, plane);
+      out.noalias() = weight * columns;
+      if (bd) out.colwise() += ConstVecMap<T>(bd, g.k);
+    }
+  });
+}
+
+template <class T>
+void backward_impl(const Tensor& x, const Tensor& w, const Tensor& gy, const Tensor& gx, const Tensor& gw,
+                   const Tensor& gb, const Conv2dShape& g) {
+  const int64_t crs = g.c * g.r * g.s;
+  const int64_t plane = g.oh * g.ow;
+  const bool pointwise = is_pointwise(g);
+  const T* gyd = gy.data<T>();
+  if (gb.defined()) {
+    T* gbd = gb.data<T>();
+    const int64_t per_filter = g.n * plane;
+    parallel_for(0, g.k, std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(per_filter, 1)),
+                 [&](int64_t lo, int64_t hi) {
+                   for (int64_t k = lo; k < hi; ++k) {
+                     double total = 0.0;  // double even for f32: the sum runs over N * OH * OW terms
+                     for (int64_t i = 0; i < g.n; ++i) {
+                       const T* row = gyd + (i * g.k + k) * plane;
+                       for (int64_t p = 0; p < plane; ++p) total += static_cast<double>(row[p]);
+                     }
+                     gbd[k] = static_cast<T>(total);
+                   }
+                 });
+  }
+  if (!gx.defined() && !gw.defined()) return;
+  if (g.n == 0) {
+    if (gw.defined()) gw.zero_();
+    return;
+  }
+  // Fixed image chunks with one partial weight gradient each, summed in chunk order: deterministic for a
+  // given thread count.
+  const int64_t chunks = std::min<int64_t>(g.n, num_threads());
+  std::vector<RowMat<T>> gw_parts(gw.defined() ? static_cast<size_t>(chunks) : 0);
+  const T* xd = gw.defined() ? x.data<T>() : nullptr;
+  const T* wd = gx.defined() ? w.data<T>() : nullptr;
+  T* gxd = gx.defined() ? gx.data<T>() : nullptr;
+  parallel_for(0, chunks, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<T> cols(pointwise || !gw.defined() ? 0 : static_cast<size_t>(crs * plane));
+    std::vector<T> grad_cols(pointwise || !gx.defined() ? 0 : static_cast<size_t>(crs * plane));
+    for (int64_t chunk = lo; chunk < hi; ++chunk) {
+      if (gw.defined()) gw_parts[static_cast<size_t>(chunk)] = RowMat<T>::Zero(g.k, crs);
+      for (int64_t i = g.n * chunk / chunks; i < g.n * (chunk + 1) / chunks; ++i) {
+        const ConstMatMap<T> grad_out(gyd + i * g.k * plane, g.k, plane);
+        if (gw.defined()) {
+          const T* xi = xd + i * g.c * g.h * g.w;
+          if (!pointwise) im2col(xi, cols.data(), g);
+          const ConstMatMap<T> columns(pointwise ? xi : cols.data(), crs, plane);
+          gw_parts[static_cast<size_t>(chunk)].noalias() += grad_out * columns.transpose();
+        }
+        if (gx.defined()) {
+          const ConstMatMap<T> weight(wd, g.k, crs);
+          T* gxi = gxd + i * g.c * g.h * g.w;
+          if (pointwise) {
+            MatMap<T>(gxi, crs, plane).noalias() = weight.transpose() * grad_out;
+          } else {
+            MatMap<T>(grad_cols.data(), crs, plane).noalias() = weight.transpose() * grad_out;
+            col2im(grad_cols.data(), gxi, g);
+          }
+        }
+      }
+    }
+  });
+  if (gw.defined()) {
+    MatMap<T> total(gw.data<T>(), g.k, crs);
+    total = gw_parts[0];
+    for (size_t c = 1; c < gw_parts.size(); ++c) total += gw_parts[c];
+  }
+}
+}  // namespace
+
+void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
+                    const Conv2dShape& g) {
+  dispatch_float(x.dtype(), "conv2d", [&](auto tag) { forward_impl<decltype(tag)>(x, w, bias, y, g); });
+}
+
+void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& gy, const Tensor& gx, const Tensor& gw,
+                     const Tensor& gb, const Conv2dShape& g) {
+  dispatch_float(gy.dtype(), "conv2d backward",
+                 [&](auto tag) { backward_impl<decltype(tag)>(x, w, gy, gx, gw, gb, g); });
+}
+
+}  // namespace liftoff::cpu

@@ -1,0 +1,394 @@
+// CUDA conv2d through cuDNN's legacy convolution API. Per shape (device, dtype, layout, geometry) a plan
+// holds the descriptors and, found once with cudnnFind*AlgorithmEx (PyTorch's cudnn.benchmark), the
+// algorithm, workspace size and math type of each direction. The search synchronizes; every later call only
+// enqueues.
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+#include "ops/conv2d/kernels.h"
+#include "runtime/cuda/check.h"
+#include "runtime/cuda/context.h"
+#include "runtime/cuda/cuda_types.cuh"
+
+namespace liftoff::cuda {
+
+namespace {
+
+template <class T>
+__global__ void add_bias_kernel(T* y, const T* bias, int64_t n, int64_t plane, int64_t channels) {
+  LIFTOFF_GRID_STRIDE_LOOP(i, n) {
+    const int64_t ch = (i / plane) % channels;
+    y[i] = convert<T>(convert<acc_t<T>>(y[i]) + convert<acc_t<T>>(bias[ch]));
+  }
+}
+
+// gb[k] = sum over images and pixels of gy[:, k]; one block per channel, fixed order (deterministic).
+template <class T>
+__global__ void bias_grad_kernel(const T* gy, T* gb, int64_t images, int64_t channels, int64_t plane) {
+  using A = acc_t<T>;
+  __shared__ A partial[kBlock];
+  const int64_t count = images * plane;
+  for (int64_t ch = blockIdx.x; ch < channels; ch += gridDim.x) {
+    A sum = A(0);
+    for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
+      const int64_t img = j / plane;
+      sum += convert<A>(gy[(img * channels + ch) * plane + (j - img * plane)]);
+    }
+    partial[threadIdx.x] = sum;
+    __syncthreads();
+    for (int offset = kBlock / 2; offset > 0; offset >>= 1) {
+      if (threadIdx.x < offset) partial[threadIdx.x] += partial[threadIdx.x + offset];
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) gb[ch] = convert<T>(partial[0]);
+    __syncthreads();
+  }
+}
+
+cudnnDataType_t cudnn_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return CUDNN_DATA_FLOAT;
+    case DType::f64:
+      return CUDNN_DATA_DOUBLE;
+    case DType::f16:
+      return CUDNN_DATA_HALF;
+    case DType::bf16:
+      return CUDNN_DATA_BFLOAT16;
+    default:
+      throw DTypeError(
+          str_cat("conv2d: dtype ", dtype_name(dtype), " is not supported on CUDA (f32, f64, f16, bf16)"));
+  }
+}
+
+// f16/bf16 accumulate in f32 on tensor cores; f32 may use TF32 (cuDNN's default math, as PyTorch's default).
+cudnnDataType_t compute_dtype(DType dtype) {
+  return dtype == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+}
+cudnnMathType_t initial_math(DType dtype) {
+  return dtype == DType::f16 || dtype == DType::bf16 ? CUDNN_TENSOR_OP_MATH : CUDNN_DEFAULT_MATH;
+}
+
+// alpha/beta are double for f64 data, float otherwise.
+const void* scalar_one(DType dtype) {
+  static const float one_f = 1.0f;
+  static const double one_d = 1.0;
+  return dtype == DType::f64 ? static_cast<const void*>(&one_d) : static_cast<const void*>(&one_f);
+}
+const void* scalar_zero(DType dtype) {
+  static const float zero_f = 0.0f;
+  static const double zero_d = 0.0;
+  return dtype == DType::f64 ? static_cast<const void*>(&zero_d) : static_cast<const void*>(&zero_f);
+}
+
+enum class Layout { nchw };  // the kernels receive contiguous tensors; channels-last would be a second value
+
+struct PlanKey {
+  int device;
+  DType dtype;
+  Layout layout;
+  int64_t n, c, h, w, k, r, s, stride, padding;
+  bool operator<(const PlanKey& o) const {
+    return std::tie(device, dtype, layout, n, c, h, w, k, r, s, stride, padding) <
+           std::tie(o.device, o.dtype, o.layout, o.n, o.c, o.h, o.w, o.k, o.r, o.s, o.stride, o.padding);
+  }
+};
+
+// One chosen algorithm of one direction.
+template <class Algo>
+struct Choice {
+  bool found = false;
+  Algo algo{};
+  size_t workspace_bytes = 0;
+};
+
+struct Plan {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  // One convolution descriptor per direction: each carries the math type its chosen algorithm was timed with.
+  cudnnConvolutionDescriptor_t fwd = nullptr, bwd_data = nullptr, bwd_filter = nullptr;
+  Choice<cudnnConvolutionFwdAlgo_t> fwd_choice;
+  Choice<cudnnConvolutionBwdDataAlgo_t> bwd_data_choice;
+  Choice<cudnnConvolutionBwdFilterAlgo_t> bwd_filter_choice;
+
+  Plan() = default;
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+  ~Plan() {
+    // Best effort: a destructor must not throw.
+    if (x) cudnnDestroyTensorDescriptor(x);
+    if (y) cudnnDestroyTensorDescriptor(y);
+    if (w) cudnnDestroyFilterDescriptor(w);
+    if (fwd) cudnnDestroyConvolutionDescriptor(fwd);
+    if (bwd_data) cudnnDestroyConvolutionDescriptor(bwd_data);
+    if (bwd_filter) cudnnDestroyConvolutionDescriptor(bwd_filter);
+  }
+};
+
+std::mutex& plans_mutex() {
+  static std::mutex m;
+  return m;
+}
+// Leaked on purpose (as the device contexts): plans must outlive static destructors that may still run convs.
+std::map<PlanKey, std::unique_ptr<Plan>>& plans() {
+  static auto* cache = new std::map<PlanKey, std::unique_ptr<Plan>>();
+  return *cache;
+}
+
+int as_int(int64_t value, const Conv2dShape& g) {
+  LIFTOFF_CHECK(value <= INT_MAX, ShapeError, "conv2d: input [", g.n, ", ", g.c, ", ", g.h, ", ", g.w,
+                "] with weight [", g.k, ", ", g.c, ", ", g.r, ", ", g.s,
+                "] exceeds cuDNN's 32-bit sizes; split the batch");
+  return static_cast<int>(value);
+}
+
+void make_conv_descriptor(cudnnConvolutionDescriptor_t* desc, const Conv2dShape& g, DType dtype) {
+  LIFTOFF_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(desc));
+  LIFTOFF_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(*desc, as_int(g.padding, g), as_int(g.padding, g),
+                                                      as_int(g.stride, g), as_int(g.stride, g), 1, 1,
+                                                      CUDNN_CROSS_CORRELATION, compute_dtype(dtype)));
+  LIFTOFF_CUDNN_CHECK(cudnnSetConvolutionMathType(*desc, initial_math(dtype)));
+}
+
+// Called with plans_mutex() held.
+Plan& plan_for(int device, DType dtype, const Conv2dShape& g) {
+  const PlanKey key{device, dtype, Layout::nchw, g.n, g.c, g.h, g.w, g.k, g.r, g.s, g.stride, g.padding};
+  auto& cache = plans();
+  auto it = cache.find(key);
+  if (it != cache.end()) return *it->second;
+  as_int(g.n * g.c * g.h * g.w, g);
+  as_int(g.n * g.k * g.oh * g.ow, g);
+  as_int(g.k * g.c * g.r * g.s, g);
+  auto plan = std::make_unique<Plan>();
+  const cudnnDataType_t dt = cudnn_dtype(dtype);
+  LIFTOFF_CUDNN_CHECK(cudnnCreateTensorDescriptor(&plan->x));
+  LIFTOFF_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->x, CUDNN_TENSOR_NCHW, dt, as_int(g.n, g),
+                                                 as_int(g.c, g), as_int(g.h, g), as_int(g.w, g)));
+  LIFTOFF_CUDNN_CHECK(cudnnCreateTensorDescriptor(&plan->y));
+  LIFTOFF_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->y, CUDNN_TENSOR_NCHW, dt, as_int(g.n, g),
+                                                 as_int(g.k, g), as_int(g.oh, g), as_int(g.ow, g)));
+  LIFTOFF_CUDNN_CHECK(cudnnCreateFilterDescriptor(&plan->w));
+  LIFTOFF_CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan->w, dt, CUDNN_TENSOR_NCHW, as_int(g.k, g),
+                                                 as_int(g.c, g), as_int(g.r, g), as_int(g.s, g)));
+  make_conv_descriptor(&plan->fwd, g, dtype);
+  make_conv_descriptor(&plan->bwd_data, g, dtype);
+  make_conv_descriptor(&plan->bwd_filter, g, dtype);
+  int dims[4] = {0, 0, 0, 0};
+  LIFTOFF_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(plan->fwd, plan->x, plan->w, &dims[0], &dims[1],
+                                                            &dims[2], &dims[3]));
+  LIFTOFF_CHECK(dims[0] == g.n && dims[1] == g.k && dims[2] == g.oh && dims[3] == g.ow, BackendError,
+                "conv2d: cuDNN computes output [", dims[0], ", ", dims[1], ", ", dims[2], ", ", dims[3],
+                "] but Liftoff expects [", g.n, ", ", g.k, ", ", g.oh, ", ", g.ow, "]");
+  Plan& result = *plan;
+  cache.emplace(key, std::move(plan));
+  return result;
+}
+
+// Largest workspace any algorithm asks for, capped; shrunk if the allocator cannot provide it.
+constexpr size_t kMaxSearchWorkspace = size_t{512} << 20;
+
+void* search_workspace(int device, size_t* bytes) {
+  *bytes = std::min(*bytes, kMaxSearchWorkspace);
+  while (true) {
+    try {
+      return *bytes ? workspace(device, *bytes) : nullptr;
+    } catch (const OutOfMemoryError&) {
+      if (*bytes == 0) throw;
+      *bytes = *bytes > (size_t{1} << 20) ? *bytes / 4 : 0;
+    }
+  }
+}
+
+std::string shape_text(const Conv2dShape& g, DType dtype) {
+  return str_cat("input [", g.n, ", ", g.c, ", ", g.h, ", ", g.w, "], weight [", g.k, ", ", g.c, ", ", g.r,
+                 ", ", g.s, "], stride ", g.stride, ", padding ", g.padding, ", ", dtype_name(dtype));
+}
+
+// Picks the fastest successful result (cuDNN sorts them by time) and gives its math type to `desc`.
+template <class Perf, class Algo>
+void take_best(const Perf* perf, int returned, size_t limit, cudnnConvolutionDescriptor_t desc,
+               Choice<Algo>* choice, const char* direction, const Conv2dShape& g, DType dtype) {
+  for (int i = 0; i < returned; ++i) {
+    if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > limit) continue;
+    LIFTOFF_CUDNN_CHECK(cudnnSetConvolutionMathType(desc, perf[i].mathType));
+    choice->algo = perf[i].algo;
+    choice->workspace_bytes = perf[i].memory;
+    choice->found = true;
+    return;
+  }
+  throw BackendError(
+      str_cat("conv2d: cuDNN found no usable ", direction, " algorithm for ", shape_text(g, dtype)));
+}
+
+void find_forward(cudnnHandle_t handle, int device, Plan& p, const Tensor& x, const Tensor& w,
+                  const Tensor& y, const Conv2dShape& g) {
+  size_t limit = 0;
+  for (int a = 0; a < CUDNN_CONVOLUTION_FWD_ALGO_COUNT; ++a) {
+    size_t bytes = 0;
+    if (cudnnGetConvolutionForwardWorkspaceSize(handle, p.x, p.w, p.fwd, p.y,
+                                                static_cast<cudnnConvolutionFwdAlgo_t>(a),
+                                                &bytes) == CUDNN_STATUS_SUCCESS) {
+      limit = std::max(limit, bytes);
+    }
+  }
+  void* ws = search_workspace(device, &limit);
+  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  int returned = 0;
+  LIFTOFF_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
+      handle, p.x, x.raw_data(), p.w, w.raw_data(), p.fwd, p.y, y.raw_data(),
+      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf, ws, limit));
+  take_best(perf, returned, limit, p.fwd, &p.fwd_choice, "forward", g, x.dtype());
+}
+
+void find_backward_data(cudnnHandle_t handle, int device, Plan& p, const Tensor& w, const Tensor& gy,
+                        const Tensor& gx, const Conv2dShape& g) {
+  size_t limit = 0;
+  for (int a = 0; a < CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT; ++a) {
+    size_t bytes = 0;
+    if (cudnnGetConvolutionBackwardDataWorkspaceSize(handle, p.w, p.y, p.bwd_data, p.x,
+                                                     static_cast<cudnnConvolutionBwdDataAlgo_t>(a),
+                                                     &bytes) == CUDNN_STATUS_SUCCESS) {
+      limit = std::max(limit, bytes);
+    }
+  }
+  void* ws = search_workspace(device, &limit);
+  cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+  int returned = 0;
+  LIFTOFF_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
+      handle, p.w, w.raw_data(), p.y, gy.raw_data(), p.bwd_data, p.x, gx.raw_data(),
+      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, perf, ws, limit));
+  take_best(perf, returned, limit, p.bwd_data, &p.bwd_data_choice, "backward-data", g, gy.dtype());
+}
+
+void find_backward_filter(cudnnHandle_t handle, int device, Plan& p, const Tensor& x, const Tensor& gy,
+                          const Tensor& gw, const Conv2dShape& g) {
+  size_t limit = 0;
+  for (int a = 0; a < CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT; ++a) {
+    size_t bytes = 0;
+    if (cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, p.x, p.y, p.bwd_filter, p.w,
+                                                       static_cast<cudnnConvolutionBwdFilterAlgo_t>(a),
+                                                       &bytes) == CUDNN_STATUS_SUCCESS) {
+      limit = std::max(limit, bytes);
+    }
+  }
+  void* ws = search_workspace(device, &limit);
+  cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+  int returned = 0;
+  LIFTOFF_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+      handle, p.x, x.raw_data(), p.y, gy.raw_data(), p.bwd_filter, p.w, gw.raw_data(),
+      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, perf, ws, limit));
+  take_best(perf, returned, limit, p.bwd_filter, &p.bwd_filter_choice, "backward-filter", g, gy.dtype());
+}
+
+void require_contiguous(const Tensor& t, const char* what) {
+  if (t.defined()) {
+    LIFTOFF_CHECK(t.is_contiguous(), ValueError, "conv2d (CUDA): internal: ", what, " ", shape_str(t.shape()),
+                  " must be contiguous");
+  }
+}
+}  // namespace
+
+void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
+                    const Conv2dShape& g) {
+  const int device = x.device().index;
+  DeviceGuard guard(device);
+  if (g.n == 0) return;
+  require_contiguous(x, "input");
+  require_contiguous(w, "weight");
+  require_contiguous(y, "output");
+  const DType dtype = x.dtype();
+  cudnnHandle_t handle = cudnn_handle(device);
+  cudnnTensorDescriptor_t x_desc, y_desc;
+  cudnnFilterDescriptor_t w_desc;
+  cudnnConvolutionDescriptor_t conv_desc;
+  Choice<cudnnConvolutionFwdAlgo_t> choice;
+  {
+    std::lock_guard<std::mutex> lock(plans_mutex());
+    Plan& plan = plan_for(device, dtype, g);
+    if (!plan.fwd_choice.found) find_forward(handle, device, plan, x, w, y, g);
+    x_desc = plan.x;
+    y_desc = plan.y;
+    w_desc = plan.w;
+    conv_desc = plan.fwd;
+    choice = plan.fwd_choice;
+  }
+  void* ws = choice.workspace_bytes ? workspace(device, choice.workspace_bytes) : nullptr;
+  LIFTOFF_CUDNN_CHECK(cudnnConvolutionForward(
+      handle, scalar_one(dtype), x_desc, x.raw_data(), w_desc, w.raw_data(), conv_desc, choice.algo, ws,
+      choice.workspace_bytes, scalar_zero(dtype), y_desc, y.raw_data()));
+  if (bias.defined()) {
+    require_contiguous(bias, "bias");
+    const int64_t n = y.numel();
+    dispatch_device_float(dtype, "conv2d", [&](auto tag) {
+      using T = decltype(tag);
+      add_bias_kernel<T><<<grid_for(n), kBlock, 0, compute_stream(device)>>>(
+          static_cast<T*>(y.raw_data()), static_cast<const T*>(bias.raw_data()), n, g.oh * g.ow, g.k);
+      LIFTOFF_LAUNCH_CHECK();
+    });
+  }
+}
+
+void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& gy, const Tensor& gx, const Tensor& gw,
+                     const Tensor& gb, const Conv2dShape& g) {
+  const int device = gy.device().index;
+  DeviceGuard guard(device);
+  require_contiguous(gy, "output gradient");
+  require_contiguous(gx, "input gradient");
+  require_contiguous(gw, "weight gradient");
+  require_contiguous(gb, "bias gradient");
+  const DType dtype = gy.dtype();
+  if (gb.defined()) {
+    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(g.k, 1), 65535));
+    dispatch_device_float(dtype, "conv2d backward", [&](auto tag) {
+      using T = decltype(tag);
+      bias_grad_kernel<T><<<blocks, kBlock, 0, compute_stream(device)>>>(
+          static_cast<const T*>(gy.raw_data()), static_cast<T*>(gb.raw_data()), g.n, g.k, g.oh * g.ow);
+      LIFTOFF_LAUNCH_CHECK();
+    });
+  }
+  if (!gx.defined() && !gw.defined()) return;
+  if (g.n == 0) {
+    if (gw.defined()) gw.zero_();
+    return;
+  }
+  require_contiguous(x, "input");
+  require_contiguous(w, "weight");
+  cudnnHandle_t handle = cudnn_handle(device);
+  cudnnTensorDescriptor_t x_desc, y_desc;
+  cudnnFilterDescriptor_t w_desc;
+  cudnnConvolutionDescriptor_t data_desc, filter_desc;
+  Choice<cudnnConvolutionBwdDataAlgo_t> data_choice;
+  Choice<cudnnConvolutionBwdFilterAlgo_t> filter_choice;
+  {
+    std::lock_guard<std::mutex> lock(plans_mutex());
+    Plan& plan = plan_for(device, dtype, g);
+    if (gx.defined() && !plan.bwd_data_choice.found) find_backward_data(handle, device, plan, w, gy, gx, g);
+    if (gw.defined() && !plan.bwd_filter_choice.found)
+      find_backward_filter(handle, device, plan, x, gy, gw, g);
+    x_desc = plan.x;
+    y_desc = plan.y;
+    w_desc = plan.w;
+    data_desc = plan.bwd_data;
+    filter_desc = plan.bwd_filter;
+    data_choice = plan.bwd_data_choice;
+    filter_choice = plan.bwd_filter_choice;
+  }
+  if (gx.defined()) {
+    void* ws = data_choice.workspace_bytes ? workspace(device, data_choice.workspace_bytes) : nullptr;
+    LIFTOFF_CUDNN_CHECK(cudnnConvolutionBackwardData(
+        handle, scalar_one(dtype), w_desc, w.raw_data(), y_desc, gy.raw_data(), data_desc, data_choice.algo,
+        ws, data_choice.workspace_bytes, scalar_zero(dtype), x_desc, gx.raw_data()));
+  }
+  if (gw.defined()) {
+    void* ws = filter_choice.workspace_bytes ? workspace(device, filter_choice.workspace_bytes) : nullptr;
+    LIFTOFF_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+        handle, scalar_one(dtype), x_desc, x.raw_data(), y_desc, gy.raw_data(), filter_desc,
+        filter_choice.algo, ws, filter_choice.workspace_bytes, scalar_zero(dtype), w_desc, gw.raw_data()));
+  }
+}
+
+}  // namespace liftoff::cuda

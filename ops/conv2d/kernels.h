@@ -1,0 +1,29 @@
+// Kernels behind conv2d(): inputs are checked by the front, contiguous, and outputs allocated.
+#pragma once
+#include "runtime/tensor.h"
+
+namespace liftoff {
+
+// Geometry of one conv2d call, computed once by the front.
+struct Conv2dShape {
+  int64_t n, c, h, w;  // input
+  int64_t k, r, s;     // filters
+  int64_t oh, ow;      // output
+  int64_t stride, padding;
+};
+
+namespace cpu {
+// y = conv(x, w) + bias; bias may be undefined.
+void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
+                    const Conv2dShape& g);
+// Writes each defined gradient (gx, gw, gb) from gy; undefined ones are skipped.
+void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& gy, const Tensor& gx, const Tensor& gw,
+                     const Tensor& gb, const Conv2dShape& g);
+}  // namespace cpu
+namespace cuda {
+void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
+                    const Conv2dShape& g);
+void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& gy, const Tensor& gx, const Tensor& gw,
+                     const Tensor& gb, const Conv2dShape& g);
+}  // namespace cuda
+}  // namespace liftoff

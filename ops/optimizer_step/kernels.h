@@ -1,0 +1,35 @@
+// Kernels behind sgd_step() and adamw_step(): lists already checked (same length, shapes, one device, params
+// and state contiguous, grads contiguous), entries with undefined gradients removed. Scalars precomputed on
+// the host.
+#pragma once
+#include <vector>
+
+#include "runtime/tensor.h"
+
+namespace liftoff {
+
+struct SgdScalars {
+  double lr, momentum, weight_decay;
+  bool nesterov;
+};
+struct AdamWScalars {
+  double lr, beta1, beta2, eps, weight_decay;
+  double step_size;              // lr / (1 - beta1^t)
+  double bias_correction2_sqrt;  // sqrt(1 - beta2^t)
+};
+
+namespace cpu {
+void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+              const std::vector<Tensor>& momentum_buffers, const SgdScalars& s);
+void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq,
+                const AdamWScalars& s);
+}  // namespace cpu
+namespace cuda {
+void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+              const std::vector<Tensor>& momentum_buffers, const SgdScalars& s);
+void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq,
+                const AdamWScalars& s);
+}  // namespace cuda
+}  // namespace liftoff

@@ -1,0 +1,126 @@
+#include "ops/optimizer_step/optimizer_step.h"
+
+#include <cmath>
+
+#include "ops/optimizer_step/kernels.h"
+#include "runtime/dispatch.h"
+
+namespace liftoff {
+
+namespace {
+std::string describe(const Tensor& t) {
+  return str_cat(shape_str(t.shape()), " ", dtype_name(t.dtype()), " on ", t.device().str());
+}
+
+bool is_half(DType d) {
+  return d == DType::f16 || d == DType::bf16;
+}
+
+struct CheckedLists {
+  std::vector<Tensor> params, grads;
+  std::vector<std::vector<Tensor>> states;
+};
+
+// Validates the lists and drops entries without a gradient. `states` are named by `state_names`.
+CheckedLists check_lists(const char* op, const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                         const std::vector<const std::vector<Tensor>*>& states,
+                         const std::vector<const char*>& state_names) {
+  LIFTOFF_CHECK(grads.size() == params.size(), ValueError, op, ": ", params.size(), " parameters but ",
+                grads.size(), " gradients");
+  for (size_t s = 0; s < states.size(); ++s) {
+    LIFTOFF_CHECK(states[s]->size() == params.size(), ValueError, op, ": ", params.size(), " parameters but ",
+                  states[s]->size(), " ", state_names[s]);
+  }
+  CheckedLists out;
+  out.states.resize(states.size());
+  const Tensor* first_param = nullptr;
+  const Tensor* first_grad = nullptr;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& p = params[i];
+    const Tensor& g = grads[i];
+    LIFTOFF_CHECK(p.defined(), ValueError, op, ": parameter ", i, " is undefined");
+    if (!g.defined()) continue;
+    LIFTOFF_CHECK(p.dtype() == DType::f32 || p.dtype() == DType::f64, DTypeError, op, ": parameter ", i, " ",
+                  describe(p), " must be f32 or f64 (keep f32 master weights under AMP)");
+    LIFTOFF_CHECK(p.is_contiguous(), ValueError, op, ": parameter ", i, " ", describe(p),
+                  " must be contiguous (it is updated in place)");
+    LIFTOFF_CHECK(g.shape() == p.shape(), ShapeError, op, ": gradient ", i, " ", describe(g),
+                  " does not match parameter ", describe(p));
+    LIFTOFF_CHECK(g.device() == p.device(), DeviceError, op, ": gradient ", i, " ", describe(g),
+                  " is not on the device of parameter ", describe(p));
+    const bool half_grad_ok = p.device().is_cuda() && p.dtype() == DType::f32 && is_half(g.dtype());
+    LIFTOFF_CHECK(g.dtype() == p.dtype() || half_grad_ok, DTypeError, op, ": gradient ", i, " ", describe(g),
+                  " must have the dtype of parameter ", describe(p),
+                  " (f16/bf16 gradients are accepted only for f32 parameters on CUDA)");
+    if (first_param == nullptr) {
+      first_param = &p;
+      first_grad = &g;
+    } else {
+      LIFTOFF_CHECK(p.device() == first_param->device(), DeviceError, op, ": parameter ", i, " ", describe(p),
+                    " is not on the device of the first parameter ", describe(*first_param));
+      LIFTOFF_CHECK(p.dtype() == first_param->dtype() && g.dtype() == first_grad->dtype(), DTypeError, op,
+                    ": parameter ", i, " ", describe(p), " with gradient ", describe(g),
+                    " differs in dtype from the first parameter ", describe(*first_param), " with gradient ",
+                    describe(*first_grad), " (one fused step needs one dtype pair)");
+    }
+    for (size_t s = 0; s < states.size(); ++s) {
+      const Tensor& st = (*states[s])[i];
+      LIFTOFF_CHECK(st.defined(), ValueError, op, ": ", state_names[s], " ", i, " is undefined");
+      LIFTOFF_CHECK(st.shape() == p.shape() && st.dtype() == p.dtype() && st.device() == p.device(),
+                    ShapeError, op, ": ", state_names[s], " ", i, " ", describe(st),
+                    " does not match parameter ", describe(p));
+      LIFTOFF_CHECK(st.is_contiguous(), ValueError, op, ": ", state_names[s], " ", i, " ", describe(st),
+                    " must be contiguous (it is updated in place)");
+      out.states[s].push_back(st);
+    }
+    out.params.push_back(p);
+    out.grads.push_back(g.contiguous());
+  }
+  return out;
+}
+}  // namespace
+
+void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+              const std::vector<Tensor>& momentum_buffers, const SgdHyper& hyper) {
+  LIFTOFF_CHECK(hyper.lr >= 0.0, ValueError, "sgd_step: learning rate ", hyper.lr, " is negative");
+  LIFTOFF_CHECK(hyper.momentum >= 0.0, ValueError, "sgd_step: momentum ", hyper.momentum, " is negative");
+  LIFTOFF_CHECK(hyper.weight_decay >= 0.0, ValueError, "sgd_step: weight_decay ", hyper.weight_decay,
+                " is negative");
+  LIFTOFF_CHECK(!hyper.nesterov || hyper.momentum > 0.0, ValueError, "sgd_step: nesterov needs momentum > 0");
+  const bool use_momentum = hyper.momentum != 0.0;
+  CheckedLists lists = use_momentum
+                           ? check_lists("sgd_step", params, grads, {&momentum_buffers}, {"momentum buffer"})
+                           : check_lists("sgd_step", params, grads, {}, {});
+  if (lists.params.empty()) return;
+  const std::vector<Tensor> buffers = use_momentum ? lists.states[0] : std::vector<Tensor>{};
+  const SgdScalars s{hyper.lr, hyper.momentum, hyper.weight_decay, hyper.nesterov};
+  LIFTOFF_DISPATCH(lists.params[0].device(), sgd_step, lists.params, lists.grads, buffers, s);
+}
+
+void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq,
+                const AdamWHyper& hyper) {
+  LIFTOFF_CHECK(hyper.lr >= 0.0, ValueError, "adamw_step: learning rate ", hyper.lr, " is negative");
+  LIFTOFF_CHECK(hyper.beta1 >= 0.0 && hyper.beta1 < 1.0 && hyper.beta2 >= 0.0 && hyper.beta2 < 1.0,
+                ValueError, "adamw_step: betas (", hyper.beta1, ", ", hyper.beta2, ") must lie in [0, 1)");
+  LIFTOFF_CHECK(hyper.eps >= 0.0, ValueError, "adamw_step: eps ", hyper.eps, " is negative");
+  LIFTOFF_CHECK(hyper.weight_decay >= 0.0, ValueError, "adamw_step: weight_decay ", hyper.weight_decay,
+                " is negative");
+  LIFTOFF_CHECK(hyper.step >= 1, ValueError, "adamw_step: step ", hyper.step, " must be >= 1 (1-based)");
+  CheckedLists lists =
+      check_lists("adamw_step", params, grads, {&exp_avg, &exp_avg_sq}, {"exp_avg", "exp_avg_sq"});
+  if (lists.params.empty()) return;
+  const double t = static_cast<double>(hyper.step);
+  AdamWScalars s{};
+  s.lr = hyper.lr;
+  s.beta1 = hyper.beta1;
+  s.beta2 = hyper.beta2;
+  s.eps = hyper.eps;
+  s.weight_decay = hyper.weight_decay;
+  s.step_size = hyper.lr / (1.0 - std::pow(hyper.beta1, t));
+  s.bias_correction2_sqrt = std::sqrt(1.0 - std::pow(hyper.beta2, t));
+  LIFTOFF_DISPATCH(lists.params[0].device(), adamw_step, lists.params, lists.grads, lists.states[0],
+                   lists.states[1], s);
+}
+
+}  // namespace liftoff

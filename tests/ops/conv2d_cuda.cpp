@@ -1,0 +1,91 @@
+#include <gtest/gtest.h>
+
+#include "ops/conv2d/conv2d.h"
+#include "tests/common/cuda_test.h"
+#include "tests/common/parity.h"
+
+namespace liftoff {
+namespace {
+
+struct Case {
+  Shape x, w;
+  bool bias;
+  int64_t stride, padding;
+};
+// ResNet-20 layer kinds plus odd sizes (batch, channels, rectangular kernel).
+const std::vector<Case> kCases = {
+    {{4, 3, 16, 16}, {16, 3, 3, 3}, true, 1, 1},    {{4, 16, 14, 14}, {32, 16, 3, 3}, false, 2, 1},
+    {{4, 16, 14, 14}, {32, 16, 1, 1}, false, 2, 0}, {{3, 5, 9, 7}, {6, 5, 2, 3}, true, 2, 1},
+    {{2, 8, 7, 7}, {8, 8, 3, 3}, true, 1, 1},
+};
+
+::testing::AssertionResult parity(const Case& c, const testing::ParityOptions& options) {
+  const Tensor x = testing::random_tensor(c.x, 1, -1, 1, DType::f32).set_requires_grad(true);
+  const Tensor w = testing::random_tensor(c.w, 2, -0.5, 0.5, DType::f32).set_requires_grad(true);
+  const Tensor b =
+      c.bias ? testing::random_tensor({c.w[0]}, 3, -1, 1, DType::f32).set_requires_grad(true) : Tensor();
+  const int64_t stride = c.stride, padding = c.padding;
+  return testing::cuda_parity(
+      [stride, padding](const std::vector<Tensor>& in) {
+        return conv2d(in[0], in[1], in[2], stride, padding);
+      },
+      {x, w, b}, options);
+}
+
+TEST(Conv2dCuda, MatchesCpuF32) {
+  LIFTOFF_REQUIRE_CUDA();
+  testing::ParityOptions options;
+  options.atol = 1e-2;  // cuDNN may use TF32 (10-bit mantissa) for f32, as PyTorch does by default
+  options.rtol = 1e-2;
+  for (const Case& c : kCases) EXPECT_TRUE(parity(c, options)) << shape_str(c.x) << " * " << shape_str(c.w);
+}
+
+TEST(Conv2dCuda, MatchesCpuF64) {
+  LIFTOFF_REQUIRE_CUDA();
+  testing::ParityOptions options;
+  options.atol = 1e-5;  // the CPU reference runs in f32 here; f64 on the device is the exact side
+  options.rtol = 1e-5;
+  options.cuda_dtype = DType::f64;
+  for (const Case& c : kCases) EXPECT_TRUE(parity(c, options)) << shape_str(c.x) << " * " << shape_str(c.w);
+}
+
+TEST(Conv2dCuda, MatchesCpuF16) {
+  LIFTOFF_REQUIRE_CUDA();
+  testing::ParityOptions options;
+  options.atol = 3e-2;
+  options.rtol = 2e-2;
+  options.cuda_dtype = DType::f16;
+  for (const Case& c : kCases) EXPECT_TRUE(parity(c, options)) << shape_str(c.x) << " * " << shape_str(c.w);
+}
+
+TEST(Conv2dCuda, MatchesCpuBf16) {
+  LIFTOFF_REQUIRE_CUDA();
+  testing::ParityOptions options;
+  options.atol = 1e-1;  // 8-bit mantissa inputs and outputs, f32 accumulation
+  options.rtol = 5e-2;
+  options.cuda_dtype = DType::bf16;
+  for (const Case& c : kCases) EXPECT_TRUE(parity(c, options)) << shape_str(c.x) << " * " << shape_str(c.w);
+}
+
+TEST(Conv2dCuda, SecondCallReusesThePlan) {
+  // The cached algorithm must serve a later call of the same shape (and a different batch gets its own plan).
+  LIFTOFF_REQUIRE_CUDA();
+  testing::ParityOptions options;
+  options.atol = 1e-2;
+  options.rtol = 1e-2;
+  for (int repeat = 0; repeat < 2; ++repeat) {
+    EXPECT_TRUE(parity(kCases[0], options));
+    EXPECT_TRUE(parity({{7, 3, 16, 16}, {16, 3, 3, 3}, true, 1, 1}, options));
+  }
+}
+
+TEST(Conv2dCuda, RejectsMixedDevices) {
+  LIFTOFF_REQUIRE_CUDA();
+  const Tensor x = Tensor::zeros({2, 3, 8, 8}, DType::f32, Device::cuda(0));
+  const Tensor w = Tensor::zeros({4, 3, 3, 3});
+  EXPECT_THROW(conv2d(x, w, Tensor()), DeviceError);
+  EXPECT_THROW(conv2d(x, w.to(Device::cuda(0)), Tensor::zeros({4})), DeviceError);
+}
+
+}  // namespace
+}  // namespace liftoff
