@@ -64,16 +64,13 @@ __global__ void fill_kernel(T* dst, StridedLayout layout, bool contiguous, T val
 
 template <class T>
 __global__ void accumulate_kernel(T* dst, const T* src, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    dst[i] = convert<T>(convert<float>(dst[i]) + convert<float>(src[i]));
-  }
-}
-template <>
-__global__ void accumulate_kernel<double>(double* dst, const double* src, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    dst[i] += src[i];
+  LIFTOFF_GRID_STRIDE_LOOP(i, n) {
+    // 16-bit floats add in f32; everything else (f32, f64 and integer counters) adds exactly in its own type.
+    if constexpr (liftoff::cuda::IsHalfType<T>::value) {
+      dst[i] = convert<T>(convert<float>(dst[i]) + convert<float>(src[i]));
+    } else {
+      dst[i] = dst[i] + src[i];
+    }
   }
 }
 

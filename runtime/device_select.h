@@ -1,0 +1,23 @@
+// Turns a --device flag into a usable Device, or a one-line reason with a fix.
+#pragma once
+#include <string>
+
+#include "runtime/device.h"
+
+namespace liftoff {
+
+struct DeviceChoice {
+  Device device;
+  std::string why;  // e.g. "auto: CUDA is usable (NVIDIA H200, sm_90)" or "auto: no CUDA device (...)"
+};
+
+// Empty when cuda:index can run Liftoff's kernels; otherwise why not and what to do (built without CUDA, no
+// driver, driver older than the runtime, no device, index out of range, no kernel image for the GPU,
+// cuDNN major version differs from the one compiled against).
+std::string cuda_unavailable_reason(int index = 0);
+
+// "auto" picks cuda:0 when usable, else the CPU (saying why); "cpu"; "cuda" / "cuda:N" throw DeviceError with the
+// reason when unusable.
+DeviceChoice resolve_device(const std::string& spec);
+
+}  // namespace liftoff

@@ -1,0 +1,88 @@
+#include "runtime/autograd.h"
+
+#include <gtest/gtest.h>
+
+#include "ops/relu/relu.h"
+
+namespace liftoff {
+namespace {
+
+// y = x * c via a recorded node, so the engine can be tested with runtime pieces alone.
+Tensor times(const Tensor& x, double c) {
+  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  const double* in = x.data<double>();
+  double* out = y.data<double>();
+  for (int64_t i = 0; i < x.numel(); ++i) out[i] = in[i] * c;
+  if (should_record({x})) {
+    record(y, "times", {x}, [c](const Tensor& gy, const NeedsGrad&) { return std::vector<Tensor>{times(gy, c)}; });
+  }
+  return y;
+}
+
+Tensor sum_of(const Tensor& a, const Tensor& b) {
+  Tensor y = a.clone().detach();
+  accumulate_into(y, b);
+  if (should_record({a, b})) {
+    record(y, "sum_of", {a, b}, [](const Tensor& gy, const NeedsGrad&) { return std::vector<Tensor>{gy, gy}; });
+  }
+  return y;
+}
+
+TEST(Autograd, SharedSubgraphAccumulates) {
+  const Tensor x = Tensor::from_vector<double>({1.0, -2.0}, {2}).set_requires_grad(true);
+  const Tensor h = times(x, 3.0);
+  const Tensor y = sum_of(times(h, 2.0), times(h, 5.0));  // dy/dx = 3 * (2 + 5)
+  y.backward(Tensor::ones({2}, DType::f64));
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{21.0, 21.0}));
+}
+
+TEST(Autograd, GradientsAccumulateAcrossBackwardCalls) {
+  const Tensor x = Tensor::from_vector<double>({1.0}, {1}).set_requires_grad(true);
+  times(x, 2.0).backward();
+  times(x, 3.0).backward();
+  EXPECT_EQ(x.grad().item(), 5.0);
+}
+
+TEST(Autograd, SameTensorTwiceIntoOneOp) {
+  const Tensor x = Tensor::from_vector<double>({4.0}, {1}).set_requires_grad(true);
+  sum_of(x, x).backward();
+  EXPECT_EQ(x.grad().item(), 2.0);
+}
+
+TEST(Autograd, NoGradGuardStopsRecording) {
+  const Tensor x = Tensor::from_vector<double>({1.0}, {1}).set_requires_grad(true);
+  {
+    NoGradGuard guard;
+    EXPECT_FALSE(times(x, 2.0).requires_grad());
+  }
+  EXPECT_TRUE(times(x, 2.0).requires_grad());
+  EXPECT_THROW(Tensor::ones({1}, DType::f64).backward(), ValueError);
+}
+
+TEST(Autograd, GradReadyHookFiresOncePerBackward) {
+  const Tensor x = Tensor::from_vector<double>({1.0, 2.0}, {2}).set_requires_grad(true);
+  int calls = 0;
+  double seen = 0;
+  x.add_grad_ready_hook([&](const Tensor& leaf) {
+    ++calls;
+    seen = leaf.grad().to_vector<double>()[0];
+  });
+  const Tensor h = times(x, 1.0);
+  sum_of(times(h, 2.0), times(h, 3.0)).backward(Tensor::ones({2}, DType::f64));
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(seen, 5.0);
+}
+
+TEST(Autograd, SecondBackwardThroughFreedGraphIsAnError) {
+  const Tensor x = Tensor::from_vector<double>({1.0}, {1}).set_requires_grad(true);
+  const Tensor y = relu(times(x, 2.0));
+  y.backward();
+  EXPECT_THROW(y.backward(), ValueError);
+}
+
+TEST(Autograd, IntegerTensorsCannotRequireGrad) {
+  EXPECT_THROW(Tensor::zeros({1}, DType::i64).set_requires_grad(true), DTypeError);
+}
+
+}  // namespace
+}  // namespace liftoff
