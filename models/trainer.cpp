@@ -5,9 +5,6 @@
 #include "ops/cross_entropy/cross_entropy.h"
 #include "ops/scale/scale.h"
 #include "runtime/autograd.h"
-#if LIFTOFF_WITH_CUDA
-#include "runtime/cuda/context.h"
-#endif
 
 namespace liftoff {
 
@@ -16,14 +13,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-void wait_for_device(Device device) {
-#if LIFTOFF_WITH_CUDA
-  if (device.is_cuda()) cuda::synchronize(device.index);
-#else
-  (void)device;
-#endif
 }
 }  // namespace
 
@@ -88,7 +77,7 @@ EpochResult Trainer::train_epoch(BatchSource& source, int64_t epoch,
     optimizer_step();
     ++result.steps;
   }
-  wait_for_device(device);
+  synchronize(device);
   result.seconds = seconds_since(start);
   result.mean_loss = running_loss();
   result.stopped_early = finished();

@@ -3,6 +3,9 @@
 #include <cstdlib>
 
 #include "runtime/error.h"
+#if LIFTOFF_WITH_CUDA
+#include "runtime/cuda/context.h"
+#endif
 
 namespace liftoff {
 
@@ -25,6 +28,14 @@ bool built_with_cuda() {
   return true;
 #else
   return false;
+#endif
+}
+
+void synchronize(Device device) {
+#if LIFTOFF_WITH_CUDA
+  if (device.is_cuda()) cuda::synchronize(device.index);
+#else
+  (void)device;
 #endif
 }
 

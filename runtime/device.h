@@ -23,4 +23,8 @@ struct Device {
 // True when this binary was compiled with the CUDA backend.
 bool built_with_cuda();
 
+// Blocks the host until all work queued on the device is done (a no-op for the CPU). For timing and shutdown;
+// never inside a training step.
+void synchronize(Device device);
+
 }  // namespace liftoff

@@ -104,6 +104,7 @@ int64_t Tensor::size(int64_t d) const {
 }
 
 bool Tensor::is_contiguous() const {
+  if (numel() == 0) return true;
   const auto& s = shape();
   const auto& st = strides();
   int64_t expected = 1;

@@ -28,10 +28,16 @@ TEST(BatchNorm2dCuda, TrainingMatchesCpu) {
   // Small maps with many samples (splits across blocks), and a single big plane.
   for (const Shape& shape : {Shape{64, 16, 7, 7}, Shape{32, 24, 14, 14}, Shape{2, 3, 40, 40}}) {
     const BnInputs in = make_inputs(shape, 1);
-    // Running stats are captured per device inside fn; they are checked by RunningStatsMatchCpu.
-    EXPECT_TRUE(testing::cuda_parity(
-        [](const std::vector<Tensor>& t) { return batch_norm2d(t[0], t[1], t[2], Tensor(), Tensor(), true); },
-        {in.x, in.w, in.b}, {/*atol=*/1e-4, /*rtol=*/1e-4}))
+    auto fn = [](const std::vector<Tensor>& t) {
+      return batch_norm2d(t[0], t[1], t[2], Tensor(), Tensor(), true);
+    };
+    // Output and input gradient.
+    EXPECT_TRUE(
+        testing::cuda_parity(fn, {in.x, in.w.detach(), in.b.detach()}, {/*atol=*/1e-4, /*rtol=*/1e-4}))
+        << shape_str(shape);
+    // Weight/bias gradients are f32 sums of thousands of terms that largely cancel (sum of gy * xhat ~ 1 from
+    // terms summing to ~1e3 in magnitude): f32 accumulation leaves ~1e-7 of that magnitude.
+    EXPECT_TRUE(testing::cuda_parity(fn, {in.x, in.w, in.b}, {/*atol=*/2e-3, /*rtol=*/1e-4}))
         << shape_str(shape);
   }
 }

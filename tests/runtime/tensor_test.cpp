@@ -95,3 +95,14 @@ TEST(Random, ReproducibleAndDistributed) {
 
 }  // namespace
 }  // namespace liftoff
+
+namespace liftoff {
+namespace {
+TEST(Tensor, EmptyTensorsAreContiguous) {
+  const Tensor t = Tensor::zeros({2, 0, 3});
+  EXPECT_TRUE(t.is_contiguous());
+  EXPECT_EQ(t.contiguous().numel(), 0);
+  EXPECT_EQ(t.clone().shape(), (Shape{2, 0, 3}));
+}
+}  // namespace
+}  // namespace liftoff

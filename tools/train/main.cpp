@@ -47,6 +47,7 @@ struct Flags {
   int pad = 2;
   double random_erase = 0.0;
   bool no_eval = false;
+  int64_t timing_warmup = 5;
 };
 
 void add_flags(CLI::App& app, Flags& f) {
@@ -112,6 +113,11 @@ void add_flags(CLI::App& app, Flags& f) {
       ->check(CLI::Range(0.0, 0.999))
       ->group(g_train);
   app.add_flag("--no-eval", f.no_eval, "skip the test-set evaluation after each epoch")->group(g_train);
+  app.add_option("--timing-warmup", f.timing_warmup,
+                 "optimizer steps left out of the steady-state images/s (start-up, algorithm search)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000}))
+      ->group(g_train);
 
   const std::string g_opt = "Optimizer and schedule";
   app.add_option("--optimizer", f.optimizer, "sgd | adamw")
@@ -237,10 +243,23 @@ int run(const Flags& f) {
   tools::ProgressLine progress;
   double train_seconds = 0.0;
   int64_t train_images = 0;
+  // Steady-state throughput: from the end of optimizer step `timing_warmup` (device synchronised once there,
+  // outside the timed region) to the end of training.
+  int64_t steady_images = 0;
+  double steady_seconds = 0.0;
+  bool steady_started = f.timing_warmup == 0;
+  std::chrono::steady_clock::time_point steady_start = std::chrono::steady_clock::now();
   double last_accuracy = -1.0;
   for (int64_t epoch = 0; epoch < f.epochs && !trainer.finished(); ++epoch) {
     const std::string label = "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(f.epochs);
+    int64_t epoch_images_at_start = 0;
     const EpochResult r = trainer.train_epoch(train_batches, epoch, [&](const StepProgress& p) {
+      if (!steady_started && p.global_step == f.timing_warmup) {
+        synchronize(device);
+        steady_started = true;
+        steady_start = std::chrono::steady_clock::now();
+        epoch_images_at_start = p.images;
+      }
       if (!progress.due()) return;
       const double ips = p.seconds > 0 ? static_cast<double>(p.images) / p.seconds : 0.0;
       progress.update(label, p.micro_batch_in_epoch, p.micro_batches_per_epoch,
@@ -250,6 +269,11 @@ int run(const Flags& f) {
     progress.finish();
     train_seconds += r.seconds;
     train_images += r.images;
+    if (steady_started) {
+      // train_epoch ends with a device synchronisation, so the host clock covers the device work.
+      steady_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - steady_start).count();
+      steady_images += r.images - epoch_images_at_start;
+    }
     std::string line = label + ": train loss " + fmt("%.4f", r.mean_loss) + ", " +
                        fmt("%.0f", static_cast<double>(r.images) / r.seconds) + " img/s (" + fmt("%.1f", r.seconds) +
                        " s, " + std::to_string(r.steps) + " steps)";
@@ -261,11 +285,17 @@ int run(const Flags& f) {
     }
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
+    steady_start = std::chrono::steady_clock::now();  // evaluation is not training time
   }
-  std::printf("done: %lld optimizer steps, %lld images in %.1f s of training: %.1f images/s%s\n",
+  const std::string steady =
+      steady_started && steady_seconds > 0
+          ? "; steady state " + fmt("%.1f", static_cast<double>(steady_images) / steady_seconds) +
+                " images/s (after the first " + std::to_string(f.timing_warmup) + " steps)"
+          : "";
+  std::printf("done: %lld optimizer steps, %lld images in %.1f s of training: %.1f images/s%s%s\n",
               static_cast<long long>(trainer.global_step()), static_cast<long long>(train_images), train_seconds,
-              train_seconds > 0 ? static_cast<double>(train_images) / train_seconds : 0.0,
-              last_accuracy >= 0 ? (", final test accuracy " + fmt("%.2f", 100.0 * last_accuracy) + "%").c_str() : "");
+              train_seconds > 0 ? static_cast<double>(train_images) / train_seconds : 0.0, steady.c_str(),
+              last_accuracy >= 0 ? ("; final test accuracy " + fmt("%.2f", 100.0 * last_accuracy) + "%").c_str() : "");
   return 0;
 }
 
