@@ -140,7 +140,15 @@ Tensor Tensor::clone() const {
   return out;
 }
 
-Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+Tensor Tensor::contiguous() const {
+  if (is_contiguous()) return *this;
+  Tensor out = detach().clone();
+  // A copy is the identity for gradients; recording it keeps ops that pack strided inputs differentiable.
+  if (should_record({*this})) {
+    record(out, "contiguous", {*this}, [](const Tensor& gy, const NeedsGrad&) { return std::vector<Tensor>{gy}; });
+  }
+  return out;
+}
 
 Tensor Tensor::to(Device target) const { return to(target, dtype()); }
 Tensor Tensor::to(DType target) const { return to(device(), target); }
@@ -232,7 +240,13 @@ Tensor Tensor::view(const Shape& requested) const {
   }
   LIFTOFF_CHECK(shape_numel(target) == numel(), ShapeError, "Tensor::view: cannot view shape ", shape_str(shape()),
                 " (", numel(), " elements) as ", shape_str(requested));
-  return make_view(*this, target, contiguous_strides(target), offset());
+  Tensor out = make_view(*this, target, contiguous_strides(target), offset());
+  if (should_record({*this})) {
+    record(out, "view", {*this}, [original = shape()](const Tensor& gy, const NeedsGrad&) {
+      return std::vector<Tensor>{gy.contiguous().view(original)};
+    });
+  }
+  return out;
 }
 
 Tensor Tensor::slice(int64_t d, int64_t start, int64_t end) const {
@@ -242,7 +256,15 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end) const {
                 ") out of bounds for dimension ", d, " of shape ", shape_str(shape()));
   Shape s = shape();
   s[static_cast<size_t>(w)] = end - start;
-  return make_view(*this, s, strides(), offset() + start * strides()[static_cast<size_t>(w)]);
+  Tensor out = make_view(*this, s, strides(), offset() + start * strides()[static_cast<size_t>(w)]);
+  if (should_record({*this})) {
+    record(out, "slice", {*this}, [original = shape(), w, start, end](const Tensor& gy, const NeedsGrad&) {
+      const Tensor g = Tensor::zeros(original, gy.dtype(), gy.device());
+      g.slice(w, start, end).copy_(gy);
+      return std::vector<Tensor>{g};
+    });
+  }
+  return out;
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
@@ -255,7 +277,15 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   const int64_t off = offset() + index * st[static_cast<size_t>(w)];
   s.erase(s.begin() + w);
   st.erase(st.begin() + w);
-  return make_view(*this, s, st, off);
+  Tensor out = make_view(*this, s, st, off);
+  if (should_record({*this})) {
+    record(out, "select", {*this}, [original = shape(), w, index](const Tensor& gy, const NeedsGrad&) {
+      const Tensor g = Tensor::zeros(original, gy.dtype(), gy.device());
+      g.select(w, index).copy_(gy);
+      return std::vector<Tensor>{g};
+    });
+  }
+  return out;
 }
 
 Tensor Tensor::permute(const std::vector<int64_t>& order) const {
@@ -270,7 +300,18 @@ Tensor Tensor::permute(const std::vector<int64_t>& order) const {
     s[i] = shape()[static_cast<size_t>(w)];
     st[i] = strides()[static_cast<size_t>(w)];
   }
-  return make_view(*this, s, st, offset());
+  Tensor out = make_view(*this, s, st, offset());
+  if (should_record({*this})) {
+    std::vector<int64_t> inverse(order.size());
+    for (size_t i = 0; i < order.size(); ++i) {
+      const int64_t d = order[i] < 0 ? order[i] + dim() : order[i];
+      inverse[static_cast<size_t>(d)] = static_cast<int64_t>(i);
+    }
+    record(out, "permute", {*this}, [inverse](const Tensor& gy, const NeedsGrad&) {
+      return std::vector<Tensor>{gy.permute(inverse)};
+    });
+  }
+  return out;
 }
 
 // ---- autograd fields -------------------------------------------------------------------------------------

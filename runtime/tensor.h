@@ -1,6 +1,7 @@
 // Tensor: a cheap handle to a shared TensorImpl (shape, strides, dtype, device, storage + offset) plus the
-// autograd fields. Methods here are raw tensor operations, not recorded by autograd; differentiable
-// operations are free functions in ops/ (liftoff::reshape, liftoff::add, liftoff::conv2d, ...).
+// autograd fields. Views (view, slice, select, permute) and contiguous() are recorded by autograd like ops;
+// clone(), to(), fill_() and copy_() are raw (not recorded). Compute ops are free functions in ops/
+// (liftoff::reshape, liftoff::add, liftoff::conv2d, ...).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -72,13 +73,13 @@ class Tensor {
   T* data() const;
   void* raw_data() const;
 
-  // Copies (never views): the result owns fresh contiguous memory.
+  // Copies (never views): the result owns fresh contiguous memory. contiguous() is differentiable.
   Tensor clone() const;
   Tensor contiguous() const;  // returns *this when already contiguous
   Tensor to(Device device) const;
   Tensor to(DType dtype) const;
   Tensor to(Device device, DType dtype) const;
-  // Views sharing storage (no autograd). view() needs a contiguous tensor; -1 infers one dimension.
+  // Views sharing storage (differentiable). view() needs a contiguous tensor; -1 infers one dimension.
   Tensor view(const Shape& shape) const;
   Tensor slice(int64_t dim, int64_t start, int64_t end) const;  // [start, end) along dim
   Tensor select(int64_t dim, int64_t index) const;              // removes dim

@@ -86,3 +86,25 @@ TEST(Autograd, IntegerTensorsCannotRequireGrad) {
 
 }  // namespace
 }  // namespace liftoff
+
+#include "tests/common/gradcheck.h"
+
+namespace liftoff {
+namespace {
+
+TEST(Autograd, ViewsAndContiguousAreDifferentiable) {
+  const Tensor x = testing::random_tensor({3, 4, 5}, 9).set_requires_grad(true);
+  EXPECT_TRUE(testing::gradcheck(
+      [](const std::vector<Tensor>& in) { return relu(in[0].permute({2, 0, 1}).slice(2, 1, 4).contiguous()); }, {x}));
+  EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return relu(in[0].select(1, 2)); }, {x}));
+  EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return relu(in[0].view({12, 5})); }, {x}));
+}
+
+TEST(Autograd, OpOnStridedInputKeepsGradient) {
+  const Tensor x = testing::random_tensor({4, 6}, 10).set_requires_grad(true);
+  relu(x.permute({1, 0})).backward(Tensor::ones({6, 4}, DType::f64));
+  ASSERT_TRUE(x.grad().defined());
+}
+
+}  // namespace
+}  // namespace liftoff

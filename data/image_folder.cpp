@@ -1,0 +1,153 @@
+#include "data/image_folder.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <filesystem>
+
+namespace liftoff {
+
+namespace fs = std::filesystem;
+
+namespace {
+bool is_image_file(const fs::path& p) {
+  std::string ext = p.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  return ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".bmp";
+}
+}  // namespace
+
+BadSamplePolicy parse_bad_sample_policy(const std::string& text) {
+  if (text == "error") return BadSamplePolicy::error;
+  if (text == "skip") return BadSamplePolicy::skip;
+  throw ValueError(str_cat("on-bad-sample '", text, "' is not error or skip"));
+}
+
+ImageFolder::ImageFolder(const std::string& root, ImageFolderOptions options)
+    : root_(root), options_(std::move(options)) {
+  std::error_code ec;
+  LIFTOFF_CHECK(fs::is_directory(root_, ec), IOError, "image folder '", root_,
+                "' not found or not a directory; expected root/<class>/<image files>");
+  std::vector<fs::path> class_dirs;
+  for (const auto& entry : fs::directory_iterator(root_, ec)) {
+    if (entry.is_directory(ec)) class_dirs.push_back(entry.path());
+  }
+  LIFTOFF_CHECK(!ec, IOError, "image folder '", root_, "': cannot list it: ", ec.message());
+  LIFTOFF_CHECK(!class_dirs.empty(), IOError, "image folder '", root_,
+                "' has no class folders; expected root/<class>/<image files>");
+  std::sort(class_dirs.begin(), class_dirs.end());
+  for (const fs::path& dir : class_dirs) {
+    std::vector<std::string> files;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      if (entry.is_regular_file(ec) && is_image_file(entry.path())) files.push_back(entry.path().string());
+    }
+    LIFTOFF_CHECK(!ec, IOError, "class folder '", dir.string(), "': cannot list it: ", ec.message());
+    LIFTOFF_CHECK(!files.empty(), IOError, "class folder '", dir.string(),
+                  "' holds no images (.png, .jpg, .jpeg, .bmp); remove it or add images");
+    std::sort(files.begin(), files.end());
+    const auto label = static_cast<int64_t>(class_names_.size());
+    class_names_.push_back(dir.filename().string());
+    for (std::string& f : files) {
+      files_.push_back(std::move(f));
+      labels_.push_back(label);
+    }
+  }
+
+  channels_ = options_.channels;
+  height_ = options_.height;
+  width_ = options_.width;
+  LIFTOFF_CHECK(channels_ == 0 || channels_ == 1 || channels_ == 3, ValueError, "image folder: channels ",
+                channels_, " must be 1 or 3 (or 0: from the first image)");
+  LIFTOFF_CHECK(height_ >= 0 && width_ >= 0 && height_ <= options_.limits.max_side &&
+                    width_ <= options_.limits.max_side && (height_ == 0) == (width_ == 0),
+                ValueError, "image folder: image size ", height_, "x", width_, " must be in [1, ",
+                options_.limits.max_side, "] per side (or 0x0: from the first image)");
+  if (channels_ == 0 || height_ == 0) {
+    // The first readable header decides; an unreadable first file is the same error load() would give.
+    for (size_t i = 0; i < files_.size(); ++i) {
+      try {
+        const ImageInfo info = read_image_info(files_[i], options_.limits);
+        if (channels_ == 0) channels_ = info.channels <= 2 ? 1 : 3;
+        if (height_ == 0) {
+          height_ = info.height;
+          width_ = info.width;
+        }
+        break;
+      } catch (const IOError&) {
+        if (options_.on_bad_sample == BadSamplePolicy::error) throw;
+      }
+    }
+    LIFTOFF_CHECK(channels_ != 0 && height_ != 0, IOError, "image folder '", root_,
+                  "': no image has a readable header");
+  }
+
+  mean_ = options_.mean;
+  stddev_ = options_.stddev;
+  if (mean_.empty() && stddev_.empty()) {
+    if (channels_ == 3) {
+      mean_ = {0.485f, 0.456f, 0.406f};
+      stddev_ = {0.229f, 0.224f, 0.225f};
+    } else {
+      mean_ = {0.5f};
+      stddev_ = {0.25f};
+    }
+  }
+  LIFTOFF_CHECK(
+      static_cast<int64_t>(mean_.size()) == channels_ && static_cast<int64_t>(stddev_.size()) == channels_,
+      ValueError, "image folder: ", channels_, " channels but ", mean_.size(), " mean and ", stddev_.size(),
+      " std values");
+}
+
+bool ImageFolder::load(int64_t index, uint8_t* dst) const {
+  LIFTOFF_CHECK(index >= 0 && index < size(), ValueError, "image folder '", root_, "': sample index ", index,
+                " is outside [0, ", size(), ")");
+  if (options_.on_bad_sample == BadSamplePolicy::skip) {
+    std::lock_guard<std::mutex> lock(bad_mutex_);
+    if (bad_.count(index) != 0) return false;
+  }
+  try {
+    const DecodedImage image =
+        decode_image_file(files_[static_cast<size_t>(index)], channels_, options_.limits);
+    fit_image(image, height_, width_, options_.resize, dst);
+    return true;
+  } catch (const IOError&) {
+    if (options_.on_bad_sample == BadSamplePolicy::error) throw;
+    std::lock_guard<std::mutex> lock(bad_mutex_);
+    if (bad_.insert(index).second) bad_files_.push_back(files_[static_cast<size_t>(index)]);
+    return false;
+  }
+}
+
+int64_t ImageFolder::skipped_count() const {
+  std::lock_guard<std::mutex> lock(bad_mutex_);
+  return static_cast<int64_t>(bad_.size());
+}
+
+std::vector<std::string> ImageFolder::skipped_files() const {
+  std::lock_guard<std::mutex> lock(bad_mutex_);
+  return bad_files_;
+}
+
+ImageDataset ImageFolder::load_all() const {
+  const int64_t sample = channels_ * height_ * width_;
+  std::vector<uint8_t> pixels(static_cast<size_t>(size() * sample));
+  std::vector<int64_t> labels;
+  int64_t kept = 0;
+  for (int64_t i = 0; i < size(); ++i) {
+    if (!load(i, pixels.data() + kept * sample)) continue;
+    labels.push_back(label(i));
+    ++kept;
+  }
+  LIFTOFF_CHECK(kept > 0, IOError, "image folder '", root_, "': no image could be decoded");
+  ImageDataset ds;
+  ds.name = root_;
+  ds.num_classes = num_classes();
+  ds.images = Tensor::empty({kept, channels_, height_, width_}, DType::u8, Device::cpu());
+  std::memcpy(ds.images.data<uint8_t>(), pixels.data(), static_cast<size_t>(kept * sample));
+  ds.labels = Tensor::from_vector(labels, {kept});
+  ds.mean = mean_;
+  ds.stddev = stddev_;
+  return ds;
+}
+
+}  // namespace liftoff

@@ -1,0 +1,77 @@
+// Image folders: root/<class>/<file>.png|jpg|jpeg|bmp, classes sorted by name (label = position), files
+// sorted within a class. Construction only lists the files (plus one header read when the size or channel
+// count is taken from the first image); pixels are decoded lazily by load(), which the DataLoader's workers
+// call in parallel. Every image is brought to one size (resized or center-cropped) and channel count.
+#pragma once
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "data/dataset.h"
+#include "data/image_io.h"
+
+namespace liftoff {
+
+enum class BadSamplePolicy { error, skip };
+// Parses "error" / "skip" (--on-bad-sample); throws ValueError otherwise.
+BadSamplePolicy parse_bad_sample_policy(const std::string& text);
+
+struct ImageFolderOptions {
+  int64_t channels = 0;  // 1 or 3; 0: from the first image (gray or gray+alpha -> 1, otherwise 3)
+  int64_t height = 0;    // output size; 0: the first image's
+  int64_t width = 0;
+  ResizeMode resize = ResizeMode::bilinear;  // for images of another size
+  BadSamplePolicy on_bad_sample = BadSamplePolicy::error;
+  ImageLimits limits;
+  // Per channel, in units of pixel / 255. Empty: ImageNet's (0.485, 0.456, 0.406) / (0.229, 0.224, 0.225) for
+  // 3 channels, 0.5 / 0.25 for 1.
+  std::vector<float> mean;
+  std::vector<float> stddev;
+};
+
+class ImageFolder {
+ public:
+  // Throws IOError for a missing root, a root without class folders, or a class folder without images.
+  explicit ImageFolder(const std::string& root, ImageFolderOptions options = {});
+
+  int64_t size() const { return static_cast<int64_t>(files_.size()); }
+  int64_t channels() const { return channels_; }
+  int64_t height() const { return height_; }
+  int64_t width() const { return width_; }
+  int64_t num_classes() const { return static_cast<int64_t>(class_names_.size()); }
+  const std::string& root() const { return root_; }
+  const std::vector<std::string>& class_names() const { return class_names_; }
+  const std::string& path(int64_t index) const { return files_.at(static_cast<size_t>(index)); }
+  int64_t label(int64_t index) const { return labels_.at(static_cast<size_t>(index)); }
+  const std::vector<float>& mean() const { return mean_; }
+  const std::vector<float>& stddev() const { return stddev_; }
+  const ImageFolderOptions& options() const { return options_; }
+
+  // Decodes sample `index` into dst (channels * height * width bytes, planar CHW). Thread-safe. A file that
+  // cannot be read or decoded throws IOError naming it, or, with BadSamplePolicy::skip, returns false and is
+  // remembered (not decoded again, counted once).
+  bool load(int64_t index, uint8_t* dst) const;
+  // Files skipped so far (distinct), and their paths in the order they failed.
+  int64_t skipped_count() const;
+  std::vector<std::string> skipped_files() const;
+
+  // Every image decoded at once, as an in-memory data set (small folders, export, tests). Skipped files are
+  // left out.
+  ImageDataset load_all() const;
+
+ private:
+  std::string root_;
+  ImageFolderOptions options_;
+  std::vector<std::string> class_names_;
+  std::vector<std::string> files_;
+  std::vector<int64_t> labels_;
+  int64_t channels_ = 0, height_ = 0, width_ = 0;
+  std::vector<float> mean_, stddev_;
+  mutable std::mutex bad_mutex_;
+  mutable std::unordered_set<int64_t> bad_;
+  mutable std::vector<std::string> bad_files_;
+};
+
+}  // namespace liftoff

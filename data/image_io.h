@@ -1,0 +1,51 @@
+// Image files through stb_image (PNG, JPEG, BMP) and stb_image_write. Files are untrusted: the whole file is
+// read once (size bounded), its header is checked with stbi_info and the dimensions are bounded BEFORE any
+// pixel is decoded. Every failure is an IOError naming the file.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace liftoff {
+
+struct ImageLimits {
+  int64_t max_side = 16384;               // width and height
+  int64_t max_pixels = int64_t{1} << 28;  // width * height
+  int64_t max_file_bytes = int64_t{1} << 30;
+};
+
+struct ImageInfo {
+  int64_t width = 0;
+  int64_t height = 0;
+  int64_t channels = 0;  // as stored in the file: 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA
+};
+
+struct DecodedImage {
+  int64_t width = 0;
+  int64_t height = 0;
+  int64_t channels = 0;         // the requested count (1 or 3)
+  std::vector<uint8_t> pixels;  // interleaved HWC
+};
+
+// Header only (reads the file, decodes no pixels); throws IOError for an unreadable file, an unknown or
+// corrupt header, or dimensions outside the limits.
+ImageInfo read_image_info(const std::string& path, const ImageLimits& limits = {});
+// Decodes to `channels` (1: gray, stb's luma weights for colour files; 3: RGB, gray replicated; alpha
+// dropped) after the same header checks.
+DecodedImage decode_image_file(const std::string& path, int64_t channels, const ImageLimits& limits = {});
+
+enum class ResizeMode { bilinear, center_crop };
+// Writes `image` as planar CHW uint8 [channels, height, width] into dst. Same size: a copy. Otherwise
+// bilinear: half-pixel centres (as OpenCV's INTER_LINEAR / PyTorch align_corners=false, no antialiasing),
+// rounded to nearest; center_crop: the centre height x width window, zero where the image is smaller.
+void fit_image(const DecodedImage& image, int64_t height, int64_t width, ResizeMode mode, uint8_t* dst);
+
+enum class ImageFormat { png, jpg, bmp };
+// Parses "png", "jpg" / "jpeg", "bmp"; throws ValueError otherwise.
+ImageFormat parse_image_format(const std::string& text);
+const char* image_format_extension(ImageFormat format);  // ".png", ".jpg", ".bmp"
+// Writes planar CHW uint8 pixels (channels 1 or 3) with stb_image_write; throws IOError naming the file.
+void write_image_file(const std::string& path, const uint8_t* chw, int64_t channels, int64_t height,
+                      int64_t width, ImageFormat format, int jpeg_quality = 90);
+
+}  // namespace liftoff

@@ -1,0 +1,557 @@
+#include "data/loader.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <numeric>
+
+#include "data/augment.h"
+#include "runtime/random.h"
+#if LIFTOFF_WITH_CUDA
+#include "data/augment_cuda.h"
+#include "runtime/cuda/caching_allocator.h"
+#include "runtime/cuda/check.h"
+#include "runtime/cuda/context.h"
+#include "runtime/cuda/event.h"
+#include "runtime/cuda/pinned_allocator.h"
+#endif
+
+namespace liftoff {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+int64_t ns_since(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+}
+
+// Samples per augment_batch_into call on a worker: at most augment.cpp's parallel grain, so the call runs
+// inline on the worker instead of opening an OpenMP team per worker (which would oversubscribe the cores).
+int64_t inline_chunk(int64_t sample_elems) {
+  return std::max<int64_t>(1, 32768 / std::max<int64_t>(1, sample_elems));
+}
+
+// Normalise-only as an augmentation config: no crop offset, never a flip or an erase.
+AugmentConfig identity_config() {
+  AugmentConfig c;
+  c.pad = 0;
+  c.flip_prob = 0.0f;
+  c.erase_prob = 0.0f;
+  return c;
+}
+}  // namespace
+
+AugmentMode parse_augment_mode(const std::string& text) {
+  if (text == "auto") return AugmentMode::auto_;
+  if (text == "gpu") return AugmentMode::gpu;
+  if (text == "cpu") return AugmentMode::cpu;
+  if (text == "none") return AugmentMode::none;
+  throw ValueError(str_cat("augment mode '", text, "' is not auto, gpu, cpu or none"));
+}
+
+const char* augment_mode_name(AugmentMode mode) {
+  switch (mode) {
+    case AugmentMode::auto_:
+      return "auto";
+    case AugmentMode::gpu:
+      return "gpu";
+    case AugmentMode::cpu:
+      return "cpu";
+    case AugmentMode::none:
+      return "none";
+  }
+  return "?";
+}
+
+struct DataLoader::Slot {
+  enum class State { free, filling, ready };
+  State state = State::free;
+  int64_t batch = -1;
+  uint64_t generation = 0;
+  int64_t epoch = 0;
+  std::exception_ptr error;
+  std::vector<int64_t> indices;  // the samples that made it into the batch (all, unless skipped)
+  int64_t count = 0;
+  // CPU target: fresh tensors per batch, moved into the Batch. CUDA target: fixed host buffers of a full
+  // batch (pinned unless turned off), reused after their copy completed: images_u8 [B, C, H, W] u8 (scratch
+  // in cpu mode), input [B, C, H, W] f32 (cpu mode), meta [2B] i64 = count labels, then count indices.
+  Tensor images_u8;
+  Tensor labels;
+  Tensor input;
+  Tensor meta;
+#if LIFTOFF_WITH_CUDA
+  bool copy_pending = false;  // copy_done recorded and not yet waited for by a refilling worker
+  bool copy_timing_pending = false;
+  bool aug_timing_pending = false;
+  std::unique_ptr<cuda::Event> copy_start, copy_done, aug_start, aug_end, consumed;
+  std::shared_ptr<void> staging_pixels;  // device: what the copy writes and the kernel reads
+  std::shared_ptr<void> staging_meta;
+#endif
+};
+
+DataLoader::DataLoader(ImageDataset dataset, LoaderOptions options)
+    : memory_(std::move(dataset)), options_(std::move(options)) {
+  LIFTOFF_CHECK(memory_.images.defined() && memory_.labels.defined(), ValueError,
+                "DataLoader: the data set has no images or labels");
+  LIFTOFF_CHECK(
+      memory_.images.dtype() == DType::u8 && memory_.images.dim() == 4 && memory_.images.device().is_cpu(),
+      ShapeError, "DataLoader: expected u8 CPU images [N, C, H, W], got ", dtype_name(memory_.images.dtype()),
+      " ", shape_str(memory_.images.shape()), " on ", memory_.images.device().str());
+  LIFTOFF_CHECK(memory_.labels.dtype() == DType::i64 && memory_.labels.dim() == 1 &&
+                    memory_.labels.size(0) == memory_.size() && memory_.labels.device().is_cpu(),
+                ShapeError, "DataLoader: expected i64 CPU labels [", memory_.size(), "], got ",
+                dtype_name(memory_.labels.dtype()), " ", shape_str(memory_.labels.shape()));
+  memory_.images = memory_.images.contiguous();
+  memory_.labels = memory_.labels.contiguous();
+  size_ = memory_.size();
+  channels_ = memory_.channels();
+  height_ = memory_.height();
+  width_ = memory_.width();
+  num_classes_ = memory_.num_classes;
+  mean_ = memory_.mean;
+  stddev_ = memory_.stddev;
+  init();
+}
+
+DataLoader::DataLoader(std::shared_ptr<const ImageFolder> folder, LoaderOptions options)
+    : folder_(std::move(folder)), options_(std::move(options)) {
+  LIFTOFF_CHECK(folder_ != nullptr, ValueError, "DataLoader: null image folder");
+  size_ = folder_->size();
+  channels_ = folder_->channels();
+  height_ = folder_->height();
+  width_ = folder_->width();
+  num_classes_ = folder_->num_classes();
+  mean_ = folder_->mean();
+  stddev_ = folder_->stddev();
+  init();
+}
+
+void DataLoader::init() {
+  const LoaderOptions& o = options_;
+  LIFTOFF_CHECK(size_ > 0, ValueError, "DataLoader: the data set is empty");
+  LIFTOFF_CHECK(o.batch >= 1, ValueError, "DataLoader: batch size ", o.batch,
+                " must be at least 1 (--batch)");
+  LIFTOFF_CHECK(!o.drop_last || o.batch <= size_, ValueError, "DataLoader: batch size ", o.batch,
+                " with drop_last leaves no batch from ", size_, " samples; use a smaller --batch");
+  LIFTOFF_CHECK(o.workers >= 1 && o.workers <= 256, ValueError, "DataLoader: --workers ", o.workers,
+                " must be in [1, 256]");
+  LIFTOFF_CHECK(o.prefetch >= 1 && o.prefetch <= 256, ValueError, "DataLoader: --prefetch ", o.prefetch,
+                " must be in [1, 256]");
+  LIFTOFF_CHECK(
+      static_cast<int64_t>(mean_.size()) == channels_ && static_cast<int64_t>(stddev_.size()) == channels_,
+      ValueError, "DataLoader: ", channels_, " channels but ", mean_.size(), " mean and ", stddev_.size(),
+      " std values");
+  const bool cuda_target = o.device.is_cuda();
+#if !LIFTOFF_WITH_CUDA
+  LIFTOFF_CHECK(!cuda_target, DeviceError, "DataLoader: cannot load to ", o.device.str(),
+                ": this Liftoff was built without CUDA; rebuild with -DLIFTOFF_CUDA=ON or use --device cpu");
+#endif
+  mode_ = o.augment == AugmentMode::auto_ ? (cuda_target ? AugmentMode::gpu : AugmentMode::cpu) : o.augment;
+  LIFTOFF_CHECK(mode_ != AugmentMode::gpu || cuda_target, ValueError,
+                "DataLoader: --augment gpu needs a CUDA device, got ", o.device.str(), "; use --augment cpu");
+  const bool device_kernel = cuda_target && mode_ != AugmentMode::cpu;
+  LIFTOFF_CHECK(o.input_dtype == DType::f32 ||
+                    (device_kernel && (o.input_dtype == DType::bf16 || o.input_dtype == DType::f16)),
+                DTypeError, "DataLoader: input dtype ", dtype_name(o.input_dtype),
+                " needs the GPU augmentation (f32 otherwise)");
+  if (mode_ == AugmentMode::gpu || mode_ == AugmentMode::cpu) validate_augment_config(o.augment_config);
+
+  const int64_t sample = channels_ * height_ * width_;
+  slots_.reserve(static_cast<size_t>(o.prefetch));
+  for (int i = 0; i < o.prefetch; ++i) slots_.push_back(std::make_unique<Slot>());
+#if LIFTOFF_WITH_CUDA
+  if (cuda_target) {
+    LIFTOFF_CHECK(channels_ <= cuda::kAugmentMaxChannels, ShapeError, "DataLoader: ", channels_,
+                  " channels; the CUDA augmentation supports at most ", cuda::kAugmentMaxChannels);
+    const int dev = o.device.index;
+    cuda::DeviceGuard guard(dev);
+    const auto host = [&](int64_t numel, DType dtype) {
+      const size_t bytes = static_cast<size_t>(numel) * dtype_size(dtype);
+      if (!o.pin_memory) return Tensor::empty({numel}, dtype, Device::cpu());
+      std::shared_ptr<void> block = cuda::PinnedAllocator::get().allocate_shared(bytes);
+      void* ptr = block.get();
+      return Tensor::from_blob(Storage::wrap(ptr, bytes, Device::cpu(), std::move(block)), {numel}, dtype);
+    };
+    const int64_t b = o.batch;
+    for (auto& slot : slots_) {
+      if (mode_ == AugmentMode::cpu) {
+        slot->images_u8 =
+            Tensor::empty({b, channels_, height_, width_}, DType::u8, Device::cpu());  // scratch
+        slot->input = host(b * sample, DType::f32).view({b, channels_, height_, width_});
+      } else {
+        slot->images_u8 = host(b * sample, DType::u8).view({b, channels_, height_, width_});
+      }
+      slot->meta = host(2 * b, DType::i64);
+      const size_t pixel_bytes =
+          static_cast<size_t>(b * sample) * (mode_ == AugmentMode::cpu ? sizeof(float) : 1);
+      slot->staging_pixels = cuda::CachingAllocator::get().allocate_shared(pixel_bytes, dev);
+      slot->staging_meta =
+          cuda::CachingAllocator::get().allocate_shared(static_cast<size_t>(2 * b) * sizeof(int64_t), dev);
+      slot->copy_start = std::make_unique<cuda::Event>(true);
+      // Blocking sync: a worker waiting to refill this buffer sleeps instead of spinning a core.
+      slot->copy_done = std::make_unique<cuda::Event>(true, true);
+      slot->aug_start = std::make_unique<cuda::Event>(true);
+      slot->aug_end = std::make_unique<cuda::Event>(true);
+      slot->consumed = std::make_unique<cuda::Event>(false);
+    }
+  }
+#endif
+  stats_.worker_busy_seconds.assign(static_cast<size_t>(o.workers), 0.0);
+  worker_busy_ns_ = std::make_unique<std::atomic<int64_t>[]>(static_cast<size_t>(o.workers));
+  for (int w = 0; w < o.workers; ++w) worker_busy_ns_[static_cast<size_t>(w)].store(0);
+  threads_.reserve(static_cast<size_t>(o.workers));
+  for (int w = 0; w < o.workers; ++w) threads_.emplace_back([this, w] { worker_loop(w); });
+}
+
+DataLoader::~DataLoader() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  ready_cv_.notify_all();
+  for (std::thread& t : threads_) t.join();
+#if LIFTOFF_WITH_CUDA
+  // The device may still read the pinned buffers (copies) and staging buffers (kernel): wait for exactly
+  // those events before the buffers go back to their caches. Shutdown, not a training step.
+  for (auto& slot : slots_) {
+    try {
+      if (slot->copy_done) slot->copy_done->synchronize();
+      if (slot->consumed) slot->consumed->synchronize();
+    } catch (const std::exception&) {
+      // A failed device cannot be waited for; nothing better to do in a destructor.
+    }
+  }
+#endif
+}
+
+int64_t DataLoader::batches_per_epoch() const {
+  return options_.drop_last ? size_ / options_.batch : (size_ + options_.batch - 1) / options_.batch;
+}
+
+void DataLoader::start_epoch(int64_t epoch) {
+  LIFTOFF_CHECK(epoch >= 0, ValueError, "DataLoader: epoch ", epoch, " is negative");
+  std::vector<int64_t> order;
+  if (options_.shuffle) {
+    Generator gen(shuffle_seed(options_.seed, epoch));
+    order = randperm(size_, gen);
+  } else {
+    order.resize(static_cast<size_t>(size_));
+    std::iota(order.begin(), order.end(), int64_t{0});
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++generation_;
+    order_ = std::move(order);
+    epoch_ = epoch;
+    batches_ = batches_per_epoch();
+    step_ = 0;
+    next_claim_ = 0;
+    // Ready batches of an older epoch are discarded; slots being filled are discarded by their worker.
+    for (auto& slot : slots_) {
+      if (slot->state == Slot::State::ready) release_slot_locked(*slot);
+    }
+  }
+  work_cv_.notify_all();
+}
+
+void DataLoader::release_slot_locked(Slot& slot) {
+  slot.state = Slot::State::free;
+  slot.batch = -1;
+  slot.error = nullptr;
+}
+
+void DataLoader::worker_loop(int worker) {
+  const int64_t k = static_cast<int64_t>(slots_.size());
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    // In order: the next batch is claimable once the consumer has released its slot (batch - prefetch).
+    work_cv_.wait(lock, [&] {
+      return stop_ || (next_claim_ < batches_ &&
+                       slots_[static_cast<size_t>(next_claim_ % k)]->state == Slot::State::free);
+    });
+    if (stop_) return;
+    const int64_t b = next_claim_++;
+    Slot& slot = *slots_[static_cast<size_t>(b % k)];
+    slot.state = Slot::State::filling;
+    slot.batch = b;
+    slot.generation = generation_;
+    slot.epoch = epoch_;
+    slot.error = nullptr;
+    const uint64_t generation = generation_;
+    const int64_t epoch = epoch_;
+    const int64_t begin = b * options_.batch;
+    const int64_t end = std::min<int64_t>(begin + options_.batch, size_);
+    const std::vector<int64_t> indices(order_.begin() + begin, order_.begin() + end);
+#if LIFTOFF_WITH_CUDA
+    const bool wait_copy = slot.copy_pending;
+#endif
+    lock.unlock();
+
+    std::exception_ptr error;
+    bool copy_waited = true;
+    try {
+#if LIFTOFF_WITH_CUDA
+      // The buffer's previous copy must have completed before it is overwritten: wait for that event only.
+      copy_waited = !wait_copy;
+      if (wait_copy) slot.copy_done->synchronize();
+      copy_waited = true;
+#endif
+      const auto start = Clock::now();
+      fill(slot, indices, epoch, worker);
+      worker_busy_ns_[static_cast<size_t>(worker)].fetch_add(ns_since(start));
+    } catch (...) {
+      error = std::current_exception();
+    }
+
+    lock.lock();
+#if !LIFTOFF_WITH_CUDA
+    (void)copy_waited;
+#else
+    if (copy_waited) slot.copy_pending = false;
+#endif
+    if (generation != generation_ || stop_) {
+      release_slot_locked(slot);
+      work_cv_.notify_all();
+      continue;
+    }
+    slot.error = error;
+    slot.state = Slot::State::ready;
+    ready_cv_.notify_all();
+  }
+}
+
+void DataLoader::fill(Slot& slot, const std::vector<int64_t>& indices, int64_t epoch, int worker) {
+  const int64_t n = static_cast<int64_t>(indices.size());
+  const int64_t sample = channels_ * height_ * width_;
+  const bool cuda_target = options_.device.is_cuda();
+  Tensor images =
+      cuda_target ? slot.images_u8 : Tensor::empty({n, channels_, height_, width_}, DType::u8, Device::cpu());
+  std::vector<int64_t> labels;
+  labels.reserve(static_cast<size_t>(n));
+  slot.indices.clear();
+  uint8_t* dst = images.data<uint8_t>();
+  const uint8_t* src = memory_.images.defined() ? memory_.images.data<uint8_t>() : nullptr;
+  const int64_t* src_labels = memory_.labels.defined() ? memory_.labels.data<int64_t>() : nullptr;
+  for (const int64_t index : indices) {
+    uint8_t* row = dst + static_cast<int64_t>(labels.size()) * sample;
+    if (folder_) {
+      if (!folder_->load(index, row)) continue;  // skipped (policy skip), counted by the folder
+      labels.push_back(folder_->label(index));
+    } else {
+      std::memcpy(row, src + index * sample, static_cast<size_t>(sample));
+      labels.push_back(src_labels[index]);
+    }
+    slot.indices.push_back(index);
+  }
+  const int64_t count = static_cast<int64_t>(labels.size());
+  slot.count = count;
+  images = images.slice(0, 0, count);
+
+  // Host-side augmentation / normalisation: every CPU-target mode, and cpu mode on a CUDA target.
+  if (!cuda_target || mode_ == AugmentMode::cpu) {
+    const auto start = Clock::now();
+    const AugmentConfig config = mode_ == AugmentMode::none ? identity_config() : options_.augment_config;
+    Tensor input = cuda_target
+                       ? slot.input.slice(0, 0, count)
+                       : Tensor::empty({count, channels_, height_, width_}, DType::f32, Device::cpu());
+    const int64_t chunk = inline_chunk(sample);
+    for (int64_t lo = 0; lo < count; lo += chunk) {
+      const int64_t hi = std::min(count, lo + chunk);
+      const std::vector<int64_t> part(slot.indices.begin() + lo, slot.indices.begin() + hi);
+      augment_batch_into(images.slice(0, lo, hi), part, options_.seed, epoch, config, mean_, stddev_,
+                         input.slice(0, lo, hi));
+    }
+    if (!cuda_target) slot.input = input;
+    cpu_augment_ns_.fetch_add(ns_since(start));
+  }
+  (void)worker;
+  if (cuda_target) {
+    int64_t* meta = slot.meta.data<int64_t>();
+    std::copy(labels.begin(), labels.end(), meta);
+    std::copy(slot.indices.begin(), slot.indices.end(), meta + count);
+  } else {
+    slot.images_u8 = images;
+    slot.labels = Tensor::from_vector(labels, {count});
+  }
+}
+
+bool DataLoader::next(Batch& out) {
+  LIFTOFF_CHECK(epoch_ >= 0, ValueError, "DataLoader: call start_epoch() before next()");
+  const int64_t k = static_cast<int64_t>(slots_.size());
+  while (true) {
+    if (step_ >= batches_) return false;
+    Slot& slot = *slots_[static_cast<size_t>(step_ % k)];
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      const auto start = Clock::now();
+      ready_cv_.wait(lock, [&] {
+        return slot.state == Slot::State::ready && slot.batch == step_ && slot.generation == generation_;
+      });
+      stats_.wait_seconds += static_cast<double>(ns_since(start)) * 1e-9;
+      // The batch stays in its slot, so calling next() again rethrows the same error.
+      if (slot.error) std::rethrow_exception(slot.error);
+    }
+    const int64_t step = step_;
+    if (slot.count > 0) {
+      if (options_.device.is_cuda()) {
+        hand_out_cuda(slot, out);
+      } else {
+        hand_out_cpu(slot, out);
+      }
+      out.indices = slot.indices;
+      out.epoch = slot.epoch;
+      out.step_in_epoch = step;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+#if LIFTOFF_WITH_CUDA
+      if (options_.device.is_cuda() && slot.count > 0) slot.copy_pending = true;
+#endif
+      if (slot.count > 0) {
+        ++stats_.batches;
+        stats_.images += slot.count;
+      }
+      const int64_t count = slot.count;
+      release_slot_locked(slot);
+      ++step_;
+      work_cv_.notify_all();
+      if (count > 0) return true;
+    }
+  }
+}
+
+void DataLoader::hand_out_cpu(Slot& slot, Batch& out) {
+  // Fresh tensors per batch: moving them out means the worker can never overwrite what the caller holds.
+  out.images_u8 = std::move(slot.images_u8);
+  out.labels = std::move(slot.labels);
+  out.input = std::move(slot.input);
+  slot.images_u8 = Tensor();
+  slot.labels = Tensor();
+  slot.input = Tensor();
+}
+
+void DataLoader::resolve_timings(Slot& slot) const {
+#if LIFTOFF_WITH_CUDA
+  if (slot.copy_timing_pending && slot.copy_done->query()) {
+    stats_.h2d_ms += cuda::Event::elapsed_ms(*slot.copy_start, *slot.copy_done);
+    ++stats_.h2d_timed;
+    slot.copy_timing_pending = false;
+  }
+  if (slot.aug_timing_pending && slot.aug_end->query()) {
+    stats_.augment_ms += cuda::Event::elapsed_ms(*slot.aug_start, *slot.aug_end);
+    ++stats_.augment_timed;
+    slot.aug_timing_pending = false;
+  }
+#else
+  (void)slot;
+#endif
+}
+
+void DataLoader::hand_out_cuda(Slot& slot, Batch& out) {
+#if LIFTOFF_WITH_CUDA
+  const Device device = options_.device;
+  cuda::DeviceGuard guard(device.index);
+  cudaStream_t copy = cuda::copy_stream(device.index);
+  cudaStream_t compute = cuda::compute_stream(device.index);
+  const int64_t n = slot.count;
+  const int64_t sample = channels_ * height_ * width_;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    resolve_timings(slot);  // the events are about to be recorded again; an unfinished timing is dropped
+    slot.copy_timing_pending = false;
+    slot.aug_timing_pending = false;
+  }
+  const bool host_augmented = mode_ == AugmentMode::cpu;
+  const size_t pixel_bytes = static_cast<size_t>(n * sample) * (host_augmented ? sizeof(float) : 1);
+  const size_t meta_bytes = static_cast<size_t>(2 * n) * sizeof(int64_t);
+  const void* host_pixels = host_augmented ? slot.input.raw_data() : slot.images_u8.raw_data();
+
+  // The staging buffers are free again once the compute stream finished reading them (device-side wait).
+  slot.consumed->wait(copy);
+  slot.copy_start->record(copy);
+  LIFTOFF_CUDA_CHECK(
+      cudaMemcpyAsync(slot.staging_pixels.get(), host_pixels, pixel_bytes, cudaMemcpyHostToDevice, copy));
+  LIFTOFF_CUDA_CHECK(cudaMemcpyAsync(slot.staging_meta.get(), slot.meta.raw_data(), meta_bytes,
+                                     cudaMemcpyHostToDevice, copy));
+  slot.copy_done->record(copy);
+  slot.copy_done->wait(compute);
+
+  // Outputs are fresh compute-stream tensors: the caller may keep them while the staging is reused.
+  const auto* staged_meta = static_cast<const int64_t*>(slot.staging_meta.get());
+  Tensor labels = Tensor::empty({n}, DType::i64, device);
+  LIFTOFF_CUDA_CHECK(cudaMemcpyAsync(labels.raw_data(), staged_meta, static_cast<size_t>(n) * sizeof(int64_t),
+                                     cudaMemcpyDeviceToDevice, compute));
+  Tensor input;
+  if (host_augmented) {
+    input = Tensor::empty({n, channels_, height_, width_}, DType::f32, device);
+    LIFTOFF_CUDA_CHECK(cudaMemcpyAsync(input.raw_data(), slot.staging_pixels.get(), pixel_bytes,
+                                       cudaMemcpyDeviceToDevice, compute));
+  } else {
+    input = Tensor::empty({n, channels_, height_, width_}, options_.input_dtype, device);
+    cuda::AugmentLaunch a;
+    a.images = static_cast<const uint8_t*>(slot.staging_pixels.get());
+    a.indices = staged_meta + n;
+    a.out = input.raw_data();
+    a.out_dtype = options_.input_dtype;
+    a.batch = n;
+    a.channels = channels_;
+    a.height = height_;
+    a.width = width_;
+    a.seed = options_.seed;
+    a.epoch = slot.epoch;
+    a.config = options_.augment_config;
+    a.augment = mode_ == AugmentMode::gpu;
+    for (int64_t c = 0; c < channels_; ++c) {
+      a.mean[c] = mean_[static_cast<size_t>(c)];
+      a.stddev[c] = stddev_[static_cast<size_t>(c)];
+    }
+    slot.aug_start->record(compute);
+    cuda::launch_augment(a, compute);
+    slot.aug_end->record(compute);
+  }
+  slot.consumed->record(compute);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.h2d_bytes += static_cast<int64_t>(pixel_bytes + meta_bytes);
+    slot.copy_timing_pending = true;
+    slot.aug_timing_pending = !host_augmented;
+  }
+  out.images_u8 = Tensor();  // documented: not kept on the GPU path
+  out.input = input;
+  out.labels = labels;
+#else
+  (void)slot;
+  (void)out;
+  throw DeviceError("DataLoader: built without CUDA");
+#endif
+}
+
+LoaderStats DataLoader::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& slot : slots_) resolve_timings(*slot);
+  LoaderStats s = stats_;
+  for (size_t w = 0; w < s.worker_busy_seconds.size(); ++w) {
+    s.worker_busy_seconds[w] = static_cast<double>(worker_busy_ns_[w].load()) * 1e-9;
+  }
+  s.cpu_augment_seconds = static_cast<double>(cpu_augment_ns_.load()) * 1e-9;
+  s.skipped_samples = folder_ ? folder_->skipped_count() : 0;
+  return s;
+}
+
+void DataLoader::reset_stats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const size_t workers = stats_.worker_busy_seconds.size();
+  stats_ = LoaderStats();
+  stats_.worker_busy_seconds.assign(workers, 0.0);
+  for (size_t w = 0; w < workers; ++w) worker_busy_ns_[w].store(0);
+  cpu_augment_ns_.store(0);
+#if LIFTOFF_WITH_CUDA
+  for (auto& slot : slots_) {
+    slot->copy_timing_pending = false;
+    slot->aug_timing_pending = false;
+  }
+#endif
+}
+
+}  // namespace liftoff

@@ -1,0 +1,137 @@
+// DataLoader: the prefetching BatchSource. A sampler fixes each epoch's order (shuffled from the seed exactly
+// like InOrderBatches, or sequential); `workers` threads read, decode and collate uint8 batches into a ring
+// of `prefetch` host buffers (pinned on CUDA unless turned off); next() hands batches out in sampler order
+// whatever the worker timing.
+//
+// CUDA target: next() copies the slot's buffers to the device on the copy stream, records an event, makes
+// the compute stream wait for it and, in AugmentMode::gpu (or none), runs the augmentation kernel on the
+// compute stream. The host never waits for the device in next(); a pinned buffer is refilled only after its
+// copy event completed, and that wait (cudaEventSynchronize on that event only) happens on the worker that
+// refills it, not on the training thread. On the GPU path Batch::images_u8 stays undefined (the device copy
+// lives in a recycled staging buffer); input and labels are fresh device tensors, ready on the compute
+// stream.
+//
+// CPU target: workers also run the augmentation (data/augment.h) and each batch gets fresh host tensors, so a
+// batch the caller keeps is never overwritten; images_u8 is set.
+//
+// Errors in a worker (a corrupt image, ...) are carried to the consumer and rethrown from next() for the
+// batch they belong to. The destructor stops and joins the workers, also mid-epoch.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "data/augment_params.h"
+#include "data/batch_iterator.h"
+#include "data/dataset.h"
+#include "data/image_folder.h"
+
+namespace liftoff {
+
+// auto_: gpu on a CUDA target, cpu otherwise. gpu: u8 batches go to the device and the kernel augments
+// there. cpu: workers augment on the host and f32 input is copied. none: normalise only (evaluation), on the
+// device for CUDA targets, by the workers otherwise.
+enum class AugmentMode { auto_, gpu, cpu, none };
+// Parses "auto", "gpu", "cpu", "none" (--augment); throws ValueError otherwise.
+AugmentMode parse_augment_mode(const std::string& text);
+const char* augment_mode_name(AugmentMode mode);
+
+struct LoaderOptions {
+  int64_t batch = 64;
+  bool shuffle = true;     // per-epoch permutation from (seed, epoch), identical to InOrderBatches'
+  bool drop_last = false;  // drop the last batch when it is smaller than `batch`
+  int workers = 2;         // threads that read, decode and collate (>= 1)
+  int prefetch = 2;        // ring depth: batches in flight ahead of the consumer (>= 1)
+  bool pin_memory = true;  // CUDA targets: page-locked host buffers (off: pageable, for comparison)
+  AugmentMode augment = AugmentMode::auto_;
+  AugmentConfig augment_config;
+  DType input_dtype = DType::f32;  // gpu/none on CUDA: f32, bf16 or f16; otherwise f32
+  uint64_t seed = 0;
+  Device device = Device::cpu();
+};
+
+// For the utilization report. Host times from steady_clock; device times from CUDA events read only once
+// they have completed (queried, never waited for), so the latest few batches may not be counted yet.
+struct LoaderStats {
+  int64_t batches = 0;  // handed out by next()
+  int64_t images = 0;
+  double wait_seconds = 0.0;                // time next() blocked waiting for a worker to finish the batch
+  std::vector<double> worker_busy_seconds;  // per worker: reading, decoding, collating (+ CPU augmentation)
+  double cpu_augment_seconds = 0.0;         // part of the busy time spent in CPU augmentation/normalisation
+  int64_t h2d_bytes = 0;                    // issued host-to-device copies
+  double h2d_ms = 0.0;                      // copy-stream time of the copies timed so far
+  int64_t h2d_timed = 0;                    // batches whose copy time is in h2d_ms
+  double augment_ms = 0.0;                  // compute-stream time of the augmentation kernel
+  int64_t augment_timed = 0;                // batches whose kernel time is in augment_ms
+  int64_t skipped_samples = 0;              // distinct bad files skipped (image folders, skip policy)
+};
+
+class DataLoader : public BatchSource {
+ public:
+  // In-memory data set: workers gather rows (held by value; tensor handles, no copy of the pixels).
+  DataLoader(ImageDataset dataset, LoaderOptions options);
+  // Image folder: workers decode files lazily.
+  DataLoader(std::shared_ptr<const ImageFolder> folder, LoaderOptions options);
+  ~DataLoader() override;
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  void start_epoch(int64_t epoch) override;
+  bool next(Batch& out) override;
+  // With a skip policy a batch can lose samples, and a batch that loses all of them is left out: then
+  // next() returns fewer batches than this.
+  int64_t batches_per_epoch() const override;
+
+  // The sample order of the current epoch.
+  const std::vector<int64_t>& order() const { return order_; }
+  const LoaderOptions& options() const { return options_; }
+  AugmentMode augment_mode() const { return mode_; }  // resolved (never auto_)
+  int64_t size() const { return size_; }
+  // Copies the counters; resolves CUDA timings that have completed (no sync).
+  LoaderStats stats() const;
+  void reset_stats();
+
+ private:
+  struct Slot;
+  void init();
+  void worker_loop(int worker);
+  void fill(Slot& slot, const std::vector<int64_t>& indices, int64_t epoch, int worker);
+  void release_slot_locked(Slot& slot);
+  void resolve_timings(Slot& slot) const;
+  void hand_out_cuda(Slot& slot, Batch& out);
+  void hand_out_cpu(Slot& slot, Batch& out);
+
+  ImageDataset memory_;                        // in-memory source, or
+  std::shared_ptr<const ImageFolder> folder_;  // the lazy one
+  LoaderOptions options_;
+  AugmentMode mode_ = AugmentMode::cpu;
+  int64_t size_ = 0, channels_ = 0, height_ = 0, width_ = 0, num_classes_ = 0;
+  std::vector<float> mean_, stddev_;
+
+  std::vector<int64_t> order_;
+  int64_t epoch_ = -1;
+  int64_t batches_ = 0;  // in the current epoch
+  int64_t step_ = 0;     // next batch next() hands out
+
+  mutable std::mutex mutex_;
+  std::condition_variable work_cv_;   // workers wait for a claimable batch
+  std::condition_variable ready_cv_;  // the consumer waits for its batch
+  bool stop_ = false;
+  uint64_t generation_ = 0;  // bumped by start_epoch: work of an older epoch is discarded
+  int64_t next_claim_ = 0;   // next batch number a worker may take
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::vector<std::thread> threads_;
+
+  // Stats: host counters under mutex_ (or atomics for the workers); device timings resolved late.
+  mutable LoaderStats stats_;
+  std::unique_ptr<std::atomic<int64_t>[]> worker_busy_ns_;
+  std::atomic<int64_t> cpu_augment_ns_{0};
+};
+
+}  // namespace liftoff

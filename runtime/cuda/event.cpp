@@ -1,0 +1,62 @@
+#include "runtime/cuda/event.h"
+
+#include <utility>
+
+#include "runtime/cuda/check.h"
+
+namespace liftoff::cuda {
+
+Event::Event(bool timing, bool blocking_sync) {
+  unsigned flags = timing ? cudaEventDefault : cudaEventDisableTiming;
+  if (blocking_sync) flags |= cudaEventBlockingSync;
+  LIFTOFF_CUDA_CHECK(cudaEventCreateWithFlags(&event_, flags));
+}
+
+Event::~Event() {
+  // No check: destructors must not throw, and a failing destroy at shutdown has no remedy.
+  if (event_ != nullptr) cudaEventDestroy(event_);
+}
+
+Event::Event(Event&& other) noexcept
+    : event_(std::exchange(other.event_, nullptr)), recorded_(std::exchange(other.recorded_, false)) {}
+
+Event& Event::operator=(Event&& other) noexcept {
+  if (this != &other) {
+    if (event_ != nullptr) cudaEventDestroy(event_);
+    event_ = std::exchange(other.event_, nullptr);
+    recorded_ = std::exchange(other.recorded_, false);
+  }
+  return *this;
+}
+
+void Event::record(cudaStream_t stream) {
+  LIFTOFF_CUDA_CHECK(cudaEventRecord(event_, stream));
+  recorded_ = true;
+}
+
+void Event::wait(cudaStream_t stream) const {
+  if (recorded_) LIFTOFF_CUDA_CHECK(cudaStreamWaitEvent(stream, event_, 0));
+}
+
+bool Event::query() const {
+  if (!recorded_) return true;
+  const cudaError_t status = cudaEventQuery(event_);
+  if (status == cudaErrorNotReady) {
+    cudaGetLastError();  // not-ready is not sticky, but keep the last-error slot clean for launch checks
+    return false;
+  }
+  LIFTOFF_CUDA_CHECK(status);
+  return true;
+}
+
+void Event::synchronize() const {
+  if (recorded_) LIFTOFF_CUDA_CHECK(cudaEventSynchronize(event_));
+}
+
+float Event::elapsed_ms(const Event& start, const Event& end) {
+  float ms = 0.0f;
+  LIFTOFF_CUDA_CHECK(cudaEventElapsedTime(&ms, start.event_, end.event_));
+  return ms;
+}
+
+}  // namespace liftoff::cuda

@@ -1,0 +1,38 @@
+// A small RAII wrapper around cudaEvent_t: record on a stream, make another stream wait for it, query it
+// without blocking, block on it (outside a training step only), and read the time between two events.
+#pragma once
+#include <cuda_runtime.h>
+
+namespace liftoff::cuda {
+
+class Event {
+ public:
+  // timing: the event can be used with elapsed_ms (costs a little). blocking_sync: synchronize() yields the
+  // CPU instead of spinning (for waits on worker threads).
+  explicit Event(bool timing = false, bool blocking_sync = false);
+  ~Event();
+  Event(Event&& other) noexcept;
+  Event& operator=(Event&& other) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  // Captures the work queued on `stream` so far.
+  void record(cudaStream_t stream);
+  // Work queued on `stream` after this call starts only when the recorded work is done (device-side wait).
+  void wait(cudaStream_t stream) const;
+  // True when the recorded work is done, or nothing was recorded; never blocks.
+  bool query() const;
+  // Blocks the calling thread until the recorded work is done. Not inside a training step.
+  void synchronize() const;
+  bool recorded() const { return recorded_; }
+  cudaEvent_t get() const { return event_; }
+
+  // Milliseconds between two completed timing events (start recorded before end).
+  static float elapsed_ms(const Event& start, const Event& end);
+
+ private:
+  cudaEvent_t event_ = nullptr;
+  bool recorded_ = false;
+};
+
+}  // namespace liftoff::cuda
