@@ -37,17 +37,32 @@ const char* stb_reason() {
   return reason != nullptr ? reason : "unknown";
 }
 
+void check_dimensions(const std::string& path, int64_t w, int64_t h, const ImageLimits& limits) {
+  LIFTOFF_CHECK(w > 0 && h > 0 && w <= limits.max_side && h <= limits.max_side, IOError, "image '", path,
+                "': its header claims ", w, "x", h, " pixels; each side must be in [1, ", limits.max_side,
+                "] (corrupt or hostile file?)");
+  LIFTOFF_CHECK(w * h <= limits.max_pixels, IOError, "image '", path, "': ", w, "x", h, " = ", w * h,
+                " pixels exceed the limit of ", limits.max_pixels);
+}
+
 ImageInfo checked_info(const std::string& path, const std::vector<uint8_t>& bytes,
                        const ImageLimits& limits) {
+  // PNG: read the IHDR size ourselves first. stb_image refuses some huge headers with a generic "unknown
+  // image type"; this tells the user the size the file claims.
+  static const uint8_t kPngSignature[8] = {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A};
+  if (bytes.size() >= 24 && std::memcmp(bytes.data(), kPngSignature, 8) == 0 &&
+      std::memcmp(bytes.data() + 12, "IHDR", 4) == 0) {
+    const auto be32 = [&](size_t at) {
+      return (int64_t{bytes[at]} << 24) | (int64_t{bytes[at + 1]} << 16) | (int64_t{bytes[at + 2]} << 8) |
+             int64_t{bytes[at + 3]};
+    };
+    check_dimensions(path, be32(16), be32(20), limits);
+  }
   int w = 0, h = 0, c = 0;
   // Header only: no pixel memory is allocated here, whatever the header claims.
   LIFTOFF_CHECK(stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &c) == 1, IOError,
                 "image '", path, "': not a readable PNG, JPEG or BMP header (stb_image: ", stb_reason(), ")");
-  LIFTOFF_CHECK(w > 0 && h > 0 && w <= limits.max_side && h <= limits.max_side, IOError, "image '", path,
-                "': its header claims ", w, "x", h, " pixels; each side must be in [1, ", limits.max_side,
-                "] (corrupt or hostile file?)");
-  LIFTOFF_CHECK(static_cast<int64_t>(w) * h <= limits.max_pixels, IOError, "image '", path, "': ", w, "x", h,
-                " = ", static_cast<int64_t>(w) * h, " pixels exceed the limit of ", limits.max_pixels);
+  check_dimensions(path, w, h, limits);
   LIFTOFF_CHECK(c >= 1 && c <= 4, IOError, "image '", path, "': unsupported channel count ", c);
   return ImageInfo{w, h, c};
 }

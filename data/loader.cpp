@@ -156,11 +156,11 @@ void DataLoader::init() {
                 " needs the GPU augmentation (f32 otherwise)");
   if (mode_ == AugmentMode::gpu || mode_ == AugmentMode::cpu) validate_augment_config(o.augment_config);
 
-  const int64_t sample = channels_ * height_ * width_;
   slots_.reserve(static_cast<size_t>(o.prefetch));
   for (int i = 0; i < o.prefetch; ++i) slots_.push_back(std::make_unique<Slot>());
 #if LIFTOFF_WITH_CUDA
   if (cuda_target) {
+    const int64_t sample = channels_ * height_ * width_;
     LIFTOFF_CHECK(channels_ <= cuda::kAugmentMaxChannels, ShapeError, "DataLoader: ", channels_,
                   " channels; the CUDA augmentation supports at most ", cuda::kAugmentMaxChannels);
     const int dev = o.device.index;

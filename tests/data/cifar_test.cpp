@@ -56,7 +56,8 @@ TEST_F(CifarTest, ReadsRecordsInOrder) {
 }
 
 TEST_F(CifarTest, StandardLayoutAndNestedFolder) {
-  for (int i = 1; i <= 5; ++i) write("cifar-10-batches-bin/data_batch_" + std::to_string(i) + ".bin", {static_cast<uint8_t>(i)}, i);
+  for (int i = 1; i <= 5; ++i)
+    write("cifar-10-batches-bin/data_batch_" + std::to_string(i) + ".bin", {static_cast<uint8_t>(i)}, i);
   write("cifar-10-batches-bin/test_batch.bin", {7, 8}, 0);
   const ImageDataset train = load_cifar10(root_.string(), "train");
   EXPECT_EQ(train.name, "cifar10/train");
@@ -75,7 +76,7 @@ TEST_F(CifarTest, ValidationErrorsNameTheFile) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
-  expect_io({write("short.bin", {1, 2}, 0, 5)}, "short.bin");        // 2 records + 5 bytes
+  expect_io({write("short.bin", {1, 2}, 0, 5)}, "short.bin");  // 2 records + 5 bytes
   expect_io({write("short2.bin", {1, 2}, 0, 5)}, "3073");
   expect_io({write("empty.bin", {}, 0)}, "empty.bin");
   expect_io({write("label.bin", {1, 10, 2}, 0)}, "label 10");

@@ -189,13 +189,15 @@ TEST(DataLoader, StressShallowRingChecksEveryBatch) {
         for (size_t r = 0; r < batch.indices.size(); ++r) {
           const int64_t index = batch.indices[r];
           for (int64_t k = 0; k < sample; ++k) {
-            expected_sum += static_cast<uint64_t>(pixels[index * sample + k]) * static_cast<uint64_t>(k + 1 + r);
-            got_sum += static_cast<uint64_t>(got[r * sample + static_cast<size_t>(k)]) * static_cast<uint64_t>(k + 1 + r);
+            expected_sum +=
+                static_cast<uint64_t>(pixels[index * sample + k]) * static_cast<uint64_t>(k + 1 + r);
+            got_sum += static_cast<uint64_t>(got[r * sample + static_cast<size_t>(k)]) *
+                       static_cast<uint64_t>(k + 1 + r);
           }
           ASSERT_EQ(got_labels[r], labels[index]) << "prefetch " << prefetch << " epoch " << epoch;
         }
-        ASSERT_EQ(got_sum, expected_sum) << "prefetch " << prefetch << " epoch " << epoch << " step "
-                                         << batch.step_in_epoch;
+        ASSERT_EQ(got_sum, expected_sum)
+            << "prefetch " << prefetch << " epoch " << epoch << " step " << batch.step_in_epoch;
         const Tensor expected_input =
             augment_batch(batch.images_u8, batch.indices, 42, epoch, erase_config(), ds.mean, ds.stddev);
         const auto a = expected_input.to_vector<float>();

@@ -3,6 +3,7 @@
 //
 // The writer is this test binary itself, re-executed with a filter that selects the disabled helper test
 // below (fork + exec: the child starts clean, no OpenMP threads inherited across fork).
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -79,6 +80,9 @@ TEST(CheckpointKill, LatestValidCheckpointAlwaysLoads) {
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
 
+  // The writer's gtest chatter would flood this test's output.
+  const int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(devnull, 0);
   std::mt19937 rng(20240611);  // fixed: a failure reproduces with the same kill schedule (up to timing)
   std::uniform_int_distribution<int> delay_ms(5, 120);
   const auto start = std::chrono::steady_clock::now();
@@ -89,6 +93,8 @@ TEST(CheckpointKill, LatestValidCheckpointAlwaysLoads) {
     ASSERT_GE(pid, 0) << "fork failed";
     if (pid == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      ::dup2(devnull, STDOUT_FILENO);
+      ::dup2(devnull, STDERR_FILENO);
       ::execve(argv[0], argv.data(), envp.data());
       ::_exit(127);
     }
@@ -134,6 +140,7 @@ TEST(CheckpointKill, LatestValidCheckpointAlwaysLoads) {
   RecordProperty("mid_write", mid_write);
   EXPECT_GT(last_step, 10) << "the writer hardly wrote anything: the test did not exercise saving";
   EXPECT_GT(mid_write, 0) << "no kill landed inside a write";
+  ::close(devnull);
   fs::remove_all(dir);
 }
 
