@@ -27,6 +27,10 @@ void Optimizer::zero_grad() {
   for (const auto& p : params_) p.set_grad(Tensor());
 }
 
+void Optimizer::step(const Tensor& skip_if_nonzero) {
+  if (!skip_if_nonzero.defined() || skip_if_nonzero.item() == 0.0) step();
+}
+
 std::vector<size_t> Optimizer::params_with_grad() const {
   std::vector<size_t> active;
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -50,6 +54,10 @@ SGD::SGD(std::vector<Tensor> params, double lr, double momentum, double weight_d
 }
 
 void SGD::step() {
+  step(Tensor());
+}
+
+void SGD::step(const Tensor& skip_if_nonzero) {
   NoGradGuard no_grad;
   std::vector<Tensor> params, grads, buffers;
   for (size_t i : params_with_grad()) {
@@ -63,7 +71,7 @@ void SGD::step() {
   hyper.momentum = momentum_;
   hyper.weight_decay = weight_decay_;
   hyper.nesterov = nesterov_;
-  sgd_step(params, grads, buffers, hyper);
+  sgd_step(params, grads, buffers, hyper, skip_if_nonzero);
 }
 
 NamedTensors SGD::named_state() const {
@@ -89,6 +97,10 @@ AdamW::AdamW(std::vector<Tensor> params, double lr, double beta1, double beta2, 
 }
 
 void AdamW::step() {
+  step(Tensor());
+}
+
+void AdamW::step(const Tensor& skip_if_nonzero) {
   NoGradGuard no_grad;
   // Parameters at the same update count share one fused call (normally all of them).
   std::map<int64_t, std::vector<size_t>> by_step;
@@ -111,7 +123,7 @@ void AdamW::step() {
     hyper.eps = eps_;
     hyper.weight_decay = weight_decay_;
     hyper.step = count;
-    adamw_step(params, grads, m, v, hyper);
+    adamw_step(params, grads, m, v, hyper, skip_if_nonzero);
   }
 }
 

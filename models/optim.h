@@ -19,6 +19,10 @@ class Optimizer {
 
   // One update of every parameter that has a gradient, without autograd.
   virtual void step() = 0;
+  // The same update, skipped when skip_if_nonzero (a one-element f32 tensor, AMP's found_inf) is non-zero.
+  // SGD and AdamW decide on the device (no host sync); this default reads the flag on the host, so an
+  // optimizer that does not override it is still correct, only slower.
+  virtual void step(const Tensor& skip_if_nonzero);
   // Drops every parameter gradient (set_to_none, PyTorch's default).
   void zero_grad();
   double lr() const { return lr_; }
@@ -42,6 +46,7 @@ class SGD : public Optimizer {
   SGD(std::vector<Tensor> params, double lr, double momentum = 0.0, double weight_decay = 0.0,
       bool nesterov = false);
   void step() override;
+  void step(const Tensor& skip_if_nonzero) override;
   NamedTensors named_state() const override;
 
  private:
@@ -52,11 +57,14 @@ class SGD : public Optimizer {
 
 // torch.optim.AdamW (amsgrad off). Each parameter counts its own updates ("step.<i>", an i64 scalar on the
 // host) for bias correction, as PyTorch does, so a parameter skipped for lack of a gradient does not advance.
+// Unlike PyTorch, a step skipped by step(skip_if_nonzero) on the device still advances these host counts (the
+// host cannot know without a sync); parameters, exp_avg and exp_avg_sq are left untouched.
 class AdamW : public Optimizer {
  public:
   AdamW(std::vector<Tensor> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
         double eps = 1e-8, double weight_decay = 1e-2);
   void step() override;
+  void step(const Tensor& skip_if_nonzero) override;
   NamedTensors named_state() const override;
 
  private:

@@ -1,8 +1,10 @@
 // Every op of Liftoff in one include.
 #pragma once
 #include "ops/add/add.h"
+#include "ops/amp/amp.h"
 #include "ops/avg_pool2d/avg_pool2d.h"
 #include "ops/batch_norm2d/batch_norm2d.h"
+#include "ops/cast/cast.h"
 #include "ops/conv2d/conv2d.h"
 #include "ops/cross_entropy/cross_entropy.h"
 #include "ops/dropout/dropout.h"

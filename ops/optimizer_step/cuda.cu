@@ -1,9 +1,9 @@
-// Multi-tensor apply: each launch carries up to kMaxTensors tensors' pointers and sizes, and a block ->
-// (tensor, chunk) table, in a struct passed by value as a kernel parameter (<= 4 KB). No host-to-device copy,
-// no sync; a long parameter list takes several launches, a big tensor spans several launches' chunks.
+// Fused optimizer kernels over multi-tensor apply (multi_tensor_apply.cuh). With a skip flag (AMP found_inf)
+// every block reads it first and returns when it is non-zero: the decision stays on the device.
 #include <cmath>
 
 #include "ops/optimizer_step/kernels.h"
+#include "ops/optimizer_step/multi_tensor_apply.cuh"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/cuda_types.cuh"
@@ -11,39 +11,19 @@
 namespace liftoff::cuda {
 
 namespace {
-constexpr int64_t kChunk = 65536;  // elements per block
-constexpr int kMaxBlocks = 320;
-constexpr int kApplyBlock = 512;
-
-template <int Depth>
-struct MaxTensors;
-template <>
-struct MaxTensors<3> {
-  static constexpr int value = 48;
-};
-template <>
-struct MaxTensors<4> {
-  static constexpr int value = 36;
-};
-
-// Lists 0..Depth-1: params, grads, then the optimizer state tensors.
-template <int Depth>
-struct TensorListMeta {
-  static constexpr int kMaxTensors = MaxTensors<Depth>::value;
-  void* ptrs[Depth][kMaxTensors];
-  int64_t sizes[kMaxTensors];
-  unsigned char block_tensor[kMaxBlocks];
-  int block_chunk[kMaxBlocks];
-};
+using mta::kChunk;
+using mta::TensorListMeta;
 
 template <class A>
 struct SgdArgs {
   A lr, momentum, weight_decay;
   bool nesterov, use_momentum;
+  const float* skip;  // null, or a device flag: non-zero leaves everything untouched
 };
 template <class A>
 struct AdamWArgs {
   A decay, beta1, beta2, one_minus_beta1, one_minus_beta2, step_size, bias_correction2_sqrt, eps;
+  const float* skip;  // as in SgdArgs
 };
 
 static_assert(sizeof(TensorListMeta<3>) + sizeof(SgdArgs<double>) <= 4000,
@@ -61,6 +41,7 @@ __device__ __forceinline__ double sqrt_acc(double v) {
 // P: parameter/state type (float or double); G: gradient type.
 template <class P, class G>
 __global__ void sgd_kernel(TensorListMeta<3> meta, SgdArgs<P> args) {
+  if (args.skip != nullptr && *args.skip != 0.0f) return;  // NaN counts as set
   const int tensor = meta.block_tensor[blockIdx.x];
   const int64_t start = static_cast<int64_t>(meta.block_chunk[blockIdx.x]) * kChunk;
   const int64_t end = min(meta.sizes[tensor], start + kChunk);
@@ -81,6 +62,7 @@ __global__ void sgd_kernel(TensorListMeta<3> meta, SgdArgs<P> args) {
 
 template <class P, class G>
 __global__ void adamw_kernel(TensorListMeta<4> meta, AdamWArgs<P> args) {
+  if (args.skip != nullptr && *args.skip != 0.0f) return;
   const int tensor = meta.block_tensor[blockIdx.x];
   const int64_t start = static_cast<int64_t>(meta.block_chunk[blockIdx.x]) * kChunk;
   const int64_t end = min(meta.sizes[tensor], start + kChunk);
@@ -99,44 +81,8 @@ __global__ void adamw_kernel(TensorListMeta<4> meta, AdamWArgs<P> args) {
   }
 }
 
-// Packs lists[d][t] (d < Depth; a missing list gives null pointers) into as few launches as the meta allows.
-template <int Depth, class Launch>
-void multi_tensor_apply(const std::vector<const std::vector<Tensor>*>& lists, Launch&& launch) {
-  constexpr int kMaxTensors = TensorListMeta<Depth>::kMaxTensors;
-  TensorListMeta<Depth> meta{};
-  int tensors = 0;
-  int blocks = 0;
-  const std::vector<Tensor>& params = *lists[0];
-  for (size_t t = 0; t < params.size(); ++t) {
-    const int64_t n = params[t].numel();
-    if (n == 0) continue;
-    for (int d = 0; d < Depth; ++d) {
-      meta.ptrs[d][tensors] = lists[d] != nullptr ? (*lists[d])[t].raw_data() : nullptr;
-    }
-    meta.sizes[tensors] = n;
-    ++tensors;
-    const int64_t chunks = (n + kChunk - 1) / kChunk;
-    LIFTOFF_CHECK(chunks <= 0x7fffffff, ShapeError, "multi-tensor apply: tensor of ", n,
-                  " elements is too large");
-    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-      meta.block_tensor[blocks] = static_cast<unsigned char>(tensors - 1);
-      meta.block_chunk[blocks] = static_cast<int>(chunk);
-      ++blocks;
-      const bool last_chunk = chunk == chunks - 1;
-      if (blocks == kMaxBlocks || (tensors == kMaxTensors && last_chunk)) {
-        launch(meta, blocks);
-        blocks = 0;
-        if (last_chunk) {
-          tensors = 0;
-        } else {  // the current tensor continues in the next launch, in slot 0
-          for (int d = 0; d < Depth; ++d) meta.ptrs[d][0] = meta.ptrs[d][tensors - 1];
-          meta.sizes[0] = meta.sizes[tensors - 1];
-          tensors = 1;
-        }
-      }
-    }
-  }
-  if (blocks > 0) launch(meta, blocks);
+const float* skip_pointer(const Tensor& flag) {
+  return flag.defined() ? static_cast<const float*>(flag.raw_data()) : nullptr;
 }
 
 // Calls fn(P{}, G{}) for the parameter and gradient dtypes the front accepts.
@@ -166,10 +112,10 @@ void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grad
     using P = decltype(p_tag);
     using G = decltype(g_tag);
     const SgdArgs<P> args{static_cast<P>(s.lr), static_cast<P>(s.momentum), static_cast<P>(s.weight_decay),
-                          s.nesterov, use_momentum};
-    multi_tensor_apply<3>({&params, &grads, use_momentum ? &momentum_buffers : nullptr},
+                          s.nesterov, use_momentum, skip_pointer(s.skip_if_nonzero)};
+    mta::apply<3>({&params, &grads, use_momentum ? &momentum_buffers : nullptr},
                           [&](const TensorListMeta<3>& meta, int blocks) {
-                            sgd_kernel<P, G><<<blocks, kApplyBlock, 0, stream>>>(meta, args);
+                            sgd_kernel<P, G><<<blocks, mta::kBlock, 0, stream>>>(meta, args);
                             LIFTOFF_LAUNCH_CHECK();
                           });
   });
@@ -191,10 +137,11 @@ void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gr
                             static_cast<P>(1.0 - s.beta2),
                             static_cast<P>(s.step_size),
                             static_cast<P>(s.bias_correction2_sqrt),
-                            static_cast<P>(s.eps)};
-    multi_tensor_apply<4>({&params, &grads, &exp_avg, &exp_avg_sq},
+                            static_cast<P>(s.eps),
+                            skip_pointer(s.skip_if_nonzero)};
+    mta::apply<4>({&params, &grads, &exp_avg, &exp_avg_sq},
                           [&](const TensorListMeta<4>& meta, int blocks) {
-                            adamw_kernel<P, G><<<blocks, kApplyBlock, 0, stream>>>(meta, args);
+                            adamw_kernel<P, G><<<blocks, mta::kBlock, 0, stream>>>(meta, args);
                             LIFTOFF_LAUNCH_CHECK();
                           });
   });

@@ -1,6 +1,7 @@
 // Kernels behind sgd_step() and adamw_step(): lists already checked (same length, shapes, one device, params
 // and state contiguous, grads contiguous), entries with undefined gradients removed. Scalars precomputed on
-// the host.
+// the host. skip_if_nonzero (undefined, or an f32 [1] flag on the params' device) is honoured on the device by
+// the CUDA kernels; on the CPU the front reads it and does not call the kernel when set.
 #pragma once
 #include <vector>
 
@@ -11,11 +12,13 @@ namespace liftoff {
 struct SgdScalars {
   double lr, momentum, weight_decay;
   bool nesterov;
+  Tensor skip_if_nonzero;
 };
 struct AdamWScalars {
   double lr, beta1, beta2, eps, weight_decay;
   double step_size;              // lr / (1 - beta1^t)
   double bias_correction2_sqrt;  // sqrt(1 - beta2^t)
+  Tensor skip_if_nonzero;
 };
 
 namespace cpu {

@@ -78,10 +78,24 @@ CheckedLists check_lists(const char* op, const std::vector<Tensor>& params, cons
   }
   return out;
 }
+
+// Validates the optional skip flag against the checked lists; true when the CPU step must be skipped (the host
+// read is free there). CUDA leaves the decision to the kernels.
+bool check_skip_flag(const char* op, const Tensor& flag, const Tensor& first_param) {
+  if (!flag.defined()) return false;
+  LIFTOFF_CHECK(flag.dtype() == DType::f32 && flag.numel() == 1, DTypeError, op, ": skip_if_nonzero ",
+                describe(flag), " must be a one-element f32 tensor");
+  LIFTOFF_CHECK(flag.device() == first_param.device(), DeviceError, op, ": skip_if_nonzero ", describe(flag),
+                " is not on the device of the parameters ", describe(first_param));
+  if (flag.device().is_cuda()) return false;
+  const float value = flag.contiguous().data<float>()[0];
+  return value != 0.0f;  // NaN counts as set, as on the device
+}
 }  // namespace
 
 void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-              const std::vector<Tensor>& momentum_buffers, const SgdHyper& hyper) {
+              const std::vector<Tensor>& momentum_buffers, const SgdHyper& hyper,
+              const Tensor& skip_if_nonzero) {
   LIFTOFF_CHECK(hyper.lr >= 0.0, ValueError, "sgd_step: learning rate ", hyper.lr, " is negative");
   LIFTOFF_CHECK(hyper.momentum >= 0.0, ValueError, "sgd_step: momentum ", hyper.momentum, " is negative");
   LIFTOFF_CHECK(hyper.weight_decay >= 0.0, ValueError, "sgd_step: weight_decay ", hyper.weight_decay,
@@ -92,14 +106,15 @@ void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grad
                            ? check_lists("sgd_step", params, grads, {&momentum_buffers}, {"momentum buffer"})
                            : check_lists("sgd_step", params, grads, {}, {});
   if (lists.params.empty()) return;
+  if (check_skip_flag("sgd_step", skip_if_nonzero, lists.params[0])) return;
   const std::vector<Tensor> buffers = use_momentum ? lists.states[0] : std::vector<Tensor>{};
-  const SgdScalars s{hyper.lr, hyper.momentum, hyper.weight_decay, hyper.nesterov};
+  const SgdScalars s{hyper.lr, hyper.momentum, hyper.weight_decay, hyper.nesterov, skip_if_nonzero};
   LIFTOFF_DISPATCH(lists.params[0].device(), sgd_step, lists.params, lists.grads, buffers, s);
 }
 
 void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                 const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq,
-                const AdamWHyper& hyper) {
+                const AdamWHyper& hyper, const Tensor& skip_if_nonzero) {
   LIFTOFF_CHECK(hyper.lr >= 0.0, ValueError, "adamw_step: learning rate ", hyper.lr, " is negative");
   LIFTOFF_CHECK(hyper.beta1 >= 0.0 && hyper.beta1 < 1.0 && hyper.beta2 >= 0.0 && hyper.beta2 < 1.0,
                 ValueError, "adamw_step: betas (", hyper.beta1, ", ", hyper.beta2, ") must lie in [0, 1)");
@@ -110,6 +125,7 @@ void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gr
   CheckedLists lists =
       check_lists("adamw_step", params, grads, {&exp_avg, &exp_avg_sq}, {"exp_avg", "exp_avg_sq"});
   if (lists.params.empty()) return;
+  if (check_skip_flag("adamw_step", skip_if_nonzero, lists.params[0])) return;
   const double t = static_cast<double>(hyper.step);
   AdamWScalars s{};
   s.lr = hyper.lr;
@@ -119,6 +135,7 @@ void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gr
   s.weight_decay = hyper.weight_decay;
   s.step_size = hyper.lr / (1.0 - std::pow(hyper.beta1, t));
   s.bias_correction2_sqrt = std::sqrt(1.0 - std::pow(hyper.beta2, t));
+  s.skip_if_nonzero = skip_if_nonzero;
   LIFTOFF_DISPATCH(lists.params[0].device(), adamw_step, lists.params, lists.grads, lists.states[0],
                    lists.states[1], s);
 }

@@ -4,6 +4,9 @@
 // parameters' dtype, or (CUDA, f32 master weights) f16/bf16. An entry whose gradient is undefined is skipped,
 // as PyTorch skips parameters without .grad. CUDA launches pack up to a few dozen tensors' pointers into the
 // kernel parameters: no host-to-device copy, no host sync.
+// skip_if_nonzero (optional): an f32 one-element flag on the parameters' device, e.g. AMP's found_inf. When it
+// is non-zero (or NaN) the step leaves parameters and state bit-identical. CUDA decides on the device (every
+// kernel block reads the flag: no host sync); the CPU reads it on the host.
 #pragma once
 #include <vector>
 
@@ -21,7 +24,8 @@ struct SgdHyper {
 // g' = g + wd * p; buf = momentum * buf + g'; p -= lr * (nesterov ? g' + momentum * buf : buf).
 // momentum_buffers are zero-initialised by the caller and ignored (may be empty) when momentum == 0.
 void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-              const std::vector<Tensor>& momentum_buffers, const SgdHyper& hyper);
+              const std::vector<Tensor>& momentum_buffers, const SgdHyper& hyper,
+              const Tensor& skip_if_nonzero = Tensor());
 
 struct AdamWHyper {
   double lr = 1e-3;
@@ -37,6 +41,6 @@ struct AdamWHyper {
 // p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)).
 void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                 const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq,
-                const AdamWHyper& hyper);
+                const AdamWHyper& hyper, const Tensor& skip_if_nonzero = Tensor());
 
 }  // namespace liftoff

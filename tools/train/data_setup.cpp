@@ -1,0 +1,79 @@
+#include "tools/train/data_setup.h"
+
+#include <algorithm>
+
+#include "data/cifar.h"
+#include "data/dataset.h"
+#include "data/image_folder.h"
+
+namespace liftoff::tools {
+
+namespace {
+std::pair<ImageDataset, ImageDataset> load_in_memory(const Flags& f) {
+  if (f.data == "synthetic") {
+    return {make_synthetic_dataset(f.synthetic_size, 1, 28, 28, 10, f.seed + 1),
+            make_synthetic_dataset(std::max<int64_t>(f.synthetic_size / 6, 1), 1, 28, 28, 10, f.seed + 2)};
+  }
+  if (f.data == "mnist" || f.data == "cifar10") {
+    LIFTOFF_CHECK(!f.data_dir.empty(), ValueError, "--data ", f.data, " needs --data-dir (the folder with its files)");
+    if (f.data == "mnist") return {load_mnist(f.data_dir, "train"), load_mnist(f.data_dir, "test")};
+    return {load_cifar10(f.data_dir, "train"), load_cifar10(f.data_dir, "test")};
+  }
+  const std::string dir = f.data_dir.empty() ? kFashionMnistDefaultDir : f.data_dir;
+  return {load_fashion_mnist(dir, "train"), load_fashion_mnist(dir, "test")};
+}
+}  // namespace
+
+TrainData make_train_data(const Flags& f, Device device) {
+  LoaderOptions train_opts;
+  train_opts.batch = f.batch;
+  train_opts.shuffle = true;
+  train_opts.workers = f.workers;
+  train_opts.prefetch = f.prefetch > 0 ? f.prefetch : 2 * f.workers;
+  train_opts.pin_memory = f.pin_memory;
+  train_opts.augment = parse_augment_mode(f.augment);
+  train_opts.augment_config.pad = f.pad;
+  train_opts.augment_config.erase_prob = static_cast<float>(f.random_erase);
+  train_opts.seed = f.seed;
+  train_opts.device = device;
+  LoaderOptions test_opts = train_opts;
+  test_opts.batch = std::max<int64_t>(f.batch, 256);
+  test_opts.shuffle = false;
+  test_opts.augment = AugmentMode::none;
+
+  TrainData data;
+  if (f.data == "folder") {
+    LIFTOFF_CHECK(!f.data_dir.empty(), ValueError,
+                  "--data folder needs --data-dir DIR with DIR/train/<class>/* and DIR/test/<class>/*");
+    ImageFolderOptions fo;
+    fo.height = fo.width = f.image_size;
+    fo.on_bad_sample = parse_bad_sample_policy(f.on_bad_sample);
+    data.train_folder = std::make_shared<ImageFolder>(f.data_dir + "/train", fo);
+    // The test set is decoded at the training set's size and channels.
+    fo.height = data.train_folder->height();
+    fo.width = data.train_folder->width();
+    fo.channels = data.train_folder->channels();
+    data.test_folder = std::make_shared<ImageFolder>(f.data_dir + "/test", fo);
+    data.train = std::make_unique<DataLoader>(data.train_folder, train_opts);
+    data.test = std::make_unique<DataLoader>(data.test_folder, test_opts);
+    data.train_size = data.train_folder->size();
+    data.test_size = data.test_folder->size();
+    data.channels = data.train_folder->channels();
+    data.height = data.train_folder->height();
+    data.width = data.train_folder->width();
+    data.classes = data.train_folder->num_classes();
+    return data;
+  }
+  auto [train_set, test_set] = load_in_memory(f);
+  data.train_size = train_set.size();
+  data.test_size = test_set.size();
+  data.channels = train_set.channels();
+  data.height = train_set.height();
+  data.width = train_set.width();
+  data.classes = train_set.num_classes;
+  data.train = std::make_unique<DataLoader>(std::move(train_set), train_opts);
+  data.test = std::make_unique<DataLoader>(std::move(test_set), test_opts);
+  return data;
+}
+
+}  // namespace liftoff::tools

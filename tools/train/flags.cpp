@@ -1,0 +1,131 @@
+#include "tools/train/flags.h"
+
+namespace liftoff::tools {
+
+void add_flags(CLI::App& app, Flags& f) {
+  const std::string g_dev = "Device";
+  app.add_option("--device", f.device, "auto | cpu | cuda | cuda:N (auto: CUDA when usable, else the CPU)")
+      ->capture_default_str()
+      ->group(g_dev);
+  app.add_option("--threads", f.threads, "CPU threads for the CPU backend (0: all cores)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1024))
+      ->group(g_dev);
+
+  const std::string g_data = "Model and data";
+  app.add_option("--model", f.model, "simple_cnn | resnet20 | resnet32 | resnet44 | resnet56")
+      ->capture_default_str()
+      ->group(g_data);
+  app.add_option("--data", f.data, "fashion-mnist | mnist | cifar10 | folder | synthetic")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fashion-mnist", "mnist", "cifar10", "folder", "synthetic"}))
+      ->group(g_data);
+  app.add_option("--data-dir", f.data_dir,
+                 "data folder: IDX .gz files (fashion-mnist default /usr/share/datasets/fashion-mnist), CIFAR-10 "
+                 "binary batches, or for folder DIR/train/<class>/* and DIR/test/<class>/*")
+      ->group(g_data);
+  app.add_option("--image-size", f.image_size, "--data folder: resize images to this side (0: the first image's)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{16384}))
+      ->group(g_data);
+  app.add_option("--on-bad-sample", f.on_bad_sample, "--data folder: error | skip (skipped files are counted)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"error", "skip"}))
+      ->group(g_data);
+  app.add_option("--synthetic-size", f.synthetic_size, "training images of --data synthetic")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{10000000}))
+      ->group(g_data);
+  app.add_option("--augment", f.augment,
+                 "auto | gpu | cpu | none: random crop (--pad) + flip + normalise on the GPU or by the CPU workers "
+                 "(auto: gpu on CUDA)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "gpu", "cpu", "none"}))
+      ->group(g_data);
+  app.add_option("--workers", f.workers, "loader threads that gather/decode (and augment with --augment cpu)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256))
+      ->group(g_data);
+  app.add_option("--prefetch", f.prefetch, "batches in flight in the loader's pinned ring (0: 2 x workers)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1024))
+      ->group(g_data);
+  app.add_flag("--pin-memory,!--no-pin-memory", f.pin_memory,
+               "page-locked host buffers for asynchronous H2D copies (default on)")
+      ->group(g_data);
+  app.add_option("--pad", f.pad, "zero padding of the random crop, in pixels")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 64))
+      ->group(g_data);
+  app.add_option("--random-erase", f.random_erase, "random erasing probability")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0))
+      ->group(g_data);
+
+  const std::string g_train = "Training";
+  app.add_option("--epochs", f.epochs, "passes over the training set")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{100000}))
+      ->group(g_train);
+  app.add_option("--batch", f.batch, "micro-batch size (images per forward/backward)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->group(g_train);
+  app.add_option("--accum", f.accum, "micro-batches accumulated per optimizer step (effective batch = batch * accum)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}))
+      ->group(g_train);
+  app.add_option("--max-steps", f.max_steps, "stop after this many optimizer steps (-1: run all epochs)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{-1}, int64_t{1} << 40))
+      ->group(g_train);
+  app.add_option("--seed", f.seed, "seed of the weights, the shuffle and the augmentation")
+      ->capture_default_str()
+      ->group(g_train);
+  app.add_option("--label-smoothing", f.label_smoothing, "cross-entropy label smoothing")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.999))
+      ->group(g_train);
+  app.add_flag("--no-eval", f.no_eval, "skip the test-set evaluation after each epoch")->group(g_train);
+  app.add_option("--timing-warmup", f.timing_warmup,
+                 "optimizer steps left out of the steady-state images/s (start-up, algorithm search)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000}))
+      ->group(g_train);
+
+  const std::string g_opt = "Optimizer and schedule";
+  app.add_option("--optimizer", f.optimizer, "sgd | adamw")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sgd", "adamw"}))
+      ->group(g_opt);
+  app.add_option("--lr", f.lr, "peak learning rate (default: 0.1 for sgd, 0.001 for adamw)")
+      ->check(CLI::PositiveNumber)
+      ->group(g_opt);
+  app.add_option("--momentum", f.momentum, "SGD momentum")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.999999))
+      ->group(g_opt);
+  app.add_flag("--nesterov,!--no-nesterov", f.nesterov, "Nesterov momentum for SGD (default on)")->group(g_opt);
+  app.add_option("--wd", f.wd, "weight decay (L2 for sgd, decoupled for adamw)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0))
+      ->group(g_opt);
+  app.add_option("--schedule", f.schedule, "constant | step | cosine | onecycle")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"constant", "step", "cosine", "onecycle"}))
+      ->group(g_opt);
+  app.add_option("--warmup", f.warmup, "linear warm-up, in optimizer steps")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+      ->group(g_opt);
+  app.add_option("--step-size", f.step_size, "--schedule step: optimizer steps between decays (0: one epoch)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+      ->group(g_opt);
+  app.add_option("--gamma", f.gamma, "--schedule step: decay factor")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0))
+      ->group(g_opt);
+}
+
+}  // namespace liftoff::tools

@@ -1,0 +1,47 @@
+// The flags of `train`, grouped as --help shows them, with their defaults.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace liftoff::tools {
+
+struct Flags {
+  std::string device = "auto";
+  int threads = 0;
+  std::string model = "resnet20";
+  std::string data = "fashion-mnist";
+  std::string data_dir;
+  int64_t synthetic_size = 10000;
+  int64_t epochs = 3;
+  int64_t batch = 128;
+  int64_t accum = 1;
+  int64_t max_steps = -1;
+  uint64_t seed = 0;
+  std::string optimizer = "sgd";
+  double lr = -1.0;
+  double momentum = 0.9;
+  bool nesterov = true;
+  double wd = 5e-4;
+  std::string schedule = "onecycle";
+  int64_t warmup = 0;
+  int64_t step_size = 0;
+  double gamma = 0.1;
+  double label_smoothing = 0.0;
+  std::string augment = "auto";
+  int workers = 4;
+  int prefetch = 0;  // 0: 2 * workers
+  bool pin_memory = true;
+  int64_t image_size = 0;
+  std::string on_bad_sample = "error";
+  int pad = 2;
+  double random_erase = 0.0;
+  bool no_eval = false;
+  int64_t timing_warmup = 5;
+};
+
+// Registers every flag on app, bound to f.
+void add_flags(CLI::App& app, Flags& f);
+
+}  // namespace liftoff::tools
