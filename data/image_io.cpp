@@ -32,9 +32,15 @@ std::vector<uint8_t> read_file(const std::string& path, const ImageLimits& limit
   return bytes;
 }
 
-const char* stb_reason() {
+// stb's reason, kept to printable characters: some failure strings carry raw bytes or newlines, and our errors
+// are one line.
+std::string stb_reason() {
   const char* reason = stbi_failure_reason();
-  return reason != nullptr ? reason : "unknown";
+  std::string text;
+  for (const char* p = reason != nullptr ? reason : "unknown"; *p != '\0' && text.size() < 120; ++p) {
+    text += (*p >= 0x20 && *p < 0x7f) ? *p : '?';
+  }
+  return text;
 }
 
 void check_dimensions(const std::string& path, int64_t w, int64_t h, const ImageLimits& limits) {

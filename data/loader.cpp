@@ -1,5 +1,7 @@
 #include "data/loader.h"
 
+#include "runtime/platform/cpu_usage.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -131,8 +133,13 @@ void DataLoader::init() {
   LIFTOFF_CHECK(size_ > 0, ValueError, "DataLoader: the data set is empty");
   LIFTOFF_CHECK(o.batch >= 1, ValueError, "DataLoader: batch size ", o.batch,
                 " must be at least 1 (--batch)");
-  LIFTOFF_CHECK(!o.drop_last || o.batch <= size_, ValueError, "DataLoader: batch size ", o.batch,
-                " with drop_last leaves no batch from ", size_, " samples; use a smaller --batch");
+  LIFTOFF_CHECK(o.world_size >= 1 && o.rank >= 0 && o.rank < o.world_size, ValueError, "DataLoader: rank ",
+                o.rank, " is outside [0, world size ", o.world_size, ")");
+  const int64_t world = o.world_size;
+  shard_size_ = o.even_shards ? (size_ + world - 1) / world : (size_ - o.rank + world - 1) / world;
+  LIFTOFF_CHECK(!o.drop_last || o.batch <= shard_size_, ValueError, "DataLoader: batch size ", o.batch,
+                " with drop_last leaves no batch from ", shard_size_, " samples",
+                world > 1 ? " (this rank's shard)" : "", "; use a smaller --batch");
   LIFTOFF_CHECK(o.workers >= 1 && o.workers <= 256, ValueError, "DataLoader: --workers ", o.workers,
                 " must be in [1, 256]");
   LIFTOFF_CHECK(o.prefetch >= 1 && o.prefetch <= 256, ValueError, "DataLoader: --prefetch ", o.prefetch,
@@ -226,7 +233,8 @@ DataLoader::~DataLoader() {
 }
 
 int64_t DataLoader::batches_per_epoch() const {
-  return options_.drop_last ? size_ / options_.batch : (size_ + options_.batch - 1) / options_.batch;
+  const int64_t n = shard_size_;
+  return options_.drop_last ? n / options_.batch : (n + options_.batch - 1) / options_.batch;
 }
 
 void DataLoader::start_epoch(int64_t epoch) {
@@ -238,6 +246,18 @@ void DataLoader::start_epoch(int64_t epoch) {
   } else {
     order.resize(static_cast<size_t>(size_));
     std::iota(order.begin(), order.end(), int64_t{0});
+  }
+  if (options_.world_size > 1) {
+    // Every rank computed the same order; keep positions rank, rank + W, ... (padded from the start when
+    // even shards are asked for).
+    const auto world = static_cast<size_t>(options_.world_size);
+    const size_t padded = options_.even_shards ? static_cast<size_t>(shard_size_) * world : order.size();
+    std::vector<int64_t> shard;
+    shard.reserve(static_cast<size_t>(shard_size_));
+    for (size_t pos = static_cast<size_t>(options_.rank); pos < padded; pos += world) {
+      shard.push_back(order[pos % order.size()]);
+    }
+    order = std::move(shard);
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -262,6 +282,8 @@ void DataLoader::release_slot_locked(Slot& slot) {
 }
 
 void DataLoader::worker_loop(int worker) {
+  // Named for the report's per-thread CPU use and the trace.
+  const platform::ThreadRegistration registration("loader-" + std::to_string(worker));
   const int64_t k = static_cast<int64_t>(slots_.size());
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
@@ -281,7 +303,7 @@ void DataLoader::worker_loop(int worker) {
     const uint64_t generation = generation_;
     const int64_t epoch = epoch_;
     const int64_t begin = b * options_.batch;
-    const int64_t end = std::min<int64_t>(begin + options_.batch, size_);
+    const int64_t end = std::min<int64_t>(begin + options_.batch, shard_size_);
     const std::vector<int64_t> indices(order_.begin() + begin, order_.begin() + end);
 #if LIFTOFF_WITH_CUDA
     const bool wait_copy = slot.copy_pending;

@@ -54,6 +54,14 @@ struct LoaderOptions {
   DType input_dtype = DType::f32;  // gpu/none on CUDA: f32, bf16 or f16; otherwise f32
   uint64_t seed = 0;
   Device device = Device::cpu();
+  // Distributed sampler: this process reads shard `rank` of `world_size` of the same per-epoch order (the
+  // permutation is identical on every rank: same seed and epoch). Rank r takes positions r, r + W, r + 2W, ...
+  int rank = 0;
+  int world_size = 1;
+  // With world_size > 1. true: the order is padded by repeating its start (PyTorch's DistributedSampler) so
+  // every rank gets ceil(N / W) samples and the same number of batches (training ranks stay in step). false:
+  // exact, possibly uneven shards, each sample on exactly one rank (sharded evaluation).
+  bool even_shards = true;
 };
 
 // For the utilization report. Host times from steady_clock; device times from CUDA events read only once
@@ -88,9 +96,11 @@ class DataLoader : public BatchSource {
   // next() returns fewer batches than this.
   int64_t batches_per_epoch() const override;
 
-  // The sample order of the current epoch.
+  // The sample order of the current epoch (this rank's shard when world_size > 1).
   const std::vector<int64_t>& order() const { return order_; }
   const LoaderOptions& options() const { return options_; }
+  // Samples this rank reads per epoch (size() when not sharded).
+  int64_t shard_size() const { return shard_size_; }
   AugmentMode augment_mode() const { return mode_; }  // resolved (never auto_)
   int64_t size() const { return size_; }
   // Copies the counters; resolves CUDA timings that have completed (no sync).
@@ -111,6 +121,7 @@ class DataLoader : public BatchSource {
   std::shared_ptr<const ImageFolder> folder_;  // the lazy one
   LoaderOptions options_;
   AugmentMode mode_ = AugmentMode::cpu;
+  int64_t shard_size_ = 0;  // samples per epoch on this rank
   int64_t size_ = 0, channels_ = 0, height_ = 0, width_ = 0, num_classes_ = 0;
   std::vector<float> mean_, stddev_;
 

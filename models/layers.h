@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "models/autocast.h"
 #include "models/module.h"
 #include "runtime/random.h"
 
@@ -26,6 +27,7 @@ class Conv2d : public Module {
  private:
   int64_t stride_, padding_;
   Tensor weight_, bias_;
+  HalfWeightCache weight_half_, bias_half_;  // --amp copies, refreshed once per optimizer step
 };
 
 // Parameters weight (ones) and bias (zeros) [C]; buffers running_mean (zeros), running_var (ones) [C] in f32
@@ -57,6 +59,7 @@ class Linear : public Module {
 
  private:
   Tensor weight_, bias_;
+  HalfWeightCache weight_half_, bias_half_;
 };
 
 class ReLU : public Module {

@@ -6,6 +6,9 @@
 #include <functional>
 
 #include "data/batch_iterator.h"
+#include "models/amp.h"
+#include "models/ddp.h"
+#include "runtime/profiler.h"
 #include "models/module.h"
 #include "models/optim.h"
 #include "models/schedule.h"
@@ -16,6 +19,14 @@ struct TrainerOptions {
   int64_t accum = 1;             // micro-batches per optimizer step; the loss is scaled by 1/accum
   double label_smoothing = 0.0;  // cross-entropy label smoothing
   int64_t max_steps = -1;        // stop after this many optimizer steps in total (-1: no limit)
+  AmpMode amp = AmpMode::off;    // bf16/fp16: autocast conv/linear, f32 loss, batch-norm statistics and optimizer
+  double loss_scale = 0.0;       // fp16: a static loss scale (> 0) instead of the dynamic GradScaler
+  // Data-parallel training: gradients are all-reduced on the last micro-batch of each optimizer step only,
+  // and evaluation totals are summed over the ranks. Both null for a single process.
+  DistributedDataParallel* ddp = nullptr;
+  distributed::ProcessGroup* group = nullptr;
+  // Stage timing for the utilization report (host clocks + CUDA events resolved late); null: not measured.
+  Profiler* profiler = nullptr;
 };
 
 struct StepProgress {
@@ -52,15 +63,27 @@ class Trainer {
 
   // Runs one epoch of `source`; on_step runs after every optimizer step (cheap: it must not sync the device
   // unless it wants to, e.g. running_loss()).
+  // skip_micro_batches: resume inside an epoch (the first batches are drawn and dropped: the data order and
+  // augmentation are pure functions of seed, epoch and sample index, so the rest is what the run would see).
   EpochResult train_epoch(BatchSource& source, int64_t epoch,
-                          const std::function<void(const StepProgress&)>& on_step = nullptr);
+                          const std::function<void(const StepProgress&)>& on_step = nullptr,
+                          int64_t skip_micro_batches = 0);
   // Loss and top-1 accuracy over one pass of `source` in eval mode, without autograd.
   EvalResult evaluate(BatchSource& source);
 
   // Mean micro-batch loss of the current epoch so far; reads the device (synchronises).
   double running_loss() const;
   int64_t global_step() const { return global_step_; }
-  bool finished() const { return options_.max_steps >= 0 && global_step_ >= options_.max_steps; }
+  GradScaler& scaler() { return scaler_; }
+  const TrainerOptions& options() const { return options_; }
+  bool finished() const {
+    return stop_requested_ || (options_.max_steps >= 0 && global_step_ >= options_.max_steps);
+  }
+  // Ends train_epoch after the current optimizer step (signals, NaN checks); safe to call from on_step.
+  void request_stop() { stop_requested_ = true; }
+  bool stop_requested() const { return stop_requested_; }
+  // Resume: the optimizer steps already done (drives the LR schedule and max_steps).
+  void set_global_step(int64_t step) { global_step_ = step; }
 
  private:
   void optimizer_step();
@@ -69,7 +92,9 @@ class Trainer {
   Optimizer& optimizer_;
   const LRSchedule* schedule_;
   TrainerOptions options_;
+  GradScaler scaler_;
   int64_t global_step_ = 0;
+  bool stop_requested_ = false;
   Tensor loss_sum_;  // device-side sum of micro-batch losses this epoch
   int64_t loss_count_ = 0;
 };

@@ -60,7 +60,9 @@ GpuSampler::GpuSampler(Device device, GpuSamplerOptions options)
 #endif
 }
 
-GpuSampler::~GpuSampler() { stop(); }
+GpuSampler::~GpuSampler() {
+  stop();
+}
 
 void GpuSampler::start() {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -162,6 +164,12 @@ GpuUtilization GpuSampler::summary(const std::vector<Window>& windows) const {
 std::vector<TimedGpuSample> GpuSampler::gpu_samples() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return gpu_;
+}
+
+std::optional<TimedGpuSample> GpuSampler::latest() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (gpu_.empty()) return std::nullopt;
+  return gpu_.back();
 }
 
 std::vector<TimedThreadCpu> GpuSampler::cpu_samples() const {

@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -73,6 +74,8 @@ class GpuSampler {
   using Window = std::pair<double, double>;  // [begin, end] steady_clock seconds
   GpuUtilization summary(const std::vector<Window>& windows = {}) const;
   std::vector<TimedGpuSample> gpu_samples() const;
+  // The most recent NVML sample (for a progress line); none before the first one or without NVML.
+  std::optional<TimedGpuSample> latest() const;
   std::vector<TimedThreadCpu> cpu_samples() const;
 
  private:

@@ -90,9 +90,10 @@ void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tenso
   check_scalar("update_scale", "growth_tracker", growth_tracker,
                growth_tracker.dtype() == DType::i64 ? DType::i64 : DType::i32, device);
   check_scalar("update_scale", "found_inf", found_inf, DType::f32, device);
-  if (skipped_steps.defined()) check_scalar("update_scale", "skipped_steps", skipped_steps, DType::i64, device);
-  LIFTOFF_CHECK(std::isfinite(growth_factor) && growth_factor > 0.0, ValueError, "update_scale: growth_factor ",
-                growth_factor, " must be finite and > 0");
+  if (skipped_steps.defined())
+    check_scalar("update_scale", "skipped_steps", skipped_steps, DType::i64, device);
+  LIFTOFF_CHECK(std::isfinite(growth_factor) && growth_factor > 0.0, ValueError,
+                "update_scale: growth_factor ", growth_factor, " must be finite and > 0");
   LIFTOFF_CHECK(std::isfinite(backoff_factor) && backoff_factor > 0.0, ValueError,
                 "update_scale: backoff_factor ", backoff_factor, " must be finite and > 0");
   LIFTOFF_CHECK(growth_interval >= 1, ValueError, "update_scale: growth_interval ", growth_interval,

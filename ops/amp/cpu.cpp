@@ -15,11 +15,20 @@ constexpr int64_t kGrain = 1 << 14;
 template <class Fn>
 void dispatch_grad(DType dtype, Fn&& fn) {
   switch (dtype) {
-    case DType::f32: fn(float{}); return;
-    case DType::f64: fn(double{}); return;
-    case DType::f16: fn(Half{}); return;
-    case DType::bf16: fn(BFloat16{}); return;
-    default: throw DTypeError(str_cat("unscale_and_check: dtype ", dtype_name(dtype), " is not floating"));
+    case DType::f32:
+      fn(float{});
+      return;
+    case DType::f64:
+      fn(double{});
+      return;
+    case DType::f16:
+      fn(Half{});
+      return;
+    case DType::bf16:
+      fn(BFloat16{});
+      return;
+    default:
+      throw DTypeError(str_cat("unscale_and_check: dtype ", dtype_name(dtype), " is not floating"));
   }
 }
 

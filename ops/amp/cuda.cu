@@ -18,7 +18,9 @@ template <class T>
 __global__ void scale_by_kernel(const T* x, const float* factor, T* y, int64_t n) {
   using A = acc_t<T>;
   const A f = static_cast<A>(*factor);
-  LIFTOFF_GRID_STRIDE_LOOP(i, n) { y[i] = convert<T>(convert<A>(x[i]) * f); }
+  LIFTOFF_GRID_STRIDE_LOOP(i, n) {
+    y[i] = convert<T>(convert<A>(x[i]) * f);
+  }
 }
 
 // Checks each value before scaling (as PyTorch). Racing writes of the same 1.0 to found_inf are benign.
@@ -112,13 +114,13 @@ void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tenso
   cudaStream_t stream = compute_stream(device);
   int64_t* skipped = skipped_steps.defined() ? static_cast<int64_t*>(skipped_steps.raw_data()) : nullptr;
   if (growth_tracker.dtype() == DType::i64) {
-    update_scale_kernel<int64_t><<<1, 1, 0, stream>>>(
-        mutable_f32(scale), static_cast<int64_t*>(growth_tracker.raw_data()), scalar_f32(found_inf), args,
-        skipped);
+    update_scale_kernel<int64_t><<<1, 1, 0, stream>>>(mutable_f32(scale),
+                                                      static_cast<int64_t*>(growth_tracker.raw_data()),
+                                                      scalar_f32(found_inf), args, skipped);
   } else {
-    update_scale_kernel<int32_t><<<1, 1, 0, stream>>>(
-        mutable_f32(scale), static_cast<int32_t*>(growth_tracker.raw_data()), scalar_f32(found_inf), args,
-        skipped);
+    update_scale_kernel<int32_t><<<1, 1, 0, stream>>>(mutable_f32(scale),
+                                                      static_cast<int32_t*>(growth_tracker.raw_data()),
+                                                      scalar_f32(found_inf), args, skipped);
   }
   LIFTOFF_LAUNCH_CHECK();
 }

@@ -1,3 +1,4 @@
+#include <Eigen/Core>
 #include <cmath>
 
 #include "ops/batch_norm2d/kernels.h"
@@ -5,6 +6,16 @@
 #include "runtime/parallel.h"
 
 namespace liftoff::cpu {
+
+namespace {
+// One [H*W] plane of one image and channel. Sums run in double (as PyTorch's CPU kernel: gradient sums cancel
+// to values far below their terms), vectorised by Eigen, plane by plane in image order (independent of the
+// thread count); the element-wise outputs are computed in T.
+template <class T>
+using Plane = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+template <class T>
+using OutPlane = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+}  // namespace
 
 void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                         const Tensor& running_var, bool training, double momentum, double eps,
@@ -26,19 +37,12 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
         double mean, var;
         if (training) {
           double sum = 0.0;
-          for (int64_t n = 0; n < batch; ++n) {
-            const T* plane = in + (n * channels + c) * hw;
-            for (int64_t k = 0; k < hw; ++k) sum += static_cast<double>(plane[k]);
-          }
+          for (int64_t n = 0; n < batch; ++n)
+            sum += Plane<T>(in + (n * channels + c) * hw, hw).template cast<double>().sum();
           mean = sum / count;
-          double sq = 0.0;  // two passes: no cancellation for large means
-          for (int64_t n = 0; n < batch; ++n) {
-            const T* plane = in + (n * channels + c) * hw;
-            for (int64_t k = 0; k < hw; ++k) {
-              const double d = static_cast<double>(plane[k]) - mean;
-              sq += d * d;
-            }
-          }
+          double sq = 0.0;  // two passes (the second reads planes still in cache): no cancellation
+          for (int64_t n = 0; n < batch; ++n)
+            sq += (Plane<T>(in + (n * channels + c) * hw, hw).template cast<double>() - mean).square().sum();
           var = sq / count;
           if (rm) {
             rm[c] = static_cast<T>((1.0 - momentum) * static_cast<double>(rm[c]) + momentum * mean);
@@ -53,12 +57,11 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
         sm[c] = static_cast<T>(mean);
         si[c] = static_cast<T>(invstd);
         const double scale = static_cast<double>(w[c]) * invstd;
-        const double shift = static_cast<double>(b[c]) - mean * scale;
+        const T scale_t = static_cast<T>(scale);
+        const T shift_t = static_cast<T>(static_cast<double>(b[c]) - mean * scale);
         for (int64_t n = 0; n < batch; ++n) {
-          const T* plane = in + (n * channels + c) * hw;
-          T* dst = out + (n * channels + c) * hw;
-          for (int64_t k = 0; k < hw; ++k)
-            dst[k] = static_cast<T>(static_cast<double>(plane[k]) * scale + shift);
+          const int64_t base = (n * channels + c) * hw;
+          OutPlane<T>(out + base, hw) = Plane<T>(in + base, hw) * scale_t + shift_t;
         }
       }
     });
@@ -84,29 +87,31 @@ void batch_norm_backward(const Tensor& x, const Tensor& grad_y, const Tensor& we
       for (int64_t c = lo; c < hi; ++c) {
         const double mean = static_cast<double>(sm[c]);
         const double invstd = static_cast<double>(si[c]);
+        const T mean_t = static_cast<T>(mean);  // save_mean is already of type T
         double sum_dy = 0.0, sum_dy_xmu = 0.0;
         for (int64_t n = 0; n < batch; ++n) {
           const int64_t base = (n * channels + c) * hw;
-          for (int64_t k = 0; k < hw; ++k) {
-            const double g = static_cast<double>(gy[base + k]);
-            sum_dy += g;
-            sum_dy_xmu += g * (static_cast<double>(in[base + k]) - mean);
-          }
+          const Plane<T> g(gy + base, hw);
+          sum_dy += g.template cast<double>().sum();
+          sum_dy_xmu +=
+              (g.template cast<double>() * (Plane<T>(in + base, hw).template cast<double>() - mean)).sum();
         }
         if (gw) gw[c] = static_cast<T>(sum_dy_xmu * invstd);
         if (gb) gb[c] = static_cast<T>(sum_dy);
         if (!gx) continue;
         // Training: gx = w * invstd * (gy - mean(gy) - xhat * mean(gy * xhat)); eval: the statistics are
         // constants.
+        // gx = k1 * gy - k1 * k3 * (x - mean) - k1 * k2, centred on the saved mean (exact in T).
         const double k1 = static_cast<double>(w[c]) * invstd;
         const double k2 = training ? sum_dy / count : 0.0;
         const double k3 = training ? invstd * invstd * sum_dy_xmu / count : 0.0;
+        const T a = static_cast<T>(k1);
+        const T bx = static_cast<T>(-k1 * k3);
+        const T c0 = static_cast<T>(-k1 * k2);
         for (int64_t n = 0; n < batch; ++n) {
           const int64_t base = (n * channels + c) * hw;
-          for (int64_t k = 0; k < hw; ++k) {
-            const double xmu = static_cast<double>(in[base + k]) - mean;
-            gx[base + k] = static_cast<T>(k1 * (static_cast<double>(gy[base + k]) - k2 - xmu * k3));
-          }
+          OutPlane<T>(gx + base, hw) =
+              Plane<T>(gy + base, hw) * a + (Plane<T>(in + base, hw) - mean_t) * bx + c0;
         }
       }
     });

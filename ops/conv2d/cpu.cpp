@@ -33,29 +33,33 @@ Range valid_outputs(int64_t offset, int64_t stride, int64_t in, int64_t out) {
 }
 
 // cols[(c, r, s), (oh, ow)] = x[c, oh * stride - p + r, ow * stride - p + s], zero outside the image.
+// Rows are short (OW = 7..28 here): plain loops on restrict pointers, which the compiler vectorises, beat a
+// memmove/memset call per row.
 template <class T>
 void im2col(const T* x, T* cols, const Conv2dShape& g) {
   const int64_t plane = g.oh * g.ow;
+  const int64_t ow_n = g.ow, stride = g.stride;
   for (int64_t c = 0; c < g.c; ++c) {
     for (int64_t r = 0; r < g.r; ++r) {
       for (int64_t s = 0; s < g.s; ++s) {
         T* row = cols + ((c * g.r + r) * g.s + s) * plane;
-        const Range cols_ok = valid_outputs(s - g.padding, g.stride, g.w, g.ow);
+        const Range ok = valid_outputs(s - g.padding, g.stride, g.w, g.ow);
         for (int64_t oh = 0; oh < g.oh; ++oh) {
-          T* out = row + oh * g.ow;
-          const int64_t ih = oh * g.stride - g.padding + r;
+          T* __restrict out = row + oh * ow_n;
+          const int64_t ih = oh * stride - g.padding + r;
           if (ih < 0 || ih >= g.h) {
-            std::fill(out, out + g.ow, T(0));
+            for (int64_t ow = 0; ow < ow_n; ++ow) out[ow] = T(0);
             continue;
           }
-          const T* in = x + (c * g.h + ih) * g.w;
-          std::fill(out, out + cols_ok.lo, T(0));
-          if (g.stride == 1) {
-            std::copy(in + cols_ok.lo + s - g.padding, in + cols_ok.hi + s - g.padding, out + cols_ok.lo);
+          const T* __restrict in = x + (c * g.h + ih) * g.w;
+          const int64_t off = s - g.padding;  // in-range columns only: ok excludes the padding
+          for (int64_t ow = 0; ow < ok.lo; ++ow) out[ow] = T(0);
+          if (stride == 1) {
+            for (int64_t ow = ok.lo; ow < ok.hi; ++ow) out[ow] = in[ow + off];
           } else {
-            for (int64_t ow = cols_ok.lo; ow < cols_ok.hi; ++ow) out[ow] = in[ow * g.stride + s - g.padding];
+            for (int64_t ow = ok.lo; ow < ok.hi; ++ow) out[ow] = in[ow * stride + off];
           }
-          std::fill(out + cols_ok.hi, out + g.ow, T(0));
+          for (int64_t ow = ok.hi; ow < ow_n; ++ow) out[ow] = T(0);
         }
       }
     }
@@ -66,22 +70,42 @@ void im2col(const T* x, T* cols, const Conv2dShape& g) {
 template <class T>
 void col2im(const T* cols, T* gx, const Conv2dShape& g) {
   const int64_t plane = g.oh * g.ow;
+  const int64_t stride = g.stride;
   std::fill(gx, gx + g.c * g.h * g.w, T(0));
   for (int64_t c = 0; c < g.c; ++c) {
     for (int64_t r = 0; r < g.r; ++r) {
       for (int64_t s = 0; s < g.s; ++s) {
         const T* row = cols + ((c * g.r + r) * g.s + s) * plane;
-        const Range cols_ok = valid_outputs(s - g.padding, g.stride, g.w, g.ow);
+        const Range ok = valid_outputs(s - g.padding, g.stride, g.w, g.ow);
         for (int64_t oh = 0; oh < g.oh; ++oh) {
-          const int64_t ih = oh * g.stride - g.padding + r;
+          const int64_t ih = oh * stride - g.padding + r;
           if (ih < 0 || ih >= g.h) continue;
-          const T* src = row + oh * g.ow;
-          T* dst = gx + (c * g.h + ih) * g.w;
-          for (int64_t ow = cols_ok.lo; ow < cols_ok.hi; ++ow) dst[ow * g.stride + s - g.padding] += src[ow];
+          const T* __restrict src = row + oh * g.ow;
+          T* __restrict dst = gx + (c * g.h + ih) * g.w;
+          const int64_t off = s - g.padding;
+          if (stride == 1) {
+            for (int64_t ow = ok.lo; ow < ok.hi; ++ow) dst[ow + off] += src[ow];
+          } else {
+            for (int64_t ow = ok.lo; ow < ok.hi; ++ow) dst[ow * stride + off] += src[ow];
+          }
         }
       }
     }
   }
+}
+
+// Per-thread column buffers, reused across calls and layers (grown, never shrunk: at most the largest
+// C*R*S x OH*OW seen, per slot). im2col and the GEMMs overwrite every entry, so they are never cleared.
+template <class T>
+T* scratch(int slot, int64_t size) {
+  thread_local std::vector<T> buffers[2];
+  std::vector<T>& b = buffers[slot];
+  if (b.size() < static_cast<size_t>(size)) {
+    b.clear();
+    b.shrink_to_fit();
+    b.resize(static_cast<size_t>(size));
+  }
+  return b.data();
 }
 
 // A 1x1 kernel with stride 1 and no padding reads the image itself as its column matrix.
@@ -99,13 +123,29 @@ void forward_impl(const Tensor& x, const Tensor& w, const Tensor& bias, const Te
   const T* bd = bias.defined() ? bias.data<T>() : nullptr;
   T* yd = y.data<T>();
   const ConstMatMap<T> weight(w.data<T>(), g.k, crs);
-  // Inside the parallel region Eigen's GEMM runs single-threaded; with one image it uses all threads.
+  // Eigen's GEMM is single-threaded (runtime/parallel.h). Fewer images than threads (batch-1 inference):
+  // one image at a time, its output columns split across the threads.
+  if (g.n < num_threads()) {
+    for (int64_t i = 0; i < g.n; ++i) {
+      const T* xi = xd + i * g.c * g.h * g.w;
+      T* cols = pointwise ? nullptr : scratch<T>(0, crs * plane);
+      if (!pointwise) im2col(xi, cols, g);
+      const ConstMatMap<T> columns(pointwise ? xi : cols, crs, plane);
+      MatMap<T> out(yd + i * g.k * plane, g.k, plane);
+      parallel_for(0, plane, std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(1, g.k * crs)),
+                   [&](int64_t lo, int64_t hi) {
+                     out.middleCols(lo, hi - lo).noalias() = weight * columns.middleCols(lo, hi - lo);
+                   });
+      if (bd) out.colwise() += ConstVecMap<T>(bd, g.k);
+    }
+    return;
+  }
   parallel_for(0, g.n, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<T> cols(pointwise ? 0 : static_cast<size_t>(crs * plane));
+    T* cols = pointwise ? nullptr : scratch<T>(0, crs * plane);
     for (int64_t i = lo; i < hi; ++i) {
       const T* xi = xd + i * g.c * g.h * g.w;
-      if (!pointwise) im2col(xi, cols.data(), g);
-      const ConstMatMap<T> columns(pointwise ? xi : cols.data(), crs, plane);
+      if (!pointwise) im2col(xi, cols, g);
+      const ConstMatMap<T> columns(pointwise ? xi : cols, crs, plane);
       MatMap<T> out(yd + i * g.k * plane, g.k, plane);
       out.noalias() = weight * columns;
       if (bd) out.colwise() += ConstVecMap<T>(bd, g.k);
@@ -147,17 +187,35 @@ void backward_impl(const Tensor& x, const Tensor& w, const Tensor& gy, const Ten
   const T* xd = gw.defined() ? x.data<T>() : nullptr;
   const T* wd = gx.defined() ? w.data<T>() : nullptr;
   T* gxd = gx.defined() ? gx.data<T>() : nullptr;
+  // Stride 1, square kernel: the input gradient is itself a convolution of gy (padding R-1-p) with the
+  // flipped kernel, channels swapped: one im2col of gy and a GEMM of depth K*R*S, instead of a GEMM of depth
+  // K into C*R*S x OH*OW columns and their scatter-add (col2im). Same size, far better arithmetic intensity.
+  const bool transposed = gx.defined() && !pointwise && g.stride == 1 && g.r == g.s;
+  Conv2dShape gt{};
+  RowMat<T> flipped;
+  if (transposed) {
+    gt = Conv2dShape{g.n, g.k, g.oh, g.ow, g.c, g.r, g.s, g.h, g.w, 1, g.r - 1 - g.padding};
+    flipped.resize(g.c, g.k * g.r * g.s);  // flipped[c, (k, r', s')] = w[k, c, R-1-r', S-1-s']
+    for (int64_t k = 0; k < g.k; ++k)
+      for (int64_t c = 0; c < g.c; ++c)
+        for (int64_t r = 0; r < g.r; ++r)
+          for (int64_t q = 0; q < g.s; ++q)
+            flipped(c, (k * g.r + (g.r - 1 - r)) * g.s + (g.s - 1 - q)) =
+                wd[((k * g.c + c) * g.r + r) * g.s + q];
+  }
+  const int64_t krs = g.k * g.r * g.s;
   parallel_for(0, chunks, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<T> cols(pointwise || !gw.defined() ? 0 : static_cast<size_t>(crs * plane));
-    std::vector<T> grad_cols(pointwise || !gx.defined() ? 0 : static_cast<size_t>(crs * plane));
+    T* cols = pointwise || !gw.defined() ? nullptr : scratch<T>(0, crs * plane);
+    T* grad_cols =
+        pointwise || !gx.defined() ? nullptr : scratch<T>(1, transposed ? krs * g.h * g.w : crs * plane);
     for (int64_t chunk = lo; chunk < hi; ++chunk) {
       if (gw.defined()) gw_parts[static_cast<size_t>(chunk)] = RowMat<T>::Zero(g.k, crs);
       for (int64_t i = g.n * chunk / chunks; i < g.n * (chunk + 1) / chunks; ++i) {
         const ConstMatMap<T> grad_out(gyd + i * g.k * plane, g.k, plane);
         if (gw.defined()) {
           const T* xi = xd + i * g.c * g.h * g.w;
-          if (!pointwise) im2col(xi, cols.data(), g);
-          const ConstMatMap<T> columns(pointwise ? xi : cols.data(), crs, plane);
+          if (!pointwise) im2col(xi, cols, g);
+          const ConstMatMap<T> columns(pointwise ? xi : cols, crs, plane);
           gw_parts[static_cast<size_t>(chunk)].noalias() += grad_out * columns.transpose();
         }
         if (gx.defined()) {
@@ -165,9 +223,12 @@ void backward_impl(const Tensor& x, const Tensor& w, const Tensor& gy, const Ten
           T* gxi = gxd + i * g.c * g.h * g.w;
           if (pointwise) {
             MatMap<T>(gxi, crs, plane).noalias() = weight.transpose() * grad_out;
+          } else if (transposed) {
+            im2col(gyd + i * g.k * plane, grad_cols, gt);
+            MatMap<T>(gxi, g.c, g.h * g.w).noalias() = flipped * ConstMatMap<T>(grad_cols, krs, g.h * g.w);
           } else {
-            MatMap<T>(grad_cols.data(), crs, plane).noalias() = weight.transpose() * grad_out;
-            col2im(grad_cols.data(), gxi, g);
+            MatMap<T>(grad_cols, crs, plane).noalias() = weight.transpose() * grad_out;
+            col2im(grad_cols, gxi, g);
           }
         }
       }

@@ -111,13 +111,18 @@ void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grad
   dispatch_param_grad(params[0].dtype(), grads[0].dtype(), "sgd_step", [&](auto p_tag, auto g_tag) {
     using P = decltype(p_tag);
     using G = decltype(g_tag);
-    const SgdArgs<P> args{static_cast<P>(s.lr), static_cast<P>(s.momentum), static_cast<P>(s.weight_decay),
-                          s.nesterov, use_momentum, skip_pointer(s.skip_if_nonzero)};
+    SgdArgs<P> args{static_cast<P>(s.lr),
+                    static_cast<P>(s.momentum),
+                    static_cast<P>(s.weight_decay),
+                    s.nesterov,
+                    use_momentum,
+                    nullptr};
+    args.skip = skip_pointer(s.skip_if_nonzero);
     mta::apply<3>({&params, &grads, use_momentum ? &momentum_buffers : nullptr},
-                          [&](const TensorListMeta<3>& meta, int blocks) {
-                            sgd_kernel<P, G><<<blocks, mta::kBlock, 0, stream>>>(meta, args);
-                            LIFTOFF_LAUNCH_CHECK();
-                          });
+                  [&](const TensorListMeta<3>& meta, int blocks) {
+                    sgd_kernel<P, G><<<blocks, mta::kBlock, 0, stream>>>(meta, args);
+                    LIFTOFF_LAUNCH_CHECK();
+                  });
   });
 }
 
@@ -139,11 +144,10 @@ void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gr
                             static_cast<P>(s.bias_correction2_sqrt),
                             static_cast<P>(s.eps),
                             skip_pointer(s.skip_if_nonzero)};
-    mta::apply<4>({&params, &grads, &exp_avg, &exp_avg_sq},
-                          [&](const TensorListMeta<4>& meta, int blocks) {
-                            adamw_kernel<P, G><<<blocks, mta::kBlock, 0, stream>>>(meta, args);
-                            LIFTOFF_LAUNCH_CHECK();
-                          });
+    mta::apply<4>({&params, &grads, &exp_avg, &exp_avg_sq}, [&](const TensorListMeta<4>& meta, int blocks) {
+      adamw_kernel<P, G><<<blocks, mta::kBlock, 0, stream>>>(meta, args);
+      LIFTOFF_LAUNCH_CHECK();
+    });
   });
 }
 

@@ -1,7 +1,7 @@
 // Kernels behind sgd_step() and adamw_step(): lists already checked (same length, shapes, one device, params
 // and state contiguous, grads contiguous), entries with undefined gradients removed. Scalars precomputed on
-// the host. skip_if_nonzero (undefined, or an f32 [1] flag on the params' device) is honoured on the device by
-// the CUDA kernels; on the CPU the front reads it and does not call the kernel when set.
+// the host. skip_if_nonzero (undefined, or an f32 [1] flag on the params' device) is honoured on the device
+// by the CUDA kernels; on the CPU the front reads it and does not call the kernel when set.
 #pragma once
 #include <vector>
 

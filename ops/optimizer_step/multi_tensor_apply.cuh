@@ -1,7 +1,7 @@
-// Multi-tensor apply, shared by the fused optimizer kernels (ops/optimizer_step) and the AMP unscale/inf check
-// (ops/amp). Each launch carries up to kMaxTensors tensors' pointers and sizes, and a block -> (tensor, chunk)
-// table, in a struct passed by value as a kernel parameter (<= 4 KB). No host-to-device copy, no sync; a long
-// tensor list takes several launches, a big tensor spans several launches' chunks.
+// Multi-tensor apply, shared by the fused optimizer kernels (ops/optimizer_step) and the AMP unscale/inf
+// check (ops/amp). Each launch carries up to kMaxTensors tensors' pointers and sizes, and a block -> (tensor,
+// chunk) table, in a struct passed by value as a kernel parameter (<= 4 KB). No host-to-device copy, no sync;
+// a long tensor list takes several launches, a big tensor spans several launches' chunks.
 #pragma once
 #include <vector>
 
@@ -14,7 +14,8 @@ constexpr int64_t kChunk = 65536;  // elements per block
 constexpr int kMaxBlocks = 320;
 constexpr int kBlock = 512;  // threads per block
 
-// Tensors per launch for `Depth` parallel lists, so that the meta stays well under 4 KB with the kernel's args.
+// Tensors per launch for `Depth` parallel lists, so that the meta stays well under 4 KB with the kernel's
+// args.
 template <int Depth>
 struct MaxTensors;
 template <>
@@ -41,8 +42,8 @@ struct TensorListMeta {
   int block_chunk[kMaxBlocks];
 };
 
-// Packs lists[d][t] (d < Depth; a missing list gives null pointers) into as few launches as the meta allows and
-// calls launch(meta, blocks) for each. Sizes come from lists[0]; empty tensors are left out.
+// Packs lists[d][t] (d < Depth; a missing list gives null pointers) into as few launches as the meta allows
+// and calls launch(meta, blocks) for each. Sizes come from lists[0]; empty tensors are left out.
 template <int Depth, class Launch>
 void apply(const std::vector<const std::vector<Tensor>*>& lists, Launch&& launch) {
   constexpr int kMaxTensors = TensorListMeta<Depth>::kMaxTensors;

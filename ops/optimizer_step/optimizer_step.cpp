@@ -79,8 +79,8 @@ CheckedLists check_lists(const char* op, const std::vector<Tensor>& params, cons
   return out;
 }
 
-// Validates the optional skip flag against the checked lists; true when the CPU step must be skipped (the host
-// read is free there). CUDA leaves the decision to the kernels.
+// Validates the optional skip flag against the checked lists; true when the CPU step must be skipped (the
+// host read is free there). CUDA leaves the decision to the kernels.
 bool check_skip_flag(const char* op, const Tensor& flag, const Tensor& first_param) {
   if (!flag.defined()) return false;
   LIFTOFF_CHECK(flag.dtype() == DType::f32 && flag.numel() == 1, DTypeError, op, ": skip_if_nonzero ",

@@ -4,9 +4,9 @@
 // parameters' dtype, or (CUDA, f32 master weights) f16/bf16. An entry whose gradient is undefined is skipped,
 // as PyTorch skips parameters without .grad. CUDA launches pack up to a few dozen tensors' pointers into the
 // kernel parameters: no host-to-device copy, no host sync.
-// skip_if_nonzero (optional): an f32 one-element flag on the parameters' device, e.g. AMP's found_inf. When it
-// is non-zero (or NaN) the step leaves parameters and state bit-identical. CUDA decides on the device (every
-// kernel block reads the flag: no host sync); the CPU reads it on the host.
+// skip_if_nonzero (optional): an f32 one-element flag on the parameters' device, e.g. AMP's found_inf. When
+// it is non-zero (or NaN) the step leaves parameters and state bit-identical. CUDA decides on the device
+// (every kernel block reads the flag: no host sync); the CPU reads it on the host.
 #pragma once
 #include <vector>
 

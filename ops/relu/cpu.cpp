@@ -9,8 +9,13 @@ void relu_forward(const Tensor& x, const Tensor& y) {
     using T = decltype(tag);
     const T* in = x.data<T>();
     T* out = y.data<T>();
-    parallel_for(0, x.numel(), 1 << 14, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) out[i] = in[i] > T(0) ? in[i] : T(0);
+    // Pointers copied into the chunk as restrict locals: without that the compiler reloads them through the
+    // closure every element and the loop stays scalar.
+    parallel_for(0, x.numel(), 1 << 14, [in, out](int64_t lo, int64_t hi) {
+      const T* __restrict src = in + lo;
+      T* __restrict dst = out + lo;
+      const int64_t n = hi - lo;
+      for (int64_t i = 0; i < n; ++i) dst[i] = src[i] > T(0) ? src[i] : T(0);
     });
   });
 }
@@ -21,8 +26,12 @@ void relu_backward(const Tensor& y, const Tensor& grad_y, const Tensor& grad_x) 
     const T* out = y.data<T>();
     const T* gy = grad_y.data<T>();
     T* gx = grad_x.data<T>();
-    parallel_for(0, y.numel(), 1 << 14, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) gx[i] = out[i] > T(0) ? gy[i] : T(0);
+    parallel_for(0, y.numel(), 1 << 14, [out, gy, gx](int64_t lo, int64_t hi) {
+      const T* __restrict o = out + lo;
+      const T* __restrict g = gy + lo;
+      T* __restrict dst = gx + lo;
+      const int64_t n = hi - lo;
+      for (int64_t i = 0; i < n; ++i) dst[i] = o[i] > T(0) ? g[i] : T(0);
     });
   });
 }

@@ -10,8 +10,11 @@ void scale_forward(const Tensor& x, double factor, const Tensor& y) {
     const T* in = x.data<T>();
     T* out = y.data<T>();
     const T f = static_cast<T>(factor);
-    parallel_for(0, x.numel(), 1 << 14, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) out[i] = in[i] * f;
+    parallel_for(0, x.numel(), 1 << 14, [in, out, f](int64_t lo, int64_t hi) {
+      const T* __restrict src = in + lo;
+      T* __restrict dst = out + lo;
+      const int64_t n = hi - lo;
+      for (int64_t i = 0; i < n; ++i) dst[i] = src[i] * f;
     });
   });
 }

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "runtime/cuda/cudnn_loader.h"
 #include "runtime/error.h"
 
 namespace liftoff::cuda {
@@ -74,9 +75,10 @@ std::string unavailable_reason(int index) {
   }
   cudaSetDevice(previous);
   if (!reason.empty()) return reason;
-  const size_t cudnn_loaded = cudnnGetVersion();
-  if (cudnn_loaded / 10000 != CUDNN_MAJOR) {
-    return str_cat("cuDNN ", cudnn_loaded, " is loaded but this build needs cuDNN ", CUDNN_MAJOR,
+  if (!cudnn_loaded()) return cudnn_load_error();
+  const size_t cudnn_version = cudnnGetVersion();
+  if (cudnn_version / 10000 != CUDNN_MAJOR) {
+    return str_cat("cuDNN ", cudnn_version, " is loaded but this build needs cuDNN ", CUDNN_MAJOR,
                    ".x; install cuDNN ", CUDNN_MAJOR, " or point LD_LIBRARY_PATH at it");
   }
   return "";

@@ -14,6 +14,8 @@ int current_device_or_minus_one();
 std::string cuda_error_string(int code);
 std::string cublas_error_string(int code);
 std::string cudnn_error_string(int code);
+// NCCL's status string plus its last error message (runtime/distributed/nccl_group.cpp, NCCL builds only).
+std::string nccl_error_string(int code);
 
 }  // namespace liftoff::cuda
 
@@ -41,6 +43,15 @@ std::string cudnn_error_string(int code);
       ::liftoff::cuda::throw_backend_error("cuDNN", #stmt, __FILE__, __LINE__,                              \
                                            static_cast<long>(liftoff_status_),                              \
                                            ::liftoff::cuda::cudnn_error_string(static_cast<int>(liftoff_status_))); \
+  } while (0)
+
+// ncclInProgress (7) is not an error: non-blocking communicators return it while an operation is being enqueued.
+#define LIFTOFF_NCCL_CHECK(stmt)                                                                            \
+  do {                                                                                                      \
+    const auto liftoff_status_ = (stmt);                                                                    \
+    if (liftoff_status_ != 0 && static_cast<int>(liftoff_status_) != 7)                                    \
+      ::liftoff::cuda::throw_backend_error("NCCL", #stmt, __FILE__, __LINE__, static_cast<long>(liftoff_status_), \
+                                           ::liftoff::cuda::nccl_error_string(static_cast<int>(liftoff_status_))); \
   } while (0)
 
 // After every kernel launch: catches bad launch configurations and missing kernel images at the launch site.

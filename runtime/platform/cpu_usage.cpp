@@ -55,8 +55,10 @@ double thread_cpu_from_proc(int64_t tid) {
   const char* p = std::strrchr(buf, ')');
   if (p == nullptr) return -1.0;
   unsigned long long utime = 0, stime = 0;
-  // After ')': state(3) ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt utime(14) stime(15)
-  if (std::sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2) return -1.0;
+  // After ')': state(3) ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt utime(14)
+  // stime(15)
+  if (std::sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2)
+    return -1.0;
   return static_cast<double>(utime + stime) / ticks_per_second();
 }
 
@@ -79,7 +81,9 @@ int64_t status_field_kb(const char* key) {
 
 }  // namespace
 
-int64_t current_thread_id() { return static_cast<int64_t>(syscall(SYS_gettid)); }
+int64_t current_thread_id() {
+  return static_cast<int64_t>(syscall(SYS_gettid));
+}
 
 double current_thread_cpu_seconds() {
   timespec ts{};
@@ -136,7 +140,9 @@ std::vector<ThreadCpu> registered_thread_cpu() {
 double process_cpu_seconds() {
   rusage ru{};
   if (getrusage(RUSAGE_SELF, &ru) != 0) return 0.0;
-  auto sec = [](const timeval& tv) { return static_cast<double>(tv.tv_sec) + 1e-6 * static_cast<double>(tv.tv_usec); };
+  auto sec = [](const timeval& tv) {
+    return static_cast<double>(tv.tv_sec) + 1e-6 * static_cast<double>(tv.tv_usec);
+  };
   return sec(ru.ru_utime) + sec(ru.ru_stime);
 }
 

@@ -2,8 +2,8 @@
 // /proc; kept in this platform file so a Windows port swaps this file only.
 //
 // Threads register themselves by name ("main", "loader-3"); their CPU time (user + system) can then be read
-// from any thread, e.g. a sampler. A thread that exits should unregister (or hold a ThreadRegistration) so that
-// its final CPU time is kept: /proc forgets a thread once it has exited.
+// from any thread, e.g. a sampler. A thread that exits should unregister (or hold a ThreadRegistration) so
+// that its final CPU time is kept: /proc forgets a thread once it has exited.
 #pragma once
 #include <cstdint>
 #include <string>

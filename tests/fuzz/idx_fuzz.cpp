@@ -1,6 +1,6 @@
-// libFuzzer harness for the IDX reader (data/idx.h). Each input is read twice: as the file's bytes (a plain or a
-// gzip IDX file, whatever the mutation made of it) and gzip-compressed by the harness, so that mutations of
-// the IDX header and payload also reach the reader through zlib with a valid stream around them.
+// libFuzzer harness for the IDX reader (data/idx.h). Each input is read twice: as the file's bytes (a plain
+// or a gzip IDX file, whatever the mutation made of it) and gzip-compressed by the harness, so that mutations
+// of the IDX header and payload also reach the reader through zlib with a valid stream around them.
 #include <zlib.h>
 
 #include <cstdint>
@@ -20,7 +20,8 @@ void read_both_kinds(const std::string& path) {
   limits.max_side = 1024;
   try {
     const Tensor images = read_idx_images(path, limits);
-    if (images.dim() != 3 || images.dtype() != DType::u8) fuzz::invariant_failed("images: u8 [count, rows, cols]");
+    if (images.dim() != 3 || images.dtype() != DType::u8)
+      fuzz::invariant_failed("images: u8 [count, rows, cols]");
   } catch (const Error& e) {
     fuzz::check_error(e, path);
   }

@@ -46,7 +46,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const SafetensorsFile from_file = read_safetensors(path);
     file_ok = true;
-    if (memory_ok && !same(from_memory, from_file)) fuzz::invariant_failed("memory and file readers disagree");
+    if (memory_ok && !same(from_memory, from_file))
+      fuzz::invariant_failed("memory and file readers disagree");
   } catch (const Error& e) {
     fuzz::check_error(e, path);
   }

@@ -5,6 +5,7 @@
 #include "data/cifar.h"
 #include "data/dataset.h"
 #include "data/image_folder.h"
+#include "models/amp.h"
 
 namespace liftoff::tools {
 
@@ -24,7 +25,7 @@ std::pair<ImageDataset, ImageDataset> load_in_memory(const Flags& f) {
 }
 }  // namespace
 
-TrainData make_train_data(const Flags& f, Device device) {
+TrainData make_train_data(const Flags& f, Device device, int rank, int world_size) {
   LoaderOptions train_opts;
   train_opts.batch = f.batch;
   train_opts.shuffle = true;
@@ -36,7 +37,14 @@ TrainData make_train_data(const Flags& f, Device device) {
   train_opts.augment_config.erase_prob = static_cast<float>(f.random_erase);
   train_opts.seed = f.seed;
   train_opts.device = device;
+  train_opts.rank = rank;
+  train_opts.world_size = world_size;
+  // Under AMP the GPU augmentation kernel writes the half input directly (the CPU path stays f32).
+  const bool gpu_augment = train_opts.augment == AugmentMode::gpu ||
+                           (train_opts.augment == AugmentMode::auto_ && device.is_cuda());
+  if (parse_amp(f.amp) != AmpMode::off && gpu_augment) train_opts.input_dtype = amp_compute_dtype(parse_amp(f.amp));
   LoaderOptions test_opts = train_opts;
+  test_opts.even_shards = false;
   test_opts.batch = std::max<int64_t>(f.batch, 256);
   test_opts.shuffle = false;
   test_opts.augment = AugmentMode::none;

@@ -17,6 +17,7 @@ struct TrainData {
   int64_t channels = 0, height = 0, width = 0, classes = 0;
 };
 
-TrainData make_train_data(const Flags& flags, Device device);
+// rank/world_size: each rank's shard of every epoch (training padded to equal shards, evaluation not).
+TrainData make_train_data(const Flags& flags, Device device, int rank = 0, int world_size = 1);
 
 }  // namespace liftoff::tools

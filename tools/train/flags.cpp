@@ -126,6 +126,34 @@ void add_flags(CLI::App& app, Flags& f) {
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0))
       ->group(g_opt);
+
+  const std::string g_perf = "Precision and parallelism";
+  app.add_option("--amp", f.amp, "off | bf16 | fp16: mixed precision (conv/linear in half, f32 master weights)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"off", "bf16", "fp16"}))
+      ->group(g_perf);
+  app.add_option("--loss-scale", f.loss_scale, "--amp fp16: a static loss scale (0: dynamic, from 2^16)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e30))
+      ->group(g_perf);
+  app.add_option("--gpus", f.gpus, "data-parallel over N local GPUs: one process per GPU, NCCL all-reduce")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1024))
+      ->group(g_perf);
+  app.add_option("--bucket-mb", f.bucket_mb, "DDP gradient bucket size in MB")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 4096.0))
+      ->group(g_perf);
+
+  const std::string g_out = "Report and logs";
+  app.add_option("--report", f.report, "write the utilization report as JSON (schema liftoff.report/1)")->group(g_out);
+  app.add_option("--trace", f.trace, "write a Chrome trace (Perfetto / chrome://tracing) of the stages")->group(g_out);
+  app.add_option("--log", f.log, "write metrics as JSON lines (loss, lr, images/s) every --log-every steps")
+      ->group(g_out);
+  app.add_option("--log-every", f.log_every, "optimizer steps between --log records")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->group(g_out);
 }
 
 }  // namespace liftoff::tools

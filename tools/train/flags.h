@@ -39,6 +39,14 @@ struct Flags {
   double random_erase = 0.0;
   bool no_eval = false;
   int64_t timing_warmup = 5;
+  std::string amp = "off";
+  double loss_scale = 0.0;
+  int gpus = 0;
+  double bucket_mb = 25.0;
+  std::string report;
+  std::string trace;
+  std::string log;
+  int64_t log_every = 50;
 };
 
 // Registers every flag on app, bound to f.

@@ -8,15 +8,20 @@
 #include <thread>
 
 #include "data/dataset.h"
+#include "models/ddp.h"
 #include "models/optim.h"
+#include "models/report.h"
 #include "models/schedule.h"
 #include "models/trainer.h"
 #include "models/zoo.h"
 #include "runtime/device_select.h"
+#include "runtime/distributed/env.h"
+#include "runtime/distributed/process_group.h"
 #include "runtime/parallel.h"
 #include "tools/common/progress.h"
 #include "tools/train/data_setup.h"
 #include "tools/train/flags.h"
+#include "tools/train/launch.h"
 
 namespace {
 
@@ -35,15 +40,51 @@ std::string with_commas(int64_t n) {
   return s;
 }
 
+// Rank and device of this process: single process, `train --gpus N` children, or mpirun / RANK env ranks.
+struct Placement {
+  distributed::DistEnv env;
+  DeviceChoice choice;
+};
+
+Placement place(const Flags& f) {
+  Placement p;
+  p.env = distributed::discover_env();
+  if (!p.env.distributed()) {
+    p.choice = resolve_device(f.device);
+    return p;
+  }
+  // One GPU per rank (cuda:local_rank) unless the CPU was asked for (MPI backend).
+  if (f.device == "cpu") {
+    p.choice = {Device::cpu(), "cpu: rank " + std::to_string(p.env.rank)};
+  } else {
+    p.choice = resolve_device("cuda:" + std::to_string(p.env.local_rank));
+  }
+  return p;
+}
+
 int run(const Flags& f) {
   const int threads = f.threads > 0 ? f.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   set_num_threads(threads);
-  const DeviceChoice choice = resolve_device(f.device);
-  const Device device = choice.device;
+  const Placement placement = place(f);
+  const Device device = placement.choice.device;
+  const bool rank0 = placement.env.rank == 0;
+  std::unique_ptr<distributed::ProcessGroup> group;
+  if (placement.env.distributed()) {
+    distributed::ProcessGroupOptions go;
+    if (device.is_cuda()) go.cuda_device = device.index;
+    group = distributed::make_process_group(distributed::backend_for(device), placement.env.rank,
+                                            placement.env.world_size, go);
+  }
 
-  tools::TrainData data = tools::make_train_data(f, device);
+  tools::TrainData data = tools::make_train_data(f, device, placement.env.rank, placement.env.world_size);
   auto model = make_model(f.model, data.channels, data.classes, data.height, f.seed);
   model->to(device);
+  std::unique_ptr<DistributedDataParallel> ddp;
+  if (group) {
+    DDPOptions dopts;
+    dopts.bucket_cap_mb = f.bucket_mb;
+    ddp = std::make_unique<DistributedDataParallel>(*model, *group, dopts);  // broadcasts rank 0's weights
+  }
 
   const double lr = f.lr > 0 ? f.lr : (f.optimizer == "sgd" ? 0.1 : 1e-3);
   std::unique_ptr<Optimizer> optimizer;
@@ -64,26 +105,62 @@ int run(const Flags& f) {
   schedule_opts.gamma = f.gamma;
   const auto schedule = make_schedule(f.schedule, lr, total_steps, f.warmup, schedule_opts);
 
+  RunConfig rc;
+  rc.device = device.str();
+  rc.model = f.model;
+  rc.data = f.data;
+  rc.batch = f.batch;
+  rc.accum = f.accum;
+  rc.amp = f.amp;
+  rc.augment = augment_mode_name(train_batches.augment_mode());
+  rc.workers = f.workers;
+  rc.prefetch = f.prefetch > 0 ? f.prefetch : 2 * f.workers;
+  rc.pin_memory = f.pin_memory;
+  rc.threads = threads;
+  rc.world_size = placement.env.world_size;
+  rc.cuda_available = cuda_unavailable_reason(0).empty();
+  ProfilerOptions po;
+  po.warmup_steps = f.timing_warmup;
+  po.keep_trace = !f.trace.empty();
+  RunMonitor monitor(rc, device, po);
+
   TrainerOptions trainer_opts;
   trainer_opts.accum = f.accum;
   trainer_opts.label_smoothing = f.label_smoothing;
   trainer_opts.max_steps = f.max_steps;
+  trainer_opts.amp = parse_amp(f.amp);
+  trainer_opts.loss_scale = f.loss_scale;
+  trainer_opts.ddp = ddp.get();
+  trainer_opts.group = group.get();
+  trainer_opts.profiler = &monitor.profiler();
   Trainer trainer(*model, *optimizer, schedule.get(), trainer_opts);
 
-  std::printf("liftoff train | device %s (%s) | %d CPU threads\n", device.str().c_str(), choice.why.c_str(), threads);
-  std::printf("  model %s (%s parameters) | data %s: %lld train / %lld test images %lldx%lldx%lld\n",
-              f.model.c_str(), with_commas(model->num_parameters()).c_str(), f.data.c_str(),
-              static_cast<long long>(data.train_size), static_cast<long long>(data.test_size),
-              static_cast<long long>(data.channels), static_cast<long long>(data.height),
-              static_cast<long long>(data.width));
-  std::printf("  batch %lld x accum %lld = %lld per step | %s lr %g (%s%s) | wd %g\n", static_cast<long long>(f.batch),
-              static_cast<long long>(f.accum), static_cast<long long>(f.batch * f.accum), f.optimizer.c_str(), lr,
-              f.schedule.c_str(), f.warmup > 0 ? (", warm-up " + std::to_string(f.warmup)).c_str() : "", f.wd);
-  std::printf("  loader: %d workers, prefetch %d, %s memory, augment %s\n", f.workers,
-              f.prefetch > 0 ? f.prefetch : 2 * f.workers, f.pin_memory ? "pinned" : "pageable",
-              augment_mode_name(train_batches.augment_mode()));
-  std::fflush(stdout);
+  if (rank0) {
+    std::printf("liftoff train | device %s (%s) | %d CPU threads\n", device.str().c_str(),
+                placement.choice.why.c_str(), threads);
+    if (group) {
+      std::printf("  DDP: world size %d (%s), one process per %s, launched by %s, buckets %.0f MB\n",
+                  placement.env.world_size, group->describe().c_str(), device.is_cuda() ? "GPU" : "CPU",
+                  placement.env.launcher.c_str(), f.bucket_mb);
+    }
+    std::printf("  model %s (%s parameters) | data %s: %lld train / %lld test images %lldx%lldx%lld\n",
+                f.model.c_str(), with_commas(model->num_parameters()).c_str(), f.data.c_str(),
+                static_cast<long long>(data.train_size), static_cast<long long>(data.test_size),
+                static_cast<long long>(data.channels), static_cast<long long>(data.height),
+                static_cast<long long>(data.width));
+    std::printf("  batch %lld x accum %lld%s = %lld per step | %s lr %g (%s%s) | wd %g | amp %s\n",
+                static_cast<long long>(f.batch), static_cast<long long>(f.accum),
+                group ? (" x " + std::to_string(placement.env.world_size) + " ranks").c_str() : "",
+                static_cast<long long>(f.batch * f.accum * placement.env.world_size), f.optimizer.c_str(), lr,
+                f.schedule.c_str(), f.warmup > 0 ? (", warm-up " + std::to_string(f.warmup)).c_str() : "", f.wd,
+                f.amp.c_str());
+    std::printf("  loader: %d workers, prefetch %d, %s memory, augment %s\n", f.workers, rc.prefetch,
+                f.pin_memory ? "pinned" : "pageable", rc.augment.c_str());
+    std::fflush(stdout);
+  }
 
+  std::unique_ptr<MetricsLog> metrics;
+  if (rank0 && !f.log.empty()) metrics = std::make_unique<MetricsLog>(f.log);
   tools::ProgressLine progress;
   double train_seconds = 0.0;
   int64_t train_images = 0;
@@ -92,8 +169,10 @@ int run(const Flags& f) {
   int64_t steady_images = 0;
   double steady_seconds = 0.0;
   bool steady_started = f.timing_warmup == 0;
-  std::chrono::steady_clock::time_point steady_start = std::chrono::steady_clock::now();
+  auto steady_start = std::chrono::steady_clock::now();
+  const auto run_start = std::chrono::steady_clock::now();
   double last_accuracy = -1.0;
+  monitor.start();
   for (int64_t epoch = 0; epoch < f.epochs && !trainer.finished(); ++epoch) {
     const std::string label = "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(f.epochs);
     int64_t epoch_images_at_start = 0;
@@ -104,13 +183,22 @@ int run(const Flags& f) {
         steady_start = std::chrono::steady_clock::now();
         epoch_images_at_start = p.images;
       }
-      if (!progress.due()) return;
-      const double ips = p.seconds > 0 ? static_cast<double>(p.images) / p.seconds : 0.0;
+      if (metrics && p.global_step % f.log_every == 0) {
+        MetricsRecord m;
+        m.step = p.global_step;
+        m.epoch = p.epoch;
+        m.loss = trainer.running_loss();  // a device read, only every --log-every steps
+        m.lr = p.lr;
+        m.images_per_second = monitor.profiler().recent_images_per_second();
+        m.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+        metrics->write(m);
+      }
+      if (!rank0 || !progress.due()) return;
       progress.update(label, p.micro_batch_in_epoch, p.micro_batches_per_epoch,
-                      "loss " + fmt("%.4f", trainer.running_loss()) + " | " + fmt("%.0f", ips) + " img/s | lr " +
-                          fmt("%.4g", p.lr));
+                      "loss " + fmt("%.4f", trainer.running_loss()) + " | lr " + fmt("%.4g", p.lr) + " | " +
+                          monitor.progress_text());
     });
-    progress.finish();
+    if (rank0) progress.finish();
     train_seconds += r.seconds;
     train_images += r.images;
     if (steady_started) {
@@ -119,26 +207,39 @@ int run(const Flags& f) {
       steady_images += r.images - epoch_images_at_start;
     }
     std::string line = label + ": train loss " + fmt("%.4f", r.mean_loss) + ", " +
-                       fmt("%.0f", static_cast<double>(r.images) / r.seconds) + " img/s (" + fmt("%.1f", r.seconds) +
-                       " s, " + std::to_string(r.steps) + " steps)";
+                       fmt("%.0f", static_cast<double>(r.images * placement.env.world_size) / r.seconds) +
+                       " img/s (" + fmt("%.1f", r.seconds) + " s, " + std::to_string(r.steps) + " steps)";
     if (!f.no_eval) {
       const EvalResult e = trainer.evaluate(test_batches);
       last_accuracy = e.accuracy;
       line += " | test loss " + fmt("%.4f", e.mean_loss) + ", accuracy " + fmt("%.2f", 100.0 * e.accuracy) + "% (" +
               fmt("%.1f", e.seconds) + " s)";
     }
-    std::printf("%s\n", line.c_str());
+    if (rank0) std::printf("%s\n", line.c_str());
     std::fflush(stdout);
     steady_start = std::chrono::steady_clock::now();  // evaluation is not training time
   }
+  const LoaderStats loader_stats = train_batches.stats();
+  const RunReport report = monitor.finish(&loader_stats);
+  if (!rank0) return 0;
+  const double world = static_cast<double>(placement.env.world_size);
   const std::string steady =
       steady_started && steady_seconds > 0
-          ? "; steady state " + fmt("%.1f", static_cast<double>(steady_images) / steady_seconds) +
+          ? "; steady state " + fmt("%.1f", world * static_cast<double>(steady_images) / steady_seconds) +
                 " images/s (after the first " + std::to_string(f.timing_warmup) + " steps)"
           : "";
+  std::printf("%s", report.render_table().c_str());
+  if (trainer.scaler().enabled()) {
+    std::printf("amp: %s, loss scale %g (%s), %lld optimizer steps skipped for inf/NaN gradients\n", f.amp.c_str(),
+                trainer.scaler().current_scale(), f.loss_scale > 0 ? "static" : "dynamic",
+                static_cast<long long>(trainer.scaler().skipped_steps().item()));
+  }
+  if (!f.report.empty()) report.write_json(f.report);
+  if (!f.trace.empty()) write_trace(f.trace, monitor.profiler(), &monitor.sampler(), monitor.config());
   std::printf("done: %lld optimizer steps, %lld images in %.1f s of training: %.1f images/s%s%s\n",
-              static_cast<long long>(trainer.global_step()), static_cast<long long>(train_images), train_seconds,
-              train_seconds > 0 ? static_cast<double>(train_images) / train_seconds : 0.0, steady.c_str(),
+              static_cast<long long>(trainer.global_step()), static_cast<long long>(train_images * world),
+              train_seconds, train_seconds > 0 ? world * static_cast<double>(train_images) / train_seconds : 0.0,
+              steady.c_str(),
               last_accuracy >= 0 ? ("; final test accuracy " + fmt("%.2f", 100.0 * last_accuracy) + "%").c_str() : "");
   return 0;
 }
@@ -160,6 +261,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    // train --gpus N: this process becomes the launcher of N ranks (one per GPU) and waits for them.
+    if (flags.gpus > 1 && !liftoff::distributed::discover_env().distributed()) {
+      liftoff::tools::LaunchOptions launch;
+      launch.nprocs = flags.gpus;
+      launch.args = liftoff::tools::strip_flag(std::vector<std::string>(argv, argv + argc), "--gpus");
+      const liftoff::tools::LaunchResult r = liftoff::tools::launch_local(launch);
+      if (r.exit_code != 0) std::fprintf(stderr, "train: %s\n", r.message.c_str());
+      return r.exit_code;
+    }
     return run(flags);
   } catch (const liftoff::ValueError& e) {
     std::fprintf(stderr, "train: error: %s\n", e.what());

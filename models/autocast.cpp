@@ -1,0 +1,54 @@
+#include "models/autocast.h"
+
+#include <atomic>
+
+#include "runtime/autograd.h"
+
+namespace liftoff {
+
+namespace {
+thread_local bool autocast_on = false;
+thread_local DType autocast_dtype = DType::f32;
+std::atomic<uint64_t> weight_version{0};
+}  // namespace
+
+AutocastGuard::AutocastGuard(DType dtype) : previous_enabled_(autocast_on), previous_dtype_(autocast_dtype) {
+  LIFTOFF_CHECK(dtype == DType::f16 || dtype == DType::bf16 || dtype == DType::f32, DTypeError,
+                "autocast: dtype must be f16, bf16 or f32 (off), got ", dtype_name(dtype));
+  autocast_on = dtype != DType::f32;
+  autocast_dtype = dtype;
+}
+
+AutocastGuard::~AutocastGuard() {
+  autocast_on = previous_enabled_;
+  autocast_dtype = previous_dtype_;
+}
+
+bool autocast_enabled(DType* dtype) {
+  if (autocast_on && dtype != nullptr) *dtype = autocast_dtype;
+  return autocast_on;
+}
+
+void advance_weight_version() { weight_version.fetch_add(1, std::memory_order_relaxed); }
+
+Tensor HalfWeightCache::get(const Tensor& master, DType dtype) {
+  if (!master.defined()) return master;
+  const uint64_t now = weight_version.load(std::memory_order_relaxed);
+  // The storage pointer guards against a master moved to another device or reloaded.
+  if (!half_.defined() || version_ != now || dtype_ != dtype || master_data_ != master.raw_data()) {
+    NoGradGuard no_grad;
+    half_ = master.detach().to(dtype);
+    version_ = now;
+    dtype_ = dtype;
+    master_data_ = master.raw_data();
+  }
+  Tensor out = half_.detach();
+  if (should_record({master})) {
+    record(out, "autocast_weight", {master}, [master_dtype = master.dtype()](const Tensor& gy, const NeedsGrad&) {
+      return std::vector<Tensor>{gy.to(master_dtype)};
+    });
+  }
+  return out;
+}
+
+}  // namespace liftoff
