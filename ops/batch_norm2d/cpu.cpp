@@ -8,9 +8,69 @@
 namespace liftoff::cpu {
 
 namespace {
-// One [H*W] plane of one image and channel. Sums run in double (as PyTorch's CPU kernel: gradient sums cancel
-// to values far below their terms), vectorised by Eigen, plane by plane in image order (independent of the
-// thread count); the element-wise outputs are computed in T.
+// Per-plane sums in double (as PyTorch's CPU kernel: gradient sums cancel to values far below their terms),
+// in kLanes independent accumulators combined in a fixed order at the end: the lanes vectorise (float->double
+// conversion, add, multiply-add on 4-wide double vectors) and break the add latency chain of a single
+// accumulator. Planes are added in image order: the result does not depend on the thread count.
+constexpr int kLanes = 16;
+
+double combine(const double* acc) {
+  double total = 0.0;
+  for (int j = 0; j < kLanes; ++j) total += acc[j];
+  return total;
+}
+
+template <class T>
+double plane_sum(const T* __restrict x, int64_t n) {
+  double acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) acc[j] += static_cast<double>(x[i + j]);
+  for (int j = 0; i + j < n; ++j) acc[j] += static_cast<double>(x[i + j]);
+  return combine(acc);
+}
+
+// sum of (x - mean)^2
+template <class T>
+double plane_centered_sq(const T* __restrict x, int64_t n, double mean) {
+  double acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) {
+      const double d = static_cast<double>(x[i + j]) - mean;
+      acc[j] += d * d;
+    }
+  }
+  for (int j = 0; i + j < n; ++j) {
+    const double d = static_cast<double>(x[i + j]) - mean;
+    acc[j] += d * d;
+  }
+  return combine(acc);
+}
+
+// sum of g and sum of g * (x - mean), in one pass
+template <class T>
+void plane_grad_sums(const T* __restrict g, const T* __restrict x, int64_t n, double mean, double& sum_g,
+                     double& sum_gx) {
+  double a[kLanes] = {}, b[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) {
+      const double gv = static_cast<double>(g[i + j]);
+      a[j] += gv;
+      b[j] += gv * (static_cast<double>(x[i + j]) - mean);
+    }
+  }
+  for (int j = 0; i + j < n; ++j) {
+    const double gv = static_cast<double>(g[i + j]);
+    a[j] += gv;
+    b[j] += gv * (static_cast<double>(x[i + j]) - mean);
+  }
+  sum_g += combine(a);
+  sum_gx += combine(b);
+}
+
+// Element-wise outputs in T.
 template <class T>
 using Plane = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 template <class T>
@@ -37,12 +97,10 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
         double mean, var;
         if (training) {
           double sum = 0.0;
-          for (int64_t n = 0; n < batch; ++n)
-            sum += Plane<T>(in + (n * channels + c) * hw, hw).template cast<double>().sum();
+          for (int64_t n = 0; n < batch; ++n) sum += plane_sum(in + (n * channels + c) * hw, hw);
           mean = sum / count;
           double sq = 0.0;  // two passes (the second reads planes still in cache): no cancellation
-          for (int64_t n = 0; n < batch; ++n)
-            sq += (Plane<T>(in + (n * channels + c) * hw, hw).template cast<double>() - mean).square().sum();
+          for (int64_t n = 0; n < batch; ++n) sq += plane_centered_sq(in + (n * channels + c) * hw, hw, mean);
           var = sq / count;
           if (rm) {
             rm[c] = static_cast<T>((1.0 - momentum) * static_cast<double>(rm[c]) + momentum * mean);
@@ -91,10 +149,7 @@ void batch_norm_backward(const Tensor& x, const Tensor& grad_y, const Tensor& we
         double sum_dy = 0.0, sum_dy_xmu = 0.0;
         for (int64_t n = 0; n < batch; ++n) {
           const int64_t base = (n * channels + c) * hw;
-          const Plane<T> g(gy + base, hw);
-          sum_dy += g.template cast<double>().sum();
-          sum_dy_xmu +=
-              (g.template cast<double>() * (Plane<T>(in + base, hw).template cast<double>() - mean)).sum();
+          plane_grad_sums(gy + base, in + base, hw, mean, sum_dy, sum_dy_xmu);
         }
         if (gw) gw[c] = static_cast<T>(sum_dy_xmu * invstd);
         if (gb) gb[c] = static_cast<T>(sum_dy);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "ops/common/cpu_gemm.h"
 #include "ops/conv2d/kernels.h"
 #include "runtime/dispatch.h"
 #include "runtime/parallel.h"
@@ -38,6 +39,37 @@ Range valid_outputs(int64_t offset, int64_t stride, int64_t in, int64_t out) {
 template <class T>
 void im2col(const T* x, T* cols, const Conv2dShape& g) {
   const int64_t plane = g.oh * g.ow;
+  if (g.stride == 1 && g.oh == g.h && g.ow == g.w) {
+    // "Same" convolution (stride 1, output as large as the input): each column row is the input plane shifted
+    // by (r - p) rows and (s - p) columns, i.e. one contiguous copy of the flat plane, then zeros where the
+    // shift wraps across a row edge or leaves the plane. One long copy instead of OH short ones.
+    for (int64_t c = 0; c < g.c; ++c) {
+      const T* xc = x + c * plane;
+      for (int64_t r = 0; r < g.r; ++r) {
+        for (int64_t s = 0; s < g.s; ++s) {
+          T* __restrict row = cols + ((c * g.r + r) * g.s + s) * plane;
+          const int64_t dr = r - g.padding, ds = s - g.padding;
+          const int64_t shift = dr * g.w + ds;
+          const int64_t lo = std::max<int64_t>(0, -shift), hi = std::min(plane, plane - shift);
+          for (int64_t q = 0; q < lo; ++q) row[q] = T(0);
+          const T* __restrict src = xc + lo + shift;
+          for (int64_t q = 0; q < hi - lo; ++q) row[lo + q] = src[q];
+          for (int64_t q = std::max(lo, hi); q < plane; ++q) row[q] = T(0);
+          // Rows whose source row lies outside the image, then the wrapped columns of the others.
+          const int64_t oh_lo = std::max<int64_t>(0, -dr), oh_hi = std::min(g.h, g.h - dr);
+          for (int64_t q = 0; q < std::min(plane, oh_lo * g.w); ++q) row[q] = T(0);
+          for (int64_t q = std::max<int64_t>(0, oh_hi) * g.w; q < plane; ++q) row[q] = T(0);
+          if (ds != 0) {
+            const int64_t z0 = ds < 0 ? 0 : g.w - ds, z1 = ds < 0 ? -ds : g.w;
+            for (int64_t oh = oh_lo; oh < oh_hi; ++oh)
+              for (int64_t ow = std::max<int64_t>(0, z0); ow < std::min(g.w, z1); ++ow)
+                row[oh * g.w + ow] = T(0);
+          }
+        }
+      }
+    }
+    return;
+  }
   const int64_t ow_n = g.ow, stride = g.stride;
   for (int64_t c = 0; c < g.c; ++c) {
     for (int64_t r = 0; r < g.r; ++r) {
@@ -98,7 +130,7 @@ void col2im(const T* cols, T* gx, const Conv2dShape& g) {
 // C*R*S x OH*OW seen, per slot). im2col and the GEMMs overwrite every entry, so they are never cleared.
 template <class T>
 T* scratch(int slot, int64_t size) {
-  thread_local std::vector<T> buffers[2];
+  thread_local std::vector<T> buffers[3];
   std::vector<T>& b = buffers[slot];
   if (b.size() < static_cast<size_t>(size)) {
     b.clear();
@@ -122,7 +154,6 @@ void forward_impl(const Tensor& x, const Tensor& w, const Tensor& bias, const Te
   const T* xd = x.data<T>();
   const T* bd = bias.defined() ? bias.data<T>() : nullptr;
   T* yd = y.data<T>();
-  const ConstMatMap<T> weight(w.data<T>(), g.k, crs);
   // Eigen's GEMM is single-threaded (runtime/parallel.h). Fewer images than threads (batch-1 inference):
   // one image at a time, its output columns split across the threads.
   if (g.n < num_threads()) {
@@ -132,9 +163,11 @@ void forward_impl(const Tensor& x, const Tensor& w, const Tensor& bias, const Te
       if (!pointwise) im2col(xi, cols, g);
       const ConstMatMap<T> columns(pointwise ? xi : cols, crs, plane);
       MatMap<T> out(yd + i * g.k * plane, g.k, plane);
+      const T* src = pointwise ? xi : cols;
+      T* dst = yd + i * g.k * plane;
       parallel_for(0, plane, std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(1, g.k * crs)),
                    [&](int64_t lo, int64_t hi) {
-                     out.middleCols(lo, hi - lo).noalias() = weight * columns.middleCols(lo, hi - lo);
+                     gemm::matmul<T>(g.k, hi - lo, crs, w.data<T>(), crs, src + lo, plane, dst + lo, plane);
                    });
       if (bd) out.colwise() += ConstVecMap<T>(bd, g.k);
     }
@@ -145,9 +178,8 @@ void forward_impl(const Tensor& x, const Tensor& w, const Tensor& bias, const Te
     for (int64_t i = lo; i < hi; ++i) {
       const T* xi = xd + i * g.c * g.h * g.w;
       if (!pointwise) im2col(xi, cols, g);
-      const ConstMatMap<T> columns(pointwise ? xi : cols, crs, plane);
       MatMap<T> out(yd + i * g.k * plane, g.k, plane);
-      out.noalias() = weight * columns;
+      gemm::matmul<T>(g.k, plane, crs, w.data<T>(), crs, pointwise ? xi : cols, plane, out.data(), plane);
       if (bd) out.colwise() += ConstVecMap<T>(bd, g.k);
     }
   });
@@ -183,6 +215,8 @@ void backward_impl(const Tensor& x, const Tensor& w, const Tensor& gy, const Ten
   // Fixed image chunks with one partial weight gradient each, summed in chunk order: deterministic for a
   // given thread count.
   const int64_t chunks = std::min<int64_t>(g.n, num_threads());
+  // Partial weight gradients, transposed ([C*R*S, K]): gw^T += cols * gy^T is a product of two row-major
+  // matrices (gy^T is a small copy), the form of gemm::matmul, accumulated in place over the chunk's images.
   std::vector<RowMat<T>> gw_parts(gw.defined() ? static_cast<size_t>(chunks) : 0);
   const T* xd = gw.defined() ? x.data<T>() : nullptr;
   const T* wd = gx.defined() ? w.data<T>() : nullptr;
@@ -204,30 +238,33 @@ void backward_impl(const Tensor& x, const Tensor& w, const Tensor& gy, const Ten
                 wd[((k * g.c + c) * g.r + r) * g.s + q];
   }
   const int64_t krs = g.k * g.r * g.s;
+  RowMat<T> weight_t;  // [C*R*S, K], for the input gradient without the flip
+  if (gx.defined() && !transposed) weight_t = ConstMatMap<T>(wd, g.k, crs).transpose();
   parallel_for(0, chunks, 1, [&](int64_t lo, int64_t hi) {
     T* cols = pointwise || !gw.defined() ? nullptr : scratch<T>(0, crs * plane);
+    T* gy_t = gw.defined() ? scratch<T>(2, g.k * plane) : nullptr;
     T* grad_cols =
         pointwise || !gx.defined() ? nullptr : scratch<T>(1, transposed ? krs * g.h * g.w : crs * plane);
     for (int64_t chunk = lo; chunk < hi; ++chunk) {
-      if (gw.defined()) gw_parts[static_cast<size_t>(chunk)] = RowMat<T>::Zero(g.k, crs);
+      if (gw.defined()) gw_parts[static_cast<size_t>(chunk)] = RowMat<T>::Zero(crs, g.k);
       for (int64_t i = g.n * chunk / chunks; i < g.n * (chunk + 1) / chunks; ++i) {
         const ConstMatMap<T> grad_out(gyd + i * g.k * plane, g.k, plane);
         if (gw.defined()) {
           const T* xi = xd + i * g.c * g.h * g.w;
           if (!pointwise) im2col(xi, cols, g);
-          const ConstMatMap<T> columns(pointwise ? xi : cols, crs, plane);
-          gw_parts[static_cast<size_t>(chunk)].noalias() += grad_out * columns.transpose();
+          MatMap<T>(gy_t, plane, g.k) = grad_out.transpose();
+          gemm::matmul<T>(crs, g.k, plane, pointwise ? xi : cols, plane, gy_t, g.k,
+                          gw_parts[static_cast<size_t>(chunk)].data(), g.k, /*accumulate=*/true);
         }
         if (gx.defined()) {
-          const ConstMatMap<T> weight(wd, g.k, crs);
           T* gxi = gxd + i * g.c * g.h * g.w;
           if (pointwise) {
-            MatMap<T>(gxi, crs, plane).noalias() = weight.transpose() * grad_out;
+            gemm::matmul<T>(crs, plane, g.k, weight_t.data(), g.k, grad_out.data(), plane, gxi, plane);
           } else if (transposed) {
             im2col(gyd + i * g.k * plane, grad_cols, gt);
-            MatMap<T>(gxi, g.c, g.h * g.w).noalias() = flipped * ConstMatMap<T>(grad_cols, krs, g.h * g.w);
+            gemm::matmul<T>(g.c, g.h * g.w, krs, flipped.data(), krs, grad_cols, g.h * g.w, gxi, g.h * g.w);
           } else {
-            MatMap<T>(grad_cols, crs, plane).noalias() = weight.transpose() * grad_out;
+            gemm::matmul<T>(crs, plane, g.k, weight_t.data(), g.k, grad_out.data(), plane, grad_cols, plane);
             col2im(grad_cols, gxi, g);
           }
         }
@@ -236,8 +273,9 @@ void backward_impl(const Tensor& x, const Tensor& w, const Tensor& gy, const Ten
   });
   if (gw.defined()) {
     MatMap<T> total(gw.data<T>(), g.k, crs);
-    total = gw_parts[0];
-    for (size_t c = 1; c < gw_parts.size(); ++c) total += gw_parts[c];
+    RowMat<T> sum = gw_parts[0];
+    for (size_t c = 1; c < gw_parts.size(); ++c) sum += gw_parts[c];
+    total = sum.transpose();
   }
 }
 }  // namespace

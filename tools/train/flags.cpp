@@ -150,6 +150,9 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--trace", f.trace, "write a Chrome trace (Perfetto / chrome://tracing) of the stages")->group(g_out);
   app.add_option("--log", f.log, "write metrics as JSON lines (loss, lr, images/s) every --log-every steps")
       ->group(g_out);
+  app.add_flag("--profile,!--no-profile", f.profile,
+               "stage timing, GPU/CPU sampling and the end-of-run utilization report (default on)")
+      ->group(g_out);
   app.add_option("--log-every", f.log_every, "optimizer steps between --log records")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))

@@ -47,6 +47,7 @@ struct Flags {
   std::string trace;
   std::string log;
   int64_t log_every = 50;
+  bool profile = true;
 };
 
 // Registers every flag on app, bound to f.

@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -63,6 +64,8 @@ Placement place(const Flags& f) {
 }
 
 int run(const Flags& f) {
+  LIFTOFF_CHECK(f.profile || (f.report.empty() && f.trace.empty()), ValueError,
+                "--report and --trace need the profiler: drop --no-profile");
   const int threads = f.threads > 0 ? f.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   set_num_threads(threads);
   const Placement placement = place(f);
@@ -132,7 +135,7 @@ int run(const Flags& f) {
   trainer_opts.loss_scale = f.loss_scale;
   trainer_opts.ddp = ddp.get();
   trainer_opts.group = group.get();
-  trainer_opts.profiler = &monitor.profiler();
+  trainer_opts.profiler = f.profile ? &monitor.profiler() : nullptr;
   Trainer trainer(*model, *optimizer, schedule.get(), trainer_opts);
 
   if (rank0) {
@@ -172,7 +175,7 @@ int run(const Flags& f) {
   auto steady_start = std::chrono::steady_clock::now();
   const auto run_start = std::chrono::steady_clock::now();
   double last_accuracy = -1.0;
-  monitor.start();
+  if (f.profile) monitor.start();
   for (int64_t epoch = 0; epoch < f.epochs && !trainer.finished(); ++epoch) {
     const std::string label = "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(f.epochs);
     int64_t epoch_images_at_start = 0;
@@ -189,14 +192,14 @@ int run(const Flags& f) {
         m.epoch = p.epoch;
         m.loss = trainer.running_loss();  // a device read, only every --log-every steps
         m.lr = p.lr;
-        m.images_per_second = monitor.profiler().recent_images_per_second();
+        m.images_per_second = p.seconds > 0 ? static_cast<double>(p.images) / p.seconds : 0.0;
         m.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
         metrics->write(m);
       }
       if (!rank0 || !progress.due()) return;
       progress.update(label, p.micro_batch_in_epoch, p.micro_batches_per_epoch,
-                      "loss " + fmt("%.4f", trainer.running_loss()) + " | lr " + fmt("%.4g", p.lr) + " | " +
-                          monitor.progress_text());
+                      "loss " + fmt("%.4f", trainer.running_loss()) + " | lr " + fmt("%.4g", p.lr) +
+                          (f.profile ? " | " + monitor.progress_text() : ""));
     });
     if (rank0) progress.finish();
     train_seconds += r.seconds;
@@ -220,22 +223,51 @@ int run(const Flags& f) {
     steady_start = std::chrono::steady_clock::now();  // evaluation is not training time
   }
   const LoaderStats loader_stats = train_batches.stats();
-  const RunReport report = monitor.finish(&loader_stats);
+  const RunReport report = f.profile ? monitor.finish(&loader_stats) : RunReport{};
+  if (ddp) {
+    // Every rank states a checksum of its parameters: identical lines mean identical replicas.
+    double sum = 0.0, abs_sum = 0.0;
+    for (const Tensor& p : model->parameters()) {
+      for (double v : p.to_vector<double>()) {
+        sum += v;
+        abs_sum += std::abs(v);
+      }
+    }
+    std::printf("rank %d: parameter checksum %.17g / %.17g\n", placement.env.rank, sum, abs_sum);
+    std::fflush(stdout);
+    group->barrier();
+  }
   if (!rank0) return 0;
+  if (ddp) {
+    const DDPStats st = ddp->stats();
+    std::printf("ddp: %lld gradient syncs for %lld optimizer steps x %lld micro-batches, %lld bucket all-reduces "
+                "(%lld buckets), %.1f MB reduced",
+                static_cast<long long>(st.sync_steps), static_cast<long long>(trainer.global_step()),
+                static_cast<long long>(f.accum), static_cast<long long>(st.all_reduce_calls),
+                static_cast<long long>(ddp->buckets().size()), static_cast<double>(st.bytes_reduced) / 1e6);
+    if (st.device_timed && st.timed_steps > 0) {
+      const double per = 1.0 / static_cast<double>(st.timed_steps);
+      std::printf("; all-reduce %.3f ms/step on the comm stream, %.3f ms exposed, %.3f ms overlapped with backward "
+                  "(%.0f%% hidden)",
+                  st.comm_ms * per, st.exposed_ms * per, st.overlapped_ms * per,
+                  st.comm_ms > 0 ? 100.0 * st.overlapped_ms / st.comm_ms : 0.0);
+    }
+    std::printf("\n");
+  }
   const double world = static_cast<double>(placement.env.world_size);
   const std::string steady =
       steady_started && steady_seconds > 0
           ? "; steady state " + fmt("%.1f", world * static_cast<double>(steady_images) / steady_seconds) +
                 " images/s (after the first " + std::to_string(f.timing_warmup) + " steps)"
           : "";
-  std::printf("%s", report.render_table().c_str());
+  if (f.profile) std::printf("%s", report.render_table().c_str());
   if (trainer.scaler().enabled()) {
     std::printf("amp: %s, loss scale %g (%s), %lld optimizer steps skipped for inf/NaN gradients\n", f.amp.c_str(),
                 trainer.scaler().current_scale(), f.loss_scale > 0 ? "static" : "dynamic",
                 static_cast<long long>(trainer.scaler().skipped_steps().item()));
   }
-  if (!f.report.empty()) report.write_json(f.report);
-  if (!f.trace.empty()) write_trace(f.trace, monitor.profiler(), &monitor.sampler(), monitor.config());
+  if (f.profile && !f.report.empty()) report.write_json(f.report);
+  if (f.profile && !f.trace.empty()) write_trace(f.trace, monitor.profiler(), &monitor.sampler(), monitor.config());
   std::printf("done: %lld optimizer steps, %lld images in %.1f s of training: %.1f images/s%s%s\n",
               static_cast<long long>(trainer.global_step()), static_cast<long long>(train_images * world),
               train_seconds, train_seconds > 0 ? world * static_cast<double>(train_images) / train_seconds : 0.0,

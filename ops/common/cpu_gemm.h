@@ -1,0 +1,113 @@
+// CPU-only helper: C = A * B for row-major matrices, single-threaded (callers split the work across the
+// pool). f32 on a CPU with AVX-512F runs a register-blocked micro-kernel compiled for AVX-512 (chosen at run
+// time, so the library still runs on AVX2-only hosts); everything else goes to Eigen. The host build targets
+// x86-64-v3 (AVX2), which limits Eigen to 8-wide vectors; on AVX-512 hosts this kernel uses 16-wide ones.
+// Used by conv2d for its forward and input-gradient products (M = filters or channels, N = output pixels, K =
+// C*R*S or K*R*S). docs/perf.md ("CPU training speed vs PyTorch") has the measurements.
+#pragma once
+#include <Eigen/Core>
+#include <cstdint>
+#include <type_traits>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define LIFTOFF_HAVE_AVX512_KERNEL 1
+#endif
+
+namespace liftoff::cpu::gemm {
+
+#if LIFTOFF_HAVE_AVX512_KERNEL
+inline bool cpu_has_avx512f() {
+  static const bool has = __builtin_cpu_supports("avx512f");
+  return has;
+}
+
+namespace detail {
+// One block of MR rows x NV*16 columns (`m0`, `m1` mask the columns past N). Accumulates over all of K in
+// registers (starting from C when `acc`), then stores: every C entry is one sum over k in order.
+template <int MR, int NV>
+__attribute__((target("avx512f"))) inline void block(int64_t k_len, const float* a, int64_t lda,
+                                                     const float* b, int64_t ldb, float* c, int64_t ldc,
+                                                     __mmask16 m0, __mmask16 m1, bool acc) {
+  __m512 acc0[MR], acc1[MR];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+    acc0[r] = acc ? _mm512_maskz_loadu_ps(m0, c + r * ldc) : _mm512_setzero_ps();
+    acc1[r] = acc && NV == 2 ? _mm512_maskz_loadu_ps(m1, c + r * ldc + 16) : _mm512_setzero_ps();
+  }
+  for (int64_t k = 0; k < k_len; ++k) {
+    const __m512 b0 = _mm512_maskz_loadu_ps(m0, b + k * ldb);
+    const __m512 b1 = NV == 2 ? _mm512_maskz_loadu_ps(m1, b + k * ldb + 16) : b0;
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const __m512 av = _mm512_set1_ps(a[r * lda + k]);
+      acc0[r] = _mm512_fmadd_ps(av, b0, acc0[r]);
+      if constexpr (NV == 2) acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+    _mm512_mask_storeu_ps(c + r * ldc, m0, acc0[r]);
+    if constexpr (NV == 2) _mm512_mask_storeu_ps(c + r * ldc + 16, m1, acc1[r]);
+  }
+}
+
+// All rows of one column strip: blocks of MR rows, then the remainder with halved blocks.
+template <int MR, int NV>
+__attribute__((target("avx512f"))) inline void strip(int64_t m, int64_t k, const float* a, int64_t lda,
+                                                     const float* b, int64_t ldb, float* c, int64_t ldc,
+                                                     __mmask16 m0, __mmask16 m1, bool acc) {
+  int64_t i = 0;
+  for (; i + MR <= m; i += MR) block<MR, NV>(k, a + i * lda, lda, b, ldb, c + i * ldc, ldc, m0, m1, acc);
+  if constexpr (MR > 1) {
+    if (i < m) strip<MR / 2, NV>(m - i, k, a + i * lda, lda, b, ldb, c + i * ldc, ldc, m0, m1, acc);
+  }
+}
+
+__attribute__((target("avx512f"))) inline void sgemm_avx512(int64_t m, int64_t n, int64_t k, const float* a,
+                                                            int64_t lda, const float* b, int64_t ldb,
+                                                            float* c, int64_t ldc, bool acc) {
+  for (int64_t j = 0; j < n; j += 32) {
+    const int64_t cols = n - j < 32 ? n - j : 32;
+    const __mmask16 m0 = static_cast<__mmask16>(cols >= 16 ? 0xFFFF : (1u << cols) - 1);
+    const __mmask16 m1 = static_cast<__mmask16>(cols >= 32  ? 0xFFFF
+                                                : cols > 16 ? (1u << (cols - 16)) - 1
+                                                            : 0);
+    // Two vectors: 8 rows x 2 accumulators + 2 B vectors + 1 broadcast = 19 of 32 zmm registers. One vector
+    // (a strip of at most 16 columns): 16 rows, so each B vector still feeds 16 multiply-adds.
+    if (cols > 16) {
+      strip<8, 2>(m, k, a, lda, b + j, ldb, c + j, ldc, m0, m1, acc);
+    } else {
+      strip<16, 1>(m, k, a, lda, b + j, ldb, c + j, ldc, m0, m1, acc);
+    }
+  }
+}
+}  // namespace detail
+#endif
+
+// C[m x n] = A[m x k] * B[k x n] (or C += A * B when `accumulate`); row-major with leading dimensions lda,
+// ldb, ldc (elements).
+template <class T>
+void matmul(int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
+            int64_t ldc, bool accumulate = false) {
+#if LIFTOFF_HAVE_AVX512_KERNEL
+  if constexpr (std::is_same_v<T, float>) {
+    if (cpu_has_avx512f()) {
+      detail::sgemm_avx512(m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+      return;
+    }
+  }
+#endif
+  using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using Stride = Eigen::OuterStride<>;
+  Eigen::Map<RowMat, 0, Stride> out(c, m, n, Stride(ldc));
+  const Eigen::Map<const RowMat, 0, Stride> ma(a, m, k, Stride(lda));
+  const Eigen::Map<const RowMat, 0, Stride> mb(b, k, n, Stride(ldb));
+  if (accumulate) {
+    out.noalias() += ma * mb;
+  } else {
+    out.noalias() = ma * mb;
+  }
+}
+
+}  // namespace liftoff::cpu::gemm
