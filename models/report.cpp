@@ -84,8 +84,15 @@ Verdict diagnose(const RunReport& r, const VerdictThresholds& th) {
   if (r.device_busy_pct) {
     busy = *r.device_busy_pct / 100.0;
     busy_text = "GPU busy " + pct(*busy) + " of the step (CUDA events)";
-    if (r.gpu.available && r.gpu.samples > 0)
+    if (r.gpu.available && r.gpu.samples > 0) {
       busy_text += ", NVML utilization " + fmt("%.0f%%", r.gpu.util_mean_pct);
+      // Event spans include the gaps between kernels inside a stage (an upper bound); NVML counts time a
+      // kernel was running. A launch-bound step shows spans near 100% but low NVML utilization: trust the lower.
+      if (r.gpu.util_mean_pct / 100.0 < *busy) {
+        busy = r.gpu.util_mean_pct / 100.0;
+        busy_text += " (the lower figure is used)";
+      }
+    }
   } else if (r.gpu.available && r.gpu.samples > 0) {
     busy = r.gpu.util_mean_pct / 100.0;
     busy_text = "GPU utilization " + fmt("%.0f%%", r.gpu.util_mean_pct) + " (NVML, " +

@@ -26,6 +26,12 @@ for stage in "$@"; do
       done
       grep -B2 -A6 -E "^\[  FAILED  \]|Failure$" "$OUT/tests.log" | head -80
       ;;
+    quicktests)
+      for name in test_models test_runtime_cuda test_ops_cuda; do
+        /tmp/bin/$name --gtest_brief=1 >>"$OUT/tests.log" 2>&1
+        note "$name: rc=$? $(tail -3 "$OUT/tests.log" | grep -E '(PASSED|FAILED)' | tr '\n' ' ')"
+      done
+      ;;
     sanitize)
       # The loader's GPU stress and parity tests under compute-sanitizer (memcheck, then racecheck).
       for tool in memcheck racecheck; do
@@ -90,6 +96,57 @@ for stage in "$@"; do
           note "overhead b16x4 $prof: $(grep -o 'steady state [0-9.]* images/s' "$OUT/overhead.log" | tail -1)"
         done
       done
+      ;;
+    ddp)
+      # 2 GPUs: correctness vs 1 GPU at the same global batch, scaling vs PyTorch DDP, accumulation, socket
+      # transport through the environment-variable launch, and a killed rank.
+      R="--model resnet20 --data-dir $DATA --lr 0.2 --label-smoothing 0.1 --epochs ${DDP_EPOCHS:-15}"
+      /tmp/bin/train --gpus 2 $R --batch 128 >>"$OUT/ddp.log" 2>&1
+      note "ddp 2 GPUs x 128: $(grep -E '^done' "$OUT/ddp.log" | tail -1 | grep -o 'final test accuracy .*') | $(grep -c 'parameter checksum' "$OUT/ddp.log") checksum lines, $(grep 'parameter checksum' "$OUT/ddp.log" | awk '{print $5,$7}' | sort -u | wc -l) distinct"
+      /tmp/bin/train --device cuda $R --batch 256 >>"$OUT/ddp.log" 2>&1
+      note "ddp 1 GPU x 256: $(grep -E '^done' "$OUT/ddp.log" | tail -1 | grep -o 'final test accuracy .*')"
+      for amp in bf16; do
+        for n in 1 2; do
+          /tmp/bin/train --gpus $n --device cuda --model resnet20 --data-dir $DATA --batch 256 --amp $amp --max-steps 200 \
+            --timing-warmup 20 --no-eval --epochs 100 >>"$OUT/ddp.log" 2>&1
+          lo=$(grep -o 'steady state [0-9.]* images/s' "$OUT/ddp.log" | tail -1)
+          ov=$(grep '^ddp:' "$OUT/ddp.log" | tail -1 | grep -o 'all-reduce .*')
+          torchrun --standalone --nproc_per_node $n tools/reference/ddp_reference.py --model resnet20 --batch 256 \
+            --amp $amp --channels-last --bucket-mb 25 --steps 180 --warmup-steps 20 >>"$OUT/ddp.log" 2>&1
+          pt=$(grep RESULT "$OUT/ddp.log" | tail -1)
+          note "ddp scaling $amp ${n} GPU(s): liftoff [$lo] [$ov] pytorch [$pt]"
+        done
+      done
+      /tmp/bin/train --gpus 2 --model resnet20 --data-dir $DATA --batch 64 --accum 4 --max-steps 50 --no-eval \
+        --epochs 100 >>"$OUT/ddp.log" 2>&1
+      note "ddp accum 4: $(grep '^ddp:' "$OUT/ddp.log" | tail -1 | cut -c1-160)"
+      rm -f /tmp/ncclid
+      for r in 0 1; do
+        RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LIFTOFF_NCCL_ID_FILE=/tmp/ncclid NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 \
+          NCCL_DEBUG=INFO /tmp/bin/train --model resnet20 --data-dir $DATA --batch 128 --max-steps 100 --no-eval \
+          --epochs 100 >"$OUT/ddp_env_rank$r.log" 2>&1 &
+      done
+      wait
+      note "ddp env launch, socket transport: $(grep -o 'NET/Socket' "$OUT/ddp_env_rank0.log" | head -1) $(grep -h 'parameter checksum' "$OUT"/ddp_env_rank*.log | awk '{print $5}' | sort -u | wc -l) distinct checksum(s); $(grep -o 'steady state [0-9.]* images/s' "$OUT/ddp_env_rank0.log")"
+      ( /tmp/bin/train --gpus 2 --model resnet20 --data-dir $DATA --batch 128 --epochs 5 --no-eval >"$OUT/ddp_kill.log" 2>&1; echo "exit=$?" >>"$OUT/ddp_kill.log" ) &
+      sleep 12
+      victim=$(pgrep -f 'bin/train --model resnet20' | tail -1)
+      t0=$(date +%s); kill -9 $victim; wait; t1=$(date +%s)
+      note "ddp kill -9 of pid $victim: launcher ended $((t1 - t0)) s later: $(tail -2 "$OUT/ddp_kill.log" | tr '\n' ' ')"
+      ;;
+    verdicts)
+      # Planted scenarios for the utilization report's verdict.
+      /tmp/bin/export_images --data synthetic --format jpg --image-size 224 --count ${JPEGS:-3000} --out /tmp/jpg224 >/dev/null 2>&1
+      mkdir -p /tmp/jpg && ln -sfn /tmp/jpg224 /tmp/jpg/train && ln -sfn /tmp/jpg224 /tmp/jpg/test
+      V="--device cuda --no-eval --epochs 100"
+      /tmp/bin/train $V --data folder --data-dir /tmp/jpg --model resnet20 --batch 64 --workers 1 --augment cpu --max-steps 25 --timing-warmup 5 --report "$OUT/v_input.json" >>"$OUT/verdicts.log" 2>&1
+      note "planted input-bound: $(grep 'verdict' "$OUT/verdicts.log" | tail -1 | cut -c1-230)"
+      /tmp/bin/train $V --data folder --data-dir /tmp/jpg --model simple_cnn --batch 128 --workers 14 --no-pin-memory --augment cpu --max-steps 30 --timing-warmup 5 >>"$OUT/verdicts.log" 2>&1
+      note "planted large images, no pin: $(grep 'verdict' "$OUT/verdicts.log" | tail -1 | cut -c1-230)"
+      /tmp/bin/train $V --data-dir $DATA --model simple_cnn --batch 16 --max-steps 300 --timing-warmup 50 --report "$OUT/v_launch.json" >>"$OUT/verdicts.log" 2>&1
+      note "planted host/launch-bound: $(grep 'verdict' "$OUT/verdicts.log" | tail -1 | cut -c1-230)"
+      /tmp/bin/train $V --data-dir $DATA --model resnet56 --batch 1024 --max-steps 30 --timing-warmup 5 --report "$OUT/v_compute.json" >>"$OUT/verdicts.log" 2>&1
+      note "planted compute-bound: $(grep 'verdict' "$OUT/verdicts.log" | tail -1 | cut -c1-230)"
       ;;
     *) echo "unknown stage $stage" ;;
   esac

@@ -1,6 +1,8 @@
-// CPU conv2d: im2col + Eigen GEMM per image, images split across the OpenMP threads (each thread owns its
-// column buffer and its partial weight gradient). docs/perf.md ("CPU conv2d strategies") has the measurements
-// behind this choice.
+// CPU conv2d: im2col + GEMM per image (gemm::matmul: an AVX-512 micro-kernel where the CPU has it, else
+// Eigen), images split across the thread pool (each thread owns its column buffers and its partial weight
+// gradient). Stride-1 square kernels take their input gradient as a convolution of gy with the flipped kernel
+// and their weight gradient from gy's columns. docs/perf.md ("CPU conv2d strategies", "CPU training speed vs
+// PyTorch") has the measurements behind these choices.
 #include <Eigen/Core>
 #include <algorithm>
 #include <vector>
@@ -33,11 +35,19 @@ Range valid_outputs(int64_t offset, int64_t stride, int64_t in, int64_t out) {
   return {l, std::max(l, std::min(hi, out))};
 }
 
+// GCC turns the short zero-fill and copy loops below (often one element: a padding column) into memset and
+// memmove calls, one per row; plain vectorised loops are cheaper here.
+#if defined(__GNUC__) && !defined(__clang__)
+#define LIFTOFF_NO_LIBCALL_LOOPS __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define LIFTOFF_NO_LIBCALL_LOOPS
+#endif
+
 // cols[(c, r, s), (oh, ow)] = x[c, oh * stride - p + r, ow * stride - p + s], zero outside the image.
 // Rows are short (OW = 7..28 here): plain loops on restrict pointers, which the compiler vectorises, beat a
 // memmove/memset call per row.
 template <class T>
-void im2col(const T* x, T* cols, const Conv2dShape& g) {
+LIFTOFF_NO_LIBCALL_LOOPS void im2col(const T* x, T* cols, const Conv2dShape& g) {
   const int64_t plane = g.oh * g.ow;
   if (g.stride == 1 && g.oh == g.h && g.ow == g.w) {
     // "Same" convolution (stride 1, output as large as the input): each column row is the input plane shifted
@@ -100,7 +110,7 @@ void im2col(const T* x, T* cols, const Conv2dShape& g) {
 
 // The adjoint of im2col: gx = sum of the column entries that read each input pixel.
 template <class T>
-void col2im(const T* cols, T* gx, const Conv2dShape& g) {
+LIFTOFF_NO_LIBCALL_LOOPS void col2im(const T* cols, T* gx, const Conv2dShape& g) {
   const int64_t plane = g.oh * g.ow;
   const int64_t stride = g.stride;
   std::fill(gx, gx + g.c * g.h * g.w, T(0));
@@ -161,7 +171,6 @@ void forward_impl(const Tensor& x, const Tensor& w, const Tensor& bias, const Te
       const T* xi = xd + i * g.c * g.h * g.w;
       T* cols = pointwise ? nullptr : scratch<T>(0, crs * plane);
       if (!pointwise) im2col(xi, cols, g);
-      const ConstMatMap<T> columns(pointwise ? xi : cols, crs, plane);
       MatMap<T> out(yd + i * g.k * plane, g.k, plane);
       const T* src = pointwise ? xi : cols;
       T* dst = yd + i * g.k * plane;
@@ -240,29 +249,44 @@ void backward_impl(const Tensor& x, const Tensor& w, const Tensor& gy, const Ten
   const int64_t krs = g.k * g.r * g.s;
   RowMat<T> weight_t;  // [C*R*S, K], for the input gradient without the flip
   if (gx.defined() && !transposed) weight_t = ConstMatMap<T>(wd, g.k, crs).transpose();
+  // With the transposed path the weight gradient reuses gy's columns too: gw[k, c, r, s] =
+  // sum_p x[c, p] * gy_cols[(k, R-1-r, S-1-s), p], so gw'[(k, r', s'), c] += gy_cols * x^T (x^T a small
+  // copy) and x needs no im2col in backward at all. Partials are then [K*R*S, C] instead of [C*R*S, K].
+  const bool gw_from_gy = transposed && gw.defined();
+  const int64_t hw = g.h * g.w;
   parallel_for(0, chunks, 1, [&](int64_t lo, int64_t hi) {
-    T* cols = pointwise || !gw.defined() ? nullptr : scratch<T>(0, crs * plane);
-    T* gy_t = gw.defined() ? scratch<T>(2, g.k * plane) : nullptr;
-    T* grad_cols =
-        pointwise || !gx.defined() ? nullptr : scratch<T>(1, transposed ? krs * g.h * g.w : crs * plane);
+    T* cols = pointwise || !gw.defined() || gw_from_gy ? nullptr : scratch<T>(0, crs * plane);
+    T* gy_t = gw.defined() ? scratch<T>(2, gw_from_gy ? g.c * hw : g.k * plane) : nullptr;
+    T* grad_cols = pointwise || !gx.defined() ? nullptr : scratch<T>(1, transposed ? krs * hw : crs * plane);
     for (int64_t chunk = lo; chunk < hi; ++chunk) {
-      if (gw.defined()) gw_parts[static_cast<size_t>(chunk)] = RowMat<T>::Zero(crs, g.k);
+      T* part = nullptr;
+      if (gw.defined()) {
+        RowMat<T>& p = gw_parts[static_cast<size_t>(chunk)];
+        p = gw_from_gy ? RowMat<T>::Zero(krs, g.c) : RowMat<T>::Zero(crs, g.k);
+        part = p.data();
+      }
       for (int64_t i = g.n * chunk / chunks; i < g.n * (chunk + 1) / chunks; ++i) {
         const ConstMatMap<T> grad_out(gyd + i * g.k * plane, g.k, plane);
+        const T* xi = gw.defined() ? xd + i * g.c * hw : nullptr;
+        if (transposed) {
+          im2col(gyd + i * g.k * plane, grad_cols, gt);
+          if (gw_from_gy) {
+            MatMap<T>(gy_t, hw, g.c) = ConstMatMap<T>(xi, g.c, hw).transpose();
+            gemm::matmul<T>(krs, g.c, hw, grad_cols, hw, gy_t, g.c, part, g.c, /*accumulate=*/true);
+          }
+          gemm::matmul<T>(g.c, hw, krs, flipped.data(), krs, grad_cols, hw, gxd + i * g.c * hw, hw);
+          continue;
+        }
         if (gw.defined()) {
-          const T* xi = xd + i * g.c * g.h * g.w;
           if (!pointwise) im2col(xi, cols, g);
           MatMap<T>(gy_t, plane, g.k) = grad_out.transpose();
-          gemm::matmul<T>(crs, g.k, plane, pointwise ? xi : cols, plane, gy_t, g.k,
-                          gw_parts[static_cast<size_t>(chunk)].data(), g.k, /*accumulate=*/true);
+          gemm::matmul<T>(crs, g.k, plane, pointwise ? xi : cols, plane, gy_t, g.k, part, g.k,
+                          /*accumulate=*/true);
         }
         if (gx.defined()) {
-          T* gxi = gxd + i * g.c * g.h * g.w;
+          T* gxi = gxd + i * g.c * hw;
           if (pointwise) {
             gemm::matmul<T>(crs, plane, g.k, weight_t.data(), g.k, grad_out.data(), plane, gxi, plane);
-          } else if (transposed) {
-            im2col(gyd + i * g.k * plane, grad_cols, gt);
-            gemm::matmul<T>(g.c, g.h * g.w, krs, flipped.data(), krs, grad_cols, g.h * g.w, gxi, g.h * g.w);
           } else {
             gemm::matmul<T>(crs, plane, g.k, weight_t.data(), g.k, grad_out.data(), plane, grad_cols, plane);
             col2im(grad_cols, gxi, g);
@@ -272,10 +296,19 @@ void backward_impl(const Tensor& x, const Tensor& w, const Tensor& gy, const Ten
     }
   });
   if (gw.defined()) {
-    MatMap<T> total(gw.data<T>(), g.k, crs);
     RowMat<T> sum = gw_parts[0];
     for (size_t c = 1; c < gw_parts.size(); ++c) sum += gw_parts[c];
-    total = sum.transpose();
+    T* out = gw.data<T>();
+    if (gw_from_gy) {
+      for (int64_t k = 0; k < g.k; ++k)
+        for (int64_t c = 0; c < g.c; ++c)
+          for (int64_t r = 0; r < g.r; ++r)
+            for (int64_t q = 0; q < g.s; ++q)
+              out[((k * g.c + c) * g.r + r) * g.s + q] =
+                  sum((k * g.r + (g.r - 1 - r)) * g.s + (g.s - 1 - q), c);
+    } else {
+      MatMap<T>(out, g.k, crs) = sum.transpose();
+    }
   }
 }
 }  // namespace

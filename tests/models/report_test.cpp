@@ -610,3 +610,26 @@ TEST(Report, RunMonitorOnTheCpu) {
 
 }  // namespace
 }  // namespace liftoff
+
+namespace liftoff {
+namespace {
+// Seen on the H200: CUDA-event spans of 97% but NVML utilization 10% (simple_cnn, batch 16): launch-bound.
+TEST(Verdict, LowNvmlUtilizationOverridesEventSpans) {
+  RunReport r;
+  r.config.device = "cuda:0";
+  r.config.batch = 16;
+  r.steps_measured = 100;
+  r.step_ms_mean = 0.79;
+  r.stages[static_cast<size_t>(Stage::forward)].host_ms = 0.3;
+  r.stages[static_cast<size_t>(Stage::backward)].host_ms = 0.4;
+  r.stages[static_cast<size_t>(Stage::optimizer)].host_ms = 0.05;
+  r.device_busy_pct = 97.0;
+  r.gpu.available = true;
+  r.gpu.samples = 50;
+  r.gpu.util_mean_pct = 10.0;
+  const Verdict v = diagnose(r);
+  EXPECT_EQ(v.kind, "host/launch-bound") << v.evidence;
+  EXPECT_NE(v.evidence.find("NVML utilization 10%"), std::string::npos) << v.evidence;
+}
+}  // namespace
+}  // namespace liftoff
