@@ -23,6 +23,12 @@ Device parameter_device(const Module& model) {
 }
 
 DType autocast_dtype_for(AmpMode mode) { return mode == AmpMode::off ? DType::f32 : amp_compute_dtype(mode); }
+
+GradScaler make_scaler(const TrainerOptions& o, Device device) {
+  // A fixed scale of 1 is the GradScaler's inf/NaN check and step skip without any scaling.
+  if (o.skip_nonfinite_steps && o.amp != AmpMode::fp16) return GradScaler::fixed(1.0, device);
+  return GradScaler::for_mode(o.amp, device, o.loss_scale);
+}
 }  // namespace
 
 Trainer::Trainer(Module& model, Optimizer& optimizer, const LRSchedule* schedule, TrainerOptions options)
@@ -30,7 +36,7 @@ Trainer::Trainer(Module& model, Optimizer& optimizer, const LRSchedule* schedule
       optimizer_(optimizer),
       schedule_(schedule),
       options_(options),
-      scaler_(GradScaler::for_mode(options.amp, parameter_device(model), options.loss_scale)) {
+      scaler_(make_scaler(options, parameter_device(model))) {
   LIFTOFF_CHECK(options_.accum >= 1, ValueError, "Trainer: accum must be >= 1, got ", options_.accum);
   LIFTOFF_CHECK(options_.amp == AmpMode::off || parameter_device(model).is_cuda(), ValueError, "--amp ",
                 amp_mode_name(options_.amp),

@@ -27,7 +27,7 @@ bool build_has_kernels_for(const std::string& archs, int major, int minor) {
   const int cc = major * 10 + minor;
   size_t pos = 0;
   while (pos < archs.size()) {
-    size_t end = archs.find(';', pos);
+    size_t end = archs.find(',', pos);
     if (end == std::string::npos) end = archs.size();
     const std::string item = archs.substr(pos, end - pos);
     pos = end + 1;

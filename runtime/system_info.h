@@ -21,7 +21,7 @@ struct GpuInfo {
 
 struct SystemInfo {
   bool built_with_cuda = false;
-  std::string compiled_architectures;  // e.g. "75;80;86;89;90"
+  std::string compiled_architectures;  // e.g. "75,80,86,89,90"
   int driver_cuda_version = 0;         // highest CUDA version the driver supports (e.g. 13000), 0: no driver
   int runtime_version = 0;             // CUDA runtime compiled in (static)
   int cublas_compiled = 0, cublas_loaded = 0;

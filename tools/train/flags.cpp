@@ -157,6 +157,25 @@ void add_flags(CLI::App& app, Flags& f) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
       ->group(g_out);
+
+  const std::string g_ckpt = "Checkpoints and faults";
+  app.add_option("--checkpoint-dir", f.checkpoint_dir,
+                 "write checkpoints (safetensors) here; written atomically, the last --keep kept")
+      ->group(g_ckpt);
+  app.add_option("--save-every", f.save_every, "N optimizer steps or Ne epochs (default: at the end and on signals)")
+      ->group(g_ckpt);
+  app.add_option("--keep", f.keep, "checkpoints kept (0: all)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000}))
+      ->group(g_ckpt);
+  app.add_option("--resume", f.resume, "continue from a checkpoint file, or the latest valid one in a folder")
+      ->group(g_ckpt);
+  app.add_option("--on-nan", f.on_nan,
+                 "stop | skip: a non-finite loss stops the run (the last good checkpoint stays); skip drops steps "
+                 "whose gradients are not finite, decided on the device")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"stop", "skip"}))
+      ->group(g_ckpt);
 }
 
 }  // namespace liftoff::tools

@@ -48,6 +48,11 @@ struct Flags {
   std::string log;
   int64_t log_every = 50;
   bool profile = true;
+  std::string checkpoint_dir;
+  std::string save_every;
+  int64_t keep = 3;
+  std::string resume;
+  std::string on_nan = "stop";
 };
 
 // Registers every flag on app, bound to f.

@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -21,6 +22,8 @@
 #include "runtime/parallel.h"
 #include "tools/common/progress.h"
 #include "tools/train/data_setup.h"
+#include "tools/common/signals.h"
+#include "tools/train/checkpointing.h"
 #include "tools/train/flags.h"
 #include "tools/train/launch.h"
 
@@ -136,7 +139,17 @@ int run(const Flags& f) {
   trainer_opts.ddp = ddp.get();
   trainer_opts.group = group.get();
   trainer_opts.profiler = f.profile ? &monitor.profiler() : nullptr;
+  trainer_opts.skip_nonfinite_steps = f.on_nan == "skip";
   Trainer trainer(*model, *optimizer, schedule.get(), trainer_opts);
+
+  // Rank 0 alone writes checkpoints; every rank resumes from the same file.
+  tools::RunCheckpoints checkpoints(rank0 ? f : tools::Flags{}, *model, *optimizer, trainer);
+  tools::ResumePoint resume_point;
+  if (!f.resume.empty()) {
+    tools::RunCheckpoints loader(f, *model, *optimizer, trainer);
+    resume_point = loader.resume(f.resume, micro_per_epoch);
+    if (ddp) ddp->broadcast_buffers();
+  }
 
   if (rank0) {
     std::printf("liftoff train | device %s (%s) | %d CPU threads\n", device.str().c_str(),
@@ -159,8 +172,23 @@ int run(const Flags& f) {
                 f.amp.c_str());
     std::printf("  loader: %d workers, prefetch %d, %s memory, augment %s\n", f.workers, rc.prefetch,
                 f.pin_memory ? "pinned" : "pageable", rc.augment.c_str());
+    if (!resume_point.path.empty()) {
+      std::printf("  resumed from %s (epoch %lld, step %lld, %lld micro-batches into the epoch)\n",
+                  resume_point.path.c_str(), static_cast<long long>(resume_point.epoch + 1),
+                  static_cast<long long>(resume_point.step), static_cast<long long>(resume_point.skip_micro_batches));
+    }
     std::fflush(stdout);
   }
+  tools::install_stop_signals();
+  // A non-finite loss is checked wherever the loss is read anyway (progress, checkpoints, epoch ends), never
+  // with an extra device sync inside a step.
+  int64_t nan_step = -1;
+  auto loss_is_bad = [&](double loss) {
+    if (std::isfinite(loss) || f.on_nan != "stop") return false;
+    nan_step = trainer.global_step();
+    trainer.request_stop();
+    return true;
+  };
 
   std::unique_ptr<MetricsLog> metrics;
   if (rank0 && !f.log.empty()) metrics = std::make_unique<MetricsLog>(f.log);
@@ -176,10 +204,21 @@ int run(const Flags& f) {
   const auto run_start = std::chrono::steady_clock::now();
   double last_accuracy = -1.0;
   if (f.profile) monitor.start();
-  for (int64_t epoch = 0; epoch < f.epochs && !trainer.finished(); ++epoch) {
+  for (int64_t epoch = resume_point.epoch; epoch < f.epochs && !trainer.finished(); ++epoch) {
     const std::string label = "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(f.epochs);
     int64_t epoch_images_at_start = 0;
+    const int64_t skip = epoch == resume_point.epoch ? resume_point.skip_micro_batches : 0;
     const EpochResult r = trainer.train_epoch(train_batches, epoch, [&](const StepProgress& p) {
+      if (tools::stop_signal() != 0) {
+        trainer.request_stop();
+        if (checkpoints.enabled() && !loss_is_bad(trainer.running_loss())) {
+          checkpoints.save(p.epoch, p.micro_batch_in_epoch);
+        }
+        return;
+      }
+      if (checkpoints.enabled() && checkpoints.due_at_step(p.global_step) && !loss_is_bad(trainer.running_loss())) {
+        checkpoints.save(p.epoch, p.micro_batch_in_epoch);
+      }
       if (!steady_started && p.global_step == f.timing_warmup) {
         synchronize(device);
         steady_started = true;
@@ -197,11 +236,18 @@ int run(const Flags& f) {
         metrics->write(m);
       }
       if (!rank0 || !progress.due()) return;
+      const double running = trainer.running_loss();
+      if (loss_is_bad(running)) return;
       progress.update(label, p.micro_batch_in_epoch, p.micro_batches_per_epoch,
-                      "loss " + fmt("%.4f", trainer.running_loss()) + " | lr " + fmt("%.4g", p.lr) +
+                      "loss " + fmt("%.4f", running) + " | lr " + fmt("%.4g", p.lr) +
                           (f.profile ? " | " + monitor.progress_text() : ""));
-    });
+    }, skip);
     if (rank0) progress.finish();
+    if (loss_is_bad(r.mean_loss) || nan_step >= 0) break;
+    if (tools::stop_signal() != 0) break;
+    if (checkpoints.enabled() && (checkpoints.due_at_epoch_end(epoch) || epoch + 1 == f.epochs || trainer.finished())) {
+      checkpoints.save(epoch + 1, 0);
+    }
     train_seconds += r.seconds;
     train_images += r.images;
     if (steady_started) {
@@ -224,6 +270,20 @@ int run(const Flags& f) {
   }
   const LoaderStats loader_stats = train_batches.stats();
   const RunReport report = f.profile ? monitor.finish(&loader_stats) : RunReport{};
+  if (nan_step >= 0) {
+    throw Error(str_cat("the training loss became NaN/inf by optimizer step ", nan_step, "; nothing was saved after it",
+                        checkpoints.last_saved().empty() ? std::string()
+                                                         : "; the last good checkpoint is " + checkpoints.last_saved(),
+                        ". Try a lower --lr, --warmup, or --on-nan skip"));
+  }
+  if (tools::stop_signal() != 0) {
+    if (rank0) {
+      std::printf("stopped by %s after optimizer step %lld%s\n", tools::stop_signal() == SIGINT ? "SIGINT" : "SIGTERM",
+                  static_cast<long long>(trainer.global_step()),
+                  checkpoints.last_saved().empty() ? "" : ("; checkpoint " + checkpoints.last_saved()).c_str());
+    }
+    return 128 + tools::stop_signal();
+  }
   if (ddp) {
     // Every rank states a checksum of its parameters: identical lines mean identical replicas.
     double sum = 0.0, abs_sum = 0.0;
