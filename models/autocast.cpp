@@ -29,7 +29,9 @@ bool autocast_enabled(DType* dtype) {
   return autocast_on;
 }
 
-void advance_weight_version() { weight_version.fetch_add(1, std::memory_order_relaxed); }
+void advance_weight_version() {
+  weight_version.fetch_add(1, std::memory_order_relaxed);
+}
 
 Tensor HalfWeightCache::get(const Tensor& master, DType dtype) {
   if (!master.defined()) return master;
@@ -44,9 +46,10 @@ Tensor HalfWeightCache::get(const Tensor& master, DType dtype) {
   }
   Tensor out = half_.detach();
   if (should_record({master})) {
-    record(out, "autocast_weight", {master}, [master_dtype = master.dtype()](const Tensor& gy, const NeedsGrad&) {
-      return std::vector<Tensor>{gy.to(master_dtype)};
-    });
+    record(out, "autocast_weight", {master},
+           [master_dtype = master.dtype()](const Tensor& gy, const NeedsGrad&) {
+             return std::vector<Tensor>{gy.to(master_dtype)};
+           });
   }
   return out;
 }

@@ -40,7 +40,8 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_
 Tensor Conv2d::forward(const Tensor& x) {
   DType half = DType::f32;
   if (autocast_enabled(&half)) {
-    return conv2d(cast(x, half), weight_half_.get(weight_, half), bias_half_.get(bias_, half), stride_, padding_);
+    return conv2d(cast(x, half), weight_half_.get(weight_, half), bias_half_.get(bias_, half), stride_,
+                  padding_);
   }
   return conv2d(x, weight_, bias_, stride_, padding_);
 }
@@ -74,7 +75,8 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Generator& 
 
 Tensor Linear::forward(const Tensor& x) {
   DType half = DType::f32;
-  if (autocast_enabled(&half)) return linear(cast(x, half), weight_half_.get(weight_, half), bias_half_.get(bias_, half));
+  if (autocast_enabled(&half))
+    return linear(cast(x, half), weight_half_.get(weight_, half), bias_half_.get(bias_, half));
   return linear(x, weight_, bias_);
 }
 

@@ -22,7 +22,9 @@ Device parameter_device(const Module& model) {
   return params.empty() ? Device::cpu() : params.front().device();
 }
 
-DType autocast_dtype_for(AmpMode mode) { return mode == AmpMode::off ? DType::f32 : amp_compute_dtype(mode); }
+DType autocast_dtype_for(AmpMode mode) {
+  return mode == AmpMode::off ? DType::f32 : amp_compute_dtype(mode);
+}
 
 GradScaler make_scaler(const TrainerOptions& o, Device device) {
   // A fixed scale of 1 is the GradScaler's inf/NaN check and step skip without any scaling.

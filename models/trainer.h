@@ -8,10 +8,10 @@
 #include "data/batch_iterator.h"
 #include "models/amp.h"
 #include "models/ddp.h"
-#include "runtime/profiler.h"
 #include "models/module.h"
 #include "models/optim.h"
 #include "models/schedule.h"
+#include "runtime/profiler.h"
 
 namespace liftoff {
 
@@ -19,10 +19,11 @@ struct TrainerOptions {
   int64_t accum = 1;             // micro-batches per optimizer step; the loss is scaled by 1/accum
   double label_smoothing = 0.0;  // cross-entropy label smoothing
   int64_t max_steps = -1;        // stop after this many optimizer steps in total (-1: no limit)
-  AmpMode amp = AmpMode::off;    // bf16/fp16: autocast conv/linear, f32 loss, batch-norm statistics and optimizer
-  double loss_scale = 0.0;       // fp16: a static loss scale (> 0) instead of the dynamic GradScaler
-  // Drop optimizer steps whose gradients hold inf/NaN (decided on the device, counted by the scaler) instead of
-  // applying them; fp16 always does this.
+  AmpMode amp =
+      AmpMode::off;         // bf16/fp16: autocast conv/linear, f32 loss, batch-norm statistics and optimizer
+  double loss_scale = 0.0;  // fp16: a static loss scale (> 0) instead of the dynamic GradScaler
+  // Drop optimizer steps whose gradients hold inf/NaN (decided on the device, counted by the scaler) instead
+  // of applying them; fp16 always does this.
   bool skip_nonfinite_steps = false;
   // Data-parallel training: gradients are all-reduced on the last micro-batch of each optimizer step only,
   // and evaluation totals are summed over the ranks. Both null for a single process.

@@ -17,8 +17,12 @@ Tensor owned_copy(const Tensor& g) {
 }
 }  // namespace
 
-bool GradMode::is_enabled() { return grad_mode_enabled; }
-void GradMode::set_enabled(bool enabled) { grad_mode_enabled = enabled; }
+bool GradMode::is_enabled() {
+  return grad_mode_enabled;
+}
+void GradMode::set_enabled(bool enabled) {
+  grad_mode_enabled = enabled;
+}
 
 std::vector<Tensor> FunctionNode::apply(const Tensor& grad_output) {
   LIFTOFF_CHECK(fn_ != nullptr, ValueError, "backward through ", name_,
@@ -37,7 +41,7 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
                 shape_str(grad_output.shape()), " for a leaf of shape ", shape_str(leaf->shape));
   if (!leaf->grad) {
     leaf->grad = grad_output.dtype() == leaf->dtype ? owned_copy(grad_output).impl_ptr()
-                                                     : grad_output.to(leaf->dtype).impl_ptr();
+                                                    : grad_output.to(leaf->dtype).impl_ptr();
   } else {
     Tensor existing(leaf->grad);
     accumulate_into(existing, grad_output.to(existing.dtype()));
@@ -62,7 +66,8 @@ std::shared_ptr<Node> gradient_edge(const Tensor& t) {
   return impl.grad_accumulator;
 }
 
-void record(const Tensor& output, const std::string& name, const std::vector<Tensor>& inputs, BackwardFn backward) {
+void record(const Tensor& output, const std::string& name, const std::vector<Tensor>& inputs,
+            BackwardFn backward) {
   NeedsGrad needs(inputs.size());
   std::vector<std::shared_ptr<Node>> edges(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -75,17 +80,19 @@ void record(const Tensor& output, const std::string& name, const std::vector<Ten
 }
 
 void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) {
-  LIFTOFF_CHECK(root.requires_grad(), ValueError,
-                "backward: the tensor does not require grad (no input of the computation requires grad, or it "
-                "ran under NoGradGuard)");
+  LIFTOFF_CHECK(
+      root.requires_grad(), ValueError,
+      "backward: the tensor does not require grad (no input of the computation requires grad, or it "
+      "ran under NoGradGuard)");
   Tensor seed = grad_output;
   if (!seed.defined()) {
-    LIFTOFF_CHECK(root.numel() == 1, ShapeError, "backward: without an explicit gradient the tensor must hold one ",
-                  "element, got shape ", shape_str(root.shape()));
+    LIFTOFF_CHECK(root.numel() == 1, ShapeError,
+                  "backward: without an explicit gradient the tensor must hold one ", "element, got shape ",
+                  shape_str(root.shape()));
     seed = Tensor::ones(root.shape(), root.dtype(), root.device());
   }
-  LIFTOFF_CHECK(seed.shape() == root.shape(), ShapeError, "backward: gradient of shape ", shape_str(seed.shape()),
-                " for a tensor of shape ", shape_str(root.shape()));
+  LIFTOFF_CHECK(seed.shape() == root.shape(), ShapeError, "backward: gradient of shape ",
+                shape_str(seed.shape()), " for a tensor of shape ", shape_str(root.shape()));
   std::shared_ptr<Node> root_node = gradient_edge(root);
 
   // Count, for every reachable node, how many edges point at it.

@@ -75,7 +75,8 @@ bool should_record(const std::vector<Tensor>& inputs);
 
 // Records `output` as produced from `inputs` by `name`; `backward` returns one gradient per input.
 // Call only when should_record(inputs).
-void record(const Tensor& output, const std::string& name, const std::vector<Tensor>& inputs, BackwardFn backward);
+void record(const Tensor& output, const std::string& name, const std::vector<Tensor>& inputs,
+            BackwardFn backward);
 
 // The node that receives gradients for t (its grad_fn, or its leaf accumulator), or null.
 std::shared_ptr<Node> gradient_edge(const Tensor& t);

@@ -16,8 +16,8 @@ struct DeviceChoice {
 // cuDNN major version differs from the one compiled against).
 std::string cuda_unavailable_reason(int index = 0);
 
-// "auto" picks cuda:0 when usable, else the CPU (saying why); "cpu"; "cuda" / "cuda:N" throw DeviceError with the
-// reason when unusable.
+// "auto" picks cuda:0 when usable, else the CPU (saying why); "cpu"; "cuda" / "cuda:N" throw DeviceError with
+// the reason when unusable.
 DeviceChoice resolve_device(const std::string& spec);
 
 }  // namespace liftoff

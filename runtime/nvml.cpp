@@ -66,13 +66,13 @@ Nvml::Nvml() : impl_(std::make_unique<Impl>()) {
     m.reason = "NVML not available (libnvidia-ml.so.1 not found: no NVIDIA driver)";
     return;
   }
-  const bool bound = m.bind(m.init, "nvmlInit_v2") && m.bind(m.shutdown, "nvmlShutdown") &&
-                     m.bind(m.driver_version, "nvmlSystemGetDriverVersion") &&
-                     m.bind(m.count, "nvmlDeviceGetCount_v2") && m.bind(m.by_index, "nvmlDeviceGetHandleByIndex_v2") &&
-                     m.bind(m.by_pci, "nvmlDeviceGetHandleByPciBusId_v2") && m.bind(m.index_of, "nvmlDeviceGetIndex") &&
-                     m.bind(m.utilization, "nvmlDeviceGetUtilizationRates") &&
-                     m.bind(m.memory, "nvmlDeviceGetMemoryInfo") && m.bind(m.clock, "nvmlDeviceGetClockInfo") &&
-                     m.bind(m.power, "nvmlDeviceGetPowerUsage");
+  const bool bound =
+      m.bind(m.init, "nvmlInit_v2") && m.bind(m.shutdown, "nvmlShutdown") &&
+      m.bind(m.driver_version, "nvmlSystemGetDriverVersion") && m.bind(m.count, "nvmlDeviceGetCount_v2") &&
+      m.bind(m.by_index, "nvmlDeviceGetHandleByIndex_v2") &&
+      m.bind(m.by_pci, "nvmlDeviceGetHandleByPciBusId_v2") && m.bind(m.index_of, "nvmlDeviceGetIndex") &&
+      m.bind(m.utilization, "nvmlDeviceGetUtilizationRates") && m.bind(m.memory, "nvmlDeviceGetMemoryInfo") &&
+      m.bind(m.clock, "nvmlDeviceGetClockInfo") && m.bind(m.power, "nvmlDeviceGetPowerUsage");
   if (!bound) {
     m.reason = "NVML is too old (a required function is missing)";
     return;
@@ -91,8 +91,12 @@ Nvml::~Nvml() {
   if (impl_ && impl_->ok) impl_->shutdown();
 }
 
-bool Nvml::available() const { return impl_->ok; }
-std::string Nvml::unavailable_reason() const { return impl_->reason; }
+bool Nvml::available() const {
+  return impl_->ok;
+}
+std::string Nvml::unavailable_reason() const {
+  return impl_->reason;
+}
 
 std::string Nvml::driver_version() const {
   char buf[96] = {0};

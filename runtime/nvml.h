@@ -1,5 +1,6 @@
-// NVML, loaded with dlopen so that a machine without the NVIDIA driver simply has "no NVML" (never a failure).
-// Only the few calls Liftoff reads are bound; they are all cheap and safe to call from a sampler thread.
+// NVML, loaded with dlopen so that a machine without the NVIDIA driver simply has "no NVML" (never a
+// failure). Only the few calls Liftoff reads are bound; they are all cheap and safe to call from a sampler
+// thread.
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -16,7 +16,9 @@
 
 namespace liftoff {
 
-std::string cuda_version_str(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
+std::string cuda_version_str(int v) {
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
 std::string library_version_str(int v) {
   return std::to_string(v / 10000) + "." + std::to_string((v % 10000) / 100) + "." + std::to_string(v % 100);
 }
@@ -87,7 +89,8 @@ SystemInfo query_system_info() {
     info.gpus.push_back(g);
   }
 #endif
-  for (const char* fragment : {"libcuda.so", "libcudart", "libcublas", "libcudnn", "libnccl", "libnvidia-ml"}) {
+  for (const char* fragment :
+       {"libcuda.so", "libcudart", "libcublas", "libcudnn", "libnccl", "libnvidia-ml"}) {
     info.loaded_libraries.emplace_back(fragment, platform::loaded_library_paths(fragment));
   }
   return info;

@@ -48,8 +48,12 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   return Tensor(std::move(impl));
 }
 
-Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0.0, dtype, device); }
-Tensor Tensor::ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
+  return full(shape, 0.0, dtype, device);
+}
+Tensor Tensor::ones(const Shape& shape, DType dtype, Device device) {
+  return full(shape, 1.0, dtype, device);
+}
 
 Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
@@ -59,8 +63,8 @@ Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device
 
 template <class T>
 Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape, Device device) {
-  LIFTOFF_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape), ShapeError, "Tensor::from_vector: ",
-                values.size(), " values do not fill shape ", shape_str(shape));
+  LIFTOFF_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape), ShapeError,
+                "Tensor::from_vector: ", values.size(), " values do not fill shape ", shape_str(shape));
   Tensor host = empty(shape, DTypeOf<T>::value, Device::cpu());
   if (!values.empty()) std::memcpy(host.raw_data(), values.data(), values.size() * sizeof(T));
   return device.is_cpu() ? host : host.to(device);
@@ -73,8 +77,8 @@ template Tensor Tensor::from_vector(const std::vector<uint8_t>&, const Shape&, D
 
 Tensor Tensor::from_blob(const Storage& storage, const Shape& shape, DType dtype, int64_t offset) {
   const size_t needed = static_cast<size_t>(offset + shape_numel(shape)) * dtype_size(dtype);
-  LIFTOFF_CHECK(needed <= storage.nbytes(), ShapeError, "Tensor::from_blob: shape ", shape_str(shape), " at offset ",
-                offset, " needs ", needed, " bytes but the storage has ", storage.nbytes());
+  LIFTOFF_CHECK(needed <= storage.nbytes(), ShapeError, "Tensor::from_blob: shape ", shape_str(shape),
+                " at offset ", offset, " needs ", needed, " bytes but the storage has ", storage.nbytes());
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = storage;
   impl->offset = offset;
@@ -90,16 +94,24 @@ TensorImpl& Tensor::impl() const {
   if (!impl_) throw ValueError("use of an undefined (empty) Tensor handle");
   return *impl_;
 }
-const Shape& Tensor::shape() const { return impl().shape; }
-const Shape& Tensor::strides() const { return impl().strides; }
-DType Tensor::dtype() const { return impl().dtype; }
-Device Tensor::device() const { return impl().storage.device(); }
+const Shape& Tensor::shape() const {
+  return impl().shape;
+}
+const Shape& Tensor::strides() const {
+  return impl().strides;
+}
+DType Tensor::dtype() const {
+  return impl().dtype;
+}
+Device Tensor::device() const {
+  return impl().storage.device();
+}
 
 int64_t Tensor::size(int64_t d) const {
   const int64_t n = dim();
   const int64_t wrapped = d < 0 ? d + n : d;
-  LIFTOFF_CHECK(wrapped >= 0 && wrapped < n, ShapeError, "Tensor::size: dimension ", d, " out of range for shape ",
-                shape_str(shape()));
+  LIFTOFF_CHECK(wrapped >= 0 && wrapped < n, ShapeError, "Tensor::size: dimension ", d,
+                " out of range for shape ", shape_str(shape()));
   return shape()[static_cast<size_t>(wrapped)];
 }
 
@@ -117,7 +129,8 @@ bool Tensor::is_contiguous() const {
 }
 
 void* Tensor::raw_data() const {
-  return static_cast<char*>(impl().storage.data()) + impl().offset * static_cast<int64_t>(dtype_size(dtype()));
+  return static_cast<char*>(impl().storage.data()) +
+         impl().offset * static_cast<int64_t>(dtype_size(dtype()));
 }
 
 template <class T>
@@ -145,13 +158,18 @@ Tensor Tensor::contiguous() const {
   Tensor out = detach().clone();
   // A copy is the identity for gradients; recording it keeps ops that pack strided inputs differentiable.
   if (should_record({*this})) {
-    record(out, "contiguous", {*this}, [](const Tensor& gy, const NeedsGrad&) { return std::vector<Tensor>{gy}; });
+    record(out, "contiguous", {*this},
+           [](const Tensor& gy, const NeedsGrad&) { return std::vector<Tensor>{gy}; });
   }
   return out;
 }
 
-Tensor Tensor::to(Device target) const { return to(target, dtype()); }
-Tensor Tensor::to(DType target) const { return to(device(), target); }
+Tensor Tensor::to(Device target) const {
+  return to(target, dtype());
+}
+Tensor Tensor::to(DType target) const {
+  return to(device(), target);
+}
 Tensor Tensor::to(Device target_device, DType target_dtype) const {
   if (target_device == device() && target_dtype == dtype()) return *this;
   Tensor out = empty(shape(), target_dtype, target_device);
@@ -174,8 +192,8 @@ const Tensor& Tensor::fill_(double value) const {
 void accumulate_into(const Tensor& dst, const Tensor& src) {
   LIFTOFF_CHECK(dst.shape() == src.shape() && dst.dtype() == src.dtype() && dst.device() == src.device(),
                 ShapeError, "gradient accumulation: destination ", shape_str(dst.shape()), " ",
-                dtype_name(dst.dtype()), " on ", dst.device().str(), " vs source ", shape_str(src.shape()), " ",
-                dtype_name(src.dtype()), " on ", src.device().str());
+                dtype_name(dst.dtype()), " on ", dst.device().str(), " vs source ", shape_str(src.shape()),
+                " ", dtype_name(src.dtype()), " on ", src.device().str());
   LIFTOFF_CHECK(dst.is_contiguous(), ValueError, "gradient accumulation needs a contiguous destination");
   kernels::accumulate(dst, src.contiguous());
 }
@@ -213,7 +231,8 @@ Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset)
 
 int64_t wrap_dim(int64_t d, int64_t n, const char* op, const Shape& shape) {
   const int64_t w = d < 0 ? d + n : d;
-  LIFTOFF_CHECK(w >= 0 && w < n, ShapeError, op, ": dimension ", d, " out of range for shape ", shape_str(shape));
+  LIFTOFF_CHECK(w >= 0 && w < n, ShapeError, op, ": dimension ", d, " out of range for shape ",
+                shape_str(shape));
   return w;
 }
 }  // namespace
@@ -238,8 +257,8 @@ Tensor Tensor::view(const Shape& requested) const {
                   shape_str(shape()), " as ", shape_str(requested));
     target[static_cast<size_t>(infer)] = numel() / known;
   }
-  LIFTOFF_CHECK(shape_numel(target) == numel(), ShapeError, "Tensor::view: cannot view shape ", shape_str(shape()),
-                " (", numel(), " elements) as ", shape_str(requested));
+  LIFTOFF_CHECK(shape_numel(target) == numel(), ShapeError, "Tensor::view: cannot view shape ",
+                shape_str(shape()), " (", numel(), " elements) as ", shape_str(requested));
   Tensor out = make_view(*this, target, contiguous_strides(target), offset());
   if (should_record({*this})) {
     record(out, "view", {*this}, [original = shape()](const Tensor& gy, const NeedsGrad&) {
@@ -252,8 +271,8 @@ Tensor Tensor::view(const Shape& requested) const {
 Tensor Tensor::slice(int64_t d, int64_t start, int64_t end) const {
   const int64_t w = wrap_dim(d, dim(), "Tensor::slice", shape());
   const int64_t n = shape()[static_cast<size_t>(w)];
-  LIFTOFF_CHECK(0 <= start && start <= end && end <= n, ShapeError, "Tensor::slice: range [", start, ", ", end,
-                ") out of bounds for dimension ", d, " of shape ", shape_str(shape()));
+  LIFTOFF_CHECK(0 <= start && start <= end && end <= n, ShapeError, "Tensor::slice: range [", start, ", ",
+                end, ") out of bounds for dimension ", d, " of shape ", shape_str(shape()));
   Shape s = shape();
   s[static_cast<size_t>(w)] = end - start;
   Tensor out = make_view(*this, s, strides(), offset() + start * strides()[static_cast<size_t>(w)]);
@@ -295,7 +314,8 @@ Tensor Tensor::permute(const std::vector<int64_t>& order) const {
   std::vector<bool> seen(order.size(), false);
   for (size_t i = 0; i < order.size(); ++i) {
     const int64_t w = wrap_dim(order[i], dim(), "Tensor::permute", shape());
-    LIFTOFF_CHECK(!seen[static_cast<size_t>(w)], ShapeError, "Tensor::permute: repeated dimension ", order[i]);
+    LIFTOFF_CHECK(!seen[static_cast<size_t>(w)], ShapeError, "Tensor::permute: repeated dimension ",
+                  order[i]);
     seen[static_cast<size_t>(w)] = true;
     s[i] = shape()[static_cast<size_t>(w)];
     st[i] = strides()[static_cast<size_t>(w)];
@@ -316,20 +336,31 @@ Tensor Tensor::permute(const std::vector<int64_t>& order) const {
 
 // ---- autograd fields -------------------------------------------------------------------------------------
 
-bool Tensor::requires_grad() const { return impl().requires_grad; }
+bool Tensor::requires_grad() const {
+  return impl().requires_grad;
+}
 
 const Tensor& Tensor::set_requires_grad(bool requires_grad) const {
   LIFTOFF_CHECK(!requires_grad || is_floating(dtype()), DTypeError,
-                "set_requires_grad: only floating-point tensors can require gradients, got ", dtype_name(dtype()));
+                "set_requires_grad: only floating-point tensors can require gradients, got ",
+                dtype_name(dtype()));
   LIFTOFF_CHECK(is_leaf(), ValueError, "set_requires_grad: only leaf tensors can change requires_grad");
   impl().requires_grad = requires_grad;
   return *this;
 }
 
-bool Tensor::is_leaf() const { return impl().grad_fn == nullptr; }
-Tensor Tensor::grad() const { return Tensor(impl().grad); }
-void Tensor::set_grad(const Tensor& grad) const { impl().grad = grad.impl_ptr(); }
-const std::shared_ptr<Node>& Tensor::grad_fn() const { return impl().grad_fn; }
+bool Tensor::is_leaf() const {
+  return impl().grad_fn == nullptr;
+}
+Tensor Tensor::grad() const {
+  return Tensor(impl().grad);
+}
+void Tensor::set_grad(const Tensor& grad) const {
+  impl().grad = grad.impl_ptr();
+}
+const std::shared_ptr<Node>& Tensor::grad_fn() const {
+  return impl().grad_fn;
+}
 void Tensor::set_grad_fn(std::shared_ptr<Node> node) const {
   impl().grad_fn = std::move(node);
   impl().requires_grad = impl().grad_fn != nullptr;
@@ -340,16 +371,21 @@ void Tensor::add_grad_ready_hook(GradReadyHook hook) const {
   impl().grad_ready_hooks.push_back(std::move(hook));
 }
 
-void Tensor::backward(const Tensor& grad_output) const { run_backward(*this, grad_output); }
+void Tensor::backward(const Tensor& grad_output) const {
+  run_backward(*this, grad_output);
+}
 
-Tensor Tensor::detach() const { return make_view(*this, shape(), strides(), offset()); }
+Tensor Tensor::detach() const {
+  return make_view(*this, shape(), strides(), offset());
+}
 
 // ---- printing --------------------------------------------------------------------------------------------
 
 std::string Tensor::str(int64_t max_values) const {
   if (!defined()) return "Tensor(undefined)";
   std::ostringstream out;
-  out << "Tensor(shape=" << shape_str(shape()) << ", dtype=" << dtype_name(dtype()) << ", device=" << device().str();
+  out << "Tensor(shape=" << shape_str(shape()) << ", dtype=" << dtype_name(dtype())
+      << ", device=" << device().str();
   if (requires_grad()) out << ", requires_grad";
   out << ", values=[";
   const Tensor flat = to(Device::cpu(), DType::f64).contiguous();

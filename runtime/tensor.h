@@ -48,7 +48,8 @@ class Tensor {
   static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
   static Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
   static Tensor ones(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
-  static Tensor full(const Shape& shape, double value, DType dtype = DType::f32, Device device = Device::cpu());
+  static Tensor full(const Shape& shape, double value, DType dtype = DType::f32,
+                     Device device = Device::cpu());
   template <class T>
   static Tensor from_vector(const std::vector<T>& values, const Shape& shape, Device device = Device::cpu());
   static Tensor from_blob(const Storage& storage, const Shape& shape, DType dtype, int64_t offset = 0);

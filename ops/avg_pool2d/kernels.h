@@ -1,14 +1,11 @@
 // Kernels behind avg_pool2d(): inputs are checked by the front, contiguous, and outputs allocated.
 #pragma once
+#include "ops/common/pool_window.h"
 #include "runtime/tensor.h"
 
 namespace liftoff {
 
-struct AvgPool2dShape {
-  int64_t n, c, h, w;  // input
-  int64_t oh, ow;      // output
-  int64_t kernel, stride, padding;
-};
+using AvgPool2dShape = PoolWindow;
 
 namespace cpu {
 void avg_pool2d_forward(const Tensor& x, const Tensor& y, const AvgPool2dShape& g);

@@ -1,14 +1,11 @@
 // Kernels behind max_pool2d(): inputs are checked by the front, contiguous, and outputs allocated.
 #pragma once
+#include "ops/common/pool_window.h"
 #include "runtime/tensor.h"
 
 namespace liftoff {
 
-struct MaxPool2dShape {
-  int64_t n, c, h, w;  // input
-  int64_t oh, ow;      // output
-  int64_t kernel, stride, padding;
-};
+using MaxPool2dShape = PoolWindow;
 
 namespace cpu {
 // y = window maxima; indices (i64, shaped as y) = position of each maximum in its H*W plane.

@@ -6,10 +6,13 @@
 
 namespace liftoff::tools {
 
-bool stdout_is_terminal() { return isatty(STDOUT_FILENO) != 0; }
+bool stdout_is_terminal() {
+  return isatty(STDOUT_FILENO) != 0;
+}
 
 ProgressLine::ProgressLine(double min_interval_s)
-    : terminal_(stdout_is_terminal()), min_interval_s_(terminal_ ? 0.2 : min_interval_s),
+    : terminal_(stdout_is_terminal()),
+      min_interval_s_(terminal_ ? 0.2 : min_interval_s),
       last_(std::chrono::steady_clock::now()) {}
 
 bool ProgressLine::due() {
@@ -32,8 +35,8 @@ void ProgressLine::update(const std::string& label, int64_t done, int64_t total,
                 static_cast<long long>(total), text.c_str());
     drawn_ = true;
   } else {
-    std::printf("%s %lld/%lld %s\n", label.c_str(), static_cast<long long>(done), static_cast<long long>(total),
-                text.c_str());
+    std::printf("%s %lld/%lld %s\n", label.c_str(), static_cast<long long>(done),
+                static_cast<long long>(total), text.c_str());
   }
   std::fflush(stdout);
 }

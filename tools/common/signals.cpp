@@ -1,7 +1,7 @@
 #include "tools/common/signals.h"
 
-#include <csignal>
 #include <unistd.h>
+#include <csignal>
 
 namespace liftoff::tools {
 
@@ -22,6 +22,8 @@ void install_stop_signals() {
   sigaction(SIGTERM, &action, nullptr);
 }
 
-int stop_signal() { return static_cast<int>(g_signal); }
+int stop_signal() {
+  return static_cast<int>(g_signal);
+}
 
 }  // namespace liftoff::tools

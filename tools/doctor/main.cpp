@@ -4,12 +4,12 @@
 // but cannot run Liftoff; 6 the GPU computed a wrong result; 1 another error; 2 a usage error.
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <functional>
-#include <unistd.h>
 
 #include "ops/conv2d/conv2d.h"
 #include "ops/linear/linear.h"
@@ -60,7 +60,8 @@ void print_versions(const SystemInfo& info) {
   std::printf("Versions\n");
   if (info.driver_cuda_version > 0) {
     const std::string drv = Nvml::get().driver_version();
-    std::printf("  NVIDIA driver: %s, supports CUDA up to %s\n", drv.empty() ? "(version unknown)" : drv.c_str(),
+    std::printf("  NVIDIA driver: %s, supports CUDA up to %s\n",
+                drv.empty() ? "(version unknown)" : drv.c_str(),
                 cuda_version_str(info.driver_cuda_version).c_str());
   } else {
     std::printf("  NVIDIA driver: not found (libcuda.so.1 is not loadable)\n");
@@ -71,8 +72,10 @@ void print_versions(const SystemInfo& info) {
   std::printf("  cuDNN: compiled %s, loaded %s%s\n", library_version_str(info.cudnn_compiled).c_str(),
               library_version_str(info.cudnn_loaded).c_str(),
               info.cudnn_compiled / 10000 != info.cudnn_loaded / 10000 ? "  <-- major versions differ" : "");
-  std::printf("  NCCL: %s\n", info.nccl_loaded ? (library_version_str(info.nccl_loaded) + " (" + info.nccl_library + ")").c_str()
-                                               : "not found (needed only for multi-GPU training)");
+  std::printf("  NCCL: %s\n",
+              info.nccl_loaded
+                  ? (library_version_str(info.nccl_loaded) + " (" + info.nccl_library + ")").c_str()
+                  : "not found (needed only for multi-GPU training)");
   std::printf("Libraries loaded in this process\n");
   for (const auto& [fragment, paths] : info.loaded_libraries) {
     if (paths.empty()) {
@@ -94,11 +97,12 @@ void print_nvml(const SystemInfo& info) {
     const int n = nvml.index_by_pci_bus_id(g.pci_bus_id);
     if (n < 0) continue;
     const GpuSample s = nvml.sample(static_cast<unsigned>(n));
-    std::printf("  cuda:%d: utilization %u%%, memory %.1f / %.1f GiB used, SM clock %u MHz, power %.0f W\n", g.index,
-                s.utilization_gpu, s.memory_used / 1073741824.0, s.memory_total / 1073741824.0, s.sm_clock_mhz,
-                s.power_mw / 1000.0);
+    std::printf("  cuda:%d: utilization %u%%, memory %.1f / %.1f GiB used, SM clock %u MHz, power %.0f W\n",
+                g.index, s.utilization_gpu, s.memory_used / 1073741824.0, s.memory_total / 1073741824.0,
+                s.sm_clock_mhz, s.power_mw / 1000.0);
     for (const GpuProcess& p : nvml.compute_processes(static_cast<unsigned>(n))) {
-      std::printf("    process %u%s: %.0f MiB\n", p.pid, p.pid == static_cast<unsigned>(getpid()) ? " (this doctor)" : "",
+      std::printf("    process %u%s: %.0f MiB\n", p.pid,
+                  p.pid == static_cast<unsigned>(getpid()) ? " (this doctor)" : "",
                   p.memory_used / 1048576.0);
     }
   }
@@ -136,14 +140,14 @@ CheckResult compute_check(int index) {
     const Tensor a_gpu = a.to(gpu), b_gpu = b.to(gpu), x_gpu = x.to(gpu), w_gpu = w.to(gpu);
     const double cpu_ms = time_ms(Device::cpu(), 3, [&] { return c.run(Device::cpu()); });
     const bool is_matmul = c.name[0] == 'm';
-    const double gpu_ms = time_ms(gpu, 20, [&] {
-      return is_matmul ? matmul(a_gpu, b_gpu) : conv2d(x_gpu, w_gpu, Tensor(), 1, 1);
-    });
+    const double gpu_ms = time_ms(
+        gpu, 20, [&] { return is_matmul ? matmul(a_gpu, b_gpu) : conv2d(x_gpu, w_gpu, Tensor(), 1, 1); });
     const bool ok = err <= c.tolerance;
     result.correct = result.correct && ok;
-    std::printf("  %-32s rel. error %.1e %s | CPU %.2f ms (%.0f GFLOP/s) | GPU %.3f ms (%.0f GFLOP/s) | %.0fx\n", c.name,
-                err, ok ? "ok" : "WRONG", cpu_ms, c.flops / cpu_ms / 1e6, gpu_ms, c.flops / gpu_ms / 1e6,
-                cpu_ms / gpu_ms);
+    std::printf(
+        "  %-32s rel. error %.1e %s | CPU %.2f ms (%.0f GFLOP/s) | GPU %.3f ms (%.0f GFLOP/s) | %.0fx\n",
+        c.name, err, ok ? "ok" : "WRONG", cpu_ms, c.flops / cpu_ms / 1e6, gpu_ms, c.flops / gpu_ms / 1e6,
+        cpu_ms / gpu_ms);
   }
   return result;
 }
@@ -160,8 +164,8 @@ int run() {
   if (info.gpus.empty()) std::printf("  none visible\n");
   int usable = -1;
   for (const GpuInfo& g : info.gpus) {
-    std::printf("  cuda:%d %s, sm_%d%d, %d SMs, %.1f GiB, PCI %s: %s\n", g.index, g.name.c_str(), g.cc_major, g.cc_minor,
-                g.multiprocessors, g.memory_bytes / 1073741824.0, g.pci_bus_id.c_str(),
+    std::printf("  cuda:%d %s, sm_%d%d, %d SMs, %.1f GiB, PCI %s: %s\n", g.index, g.name.c_str(), g.cc_major,
+                g.cc_minor, g.multiprocessors, g.memory_bytes / 1073741824.0, g.pci_bus_id.c_str(),
                 g.unusable_reason.empty() ? "usable" : g.unusable_reason.c_str());
     if (g.unusable_reason.empty() && usable < 0) usable = g.index;
   }
@@ -175,7 +179,8 @@ int run() {
   const CheckResult check = compute_check(usable);
   print_nvml(info);  // after the check, so this process shows up with its memory
   if (!check.correct) {
-    std::printf("\nverdict: GPU BROKEN: cuda:%d computed results that differ from the CPU reference\n", usable);
+    std::printf("\nverdict: GPU BROKEN: cuda:%d computed results that differ from the CPU reference\n",
+                usable);
     return kWrongResult;
   }
   std::printf("\nverdict: GPU OK: cuda:%d (%s) runs Liftoff's kernels and computes correct results\n", usable,
@@ -190,9 +195,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
-    std::printf("%s\nExit codes: 0 GPU OK, 3 built without CUDA, 4 no driver or GPU, 5 GPU unusable by this build,\n"
-                "6 GPU computed wrong results, 1 other error, 2 usage error.\n",
-                app.help().c_str());
+    std::printf(
+        "%s\nExit codes: 0 GPU OK, 3 built without CUDA, 4 no driver or GPU, 5 GPU unusable by this build,\n"
+        "6 GPU computed wrong results, 1 other error, 2 usage error.\n",
+        app.help().c_str());
     return 0;
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "doctor: %s\n", e.what());

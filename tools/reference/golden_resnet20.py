@@ -15,53 +15,16 @@ Tensors: "param.<name>" and "buffer.<name>" (the state before the forward), "inp
 import argparse
 import os
 import struct
+import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 
-class BasicBlock(nn.Module):
-    def __init__(self, in_planes, planes, stride=1):
-        super().__init__()
-        self.conv1 = nn.Conv2d(in_planes, planes, 3, stride=stride, padding=1, bias=False)
-        self.bn1 = nn.BatchNorm2d(planes)
-        self.conv2 = nn.Conv2d(planes, planes, 3, stride=1, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(planes)
-        self.shortcut = nn.Sequential()
-        if stride != 1 or in_planes != planes:
-            self.shortcut = nn.Sequential(
-                nn.Conv2d(in_planes, planes, 1, stride=stride, bias=False), nn.BatchNorm2d(planes))
-
-    def forward(self, x):
-        out = F.relu(self.bn1(self.conv1(x)))
-        out = self.bn2(self.conv2(out))
-        return F.relu(out + self.shortcut(x))
-
-
-class ResNet(nn.Module):
-    def __init__(self, n, in_channels, classes):
-        super().__init__()
-        self.in_planes = 16
-        self.conv1 = nn.Conv2d(in_channels, 16, 3, stride=1, padding=1, bias=False)
-        self.bn1 = nn.BatchNorm2d(16)
-        self.layer1 = self._stage(16, n, 1)
-        self.layer2 = self._stage(32, n, 2)
-        self.layer3 = self._stage(64, n, 2)
-        self.fc = nn.Linear(64, classes)
-
-    def _stage(self, planes, n, stride):
-        blocks = []
-        for i in range(n):
-            blocks.append(BasicBlock(self.in_planes, planes, stride if i == 0 else 1))
-            self.in_planes = planes
-        return nn.Sequential(*blocks)
-
-    def forward(self, x):
-        out = F.relu(self.bn1(self.conv1(x)))
-        out = self.layer3(self.layer2(self.layer1(out)))
-        out = F.adaptive_avg_pool2d(out, 1).flatten(1)
-        return self.fc(out)
+# The model itself: tools/reference/resnet_cifar.py (module names as Liftoff's models/zoo.h).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from resnet_cifar import ResNet  # noqa: E402
 
 
 def write(path, tensors):

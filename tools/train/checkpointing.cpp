@@ -71,7 +71,8 @@ ResumePoint RunCheckpoints::resume(const std::string& what, int64_t micro_batche
     for (const auto& [key, value] : now.items()) {
       if (!saved.contains(key) || saved[key] != value) {
         differ += (differ.empty() ? "" : ", ") + key + " (checkpoint " +
-                  (saved.contains(key) ? saved[key].dump() : std::string("-")) + ", now " + value.dump() + ")";
+                  (saved.contains(key) ? saved[key].dump() : std::string("-")) + ", now " + value.dump() +
+                  ")";
       }
     }
     LIFTOFF_CHECK(differ.empty(), ValueError, "--resume ", point.path,

@@ -32,8 +32,8 @@ class RunCheckpoints {
   std::string save(int64_t epoch, int64_t micro_batches_into_epoch);
   const std::string& last_saved() const { return last_saved_; }
 
-  // Loads `what` (a checkpoint file, or a directory: its latest valid checkpoint), checks that the run-defining
-  // flags match, restores model, optimizer, scaler and step counter, and says where to continue.
+  // Loads `what` (a checkpoint file, or a directory: its latest valid checkpoint), checks that the
+  // run-defining flags match, restores model, optimizer, scaler and step counter, and says where to continue.
   ResumePoint resume(const std::string& what, int64_t micro_batches_per_epoch);
 
  private:

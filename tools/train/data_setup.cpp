@@ -16,7 +16,8 @@ std::pair<ImageDataset, ImageDataset> load_in_memory(const Flags& f) {
             make_synthetic_dataset(std::max<int64_t>(f.synthetic_size / 6, 1), 1, 28, 28, 10, f.seed + 2)};
   }
   if (f.data == "mnist" || f.data == "cifar10") {
-    LIFTOFF_CHECK(!f.data_dir.empty(), ValueError, "--data ", f.data, " needs --data-dir (the folder with its files)");
+    LIFTOFF_CHECK(!f.data_dir.empty(), ValueError, "--data ", f.data,
+                  " needs --data-dir (the folder with its files)");
     if (f.data == "mnist") return {load_mnist(f.data_dir, "train"), load_mnist(f.data_dir, "test")};
     return {load_cifar10(f.data_dir, "train"), load_cifar10(f.data_dir, "test")};
   }
@@ -42,7 +43,8 @@ TrainData make_train_data(const Flags& f, Device device, int rank, int world_siz
   // Under AMP the GPU augmentation kernel writes the half input directly (the CPU path stays f32).
   const bool gpu_augment = train_opts.augment == AugmentMode::gpu ||
                            (train_opts.augment == AugmentMode::auto_ && device.is_cuda());
-  if (parse_amp(f.amp) != AmpMode::off && gpu_augment) train_opts.input_dtype = amp_compute_dtype(parse_amp(f.amp));
+  if (parse_amp(f.amp) != AmpMode::off && gpu_augment)
+    train_opts.input_dtype = amp_compute_dtype(parse_amp(f.amp));
   LoaderOptions test_opts = train_opts;
   test_opts.even_shards = false;
   test_opts.batch = std::max<int64_t>(f.batch, 256);

@@ -20,15 +20,18 @@ void add_flags(CLI::App& app, Flags& f) {
       ->capture_default_str()
       ->check(CLI::IsMember({"fashion-mnist", "mnist", "cifar10", "folder", "synthetic"}))
       ->group(g_data);
-  app.add_option("--data-dir", f.data_dir,
-                 "data folder: IDX .gz files (fashion-mnist default /usr/share/datasets/fashion-mnist), CIFAR-10 "
-                 "binary batches, or for folder DIR/train/<class>/* and DIR/test/<class>/*")
+  app.add_option(
+         "--data-dir", f.data_dir,
+         "data folder: IDX .gz files (fashion-mnist default /usr/share/datasets/fashion-mnist), CIFAR-10 "
+         "binary batches, or for folder DIR/train/<class>/* and DIR/test/<class>/*")
       ->group(g_data);
-  app.add_option("--image-size", f.image_size, "--data folder: resize images to this side (0: the first image's)")
+  app.add_option("--image-size", f.image_size,
+                 "--data folder: resize images to this side (0: the first image's)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{16384}))
       ->group(g_data);
-  app.add_option("--on-bad-sample", f.on_bad_sample, "--data folder: error | skip (skipped files are counted)")
+  app.add_option("--on-bad-sample", f.on_bad_sample,
+                 "--data folder: error | skip (skipped files are counted)")
       ->capture_default_str()
       ->check(CLI::IsMember({"error", "skip"}))
       ->group(g_data);
@@ -36,9 +39,10 @@ void add_flags(CLI::App& app, Flags& f) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{10000000}))
       ->group(g_data);
-  app.add_option("--augment", f.augment,
-                 "auto | gpu | cpu | none: random crop (--pad) + flip + normalise on the GPU or by the CPU workers "
-                 "(auto: gpu on CUDA)")
+  app.add_option(
+         "--augment", f.augment,
+         "auto | gpu | cpu | none: random crop (--pad) + flip + normalise on the GPU or by the CPU workers "
+         "(auto: gpu on CUDA)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "gpu", "cpu", "none"}))
       ->group(g_data);
@@ -71,7 +75,8 @@ void add_flags(CLI::App& app, Flags& f) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->group(g_train);
-  app.add_option("--accum", f.accum, "micro-batches accumulated per optimizer step (effective batch = batch * accum)")
+  app.add_option("--accum", f.accum,
+                 "micro-batches accumulated per optimizer step (effective batch = batch * accum)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{4096}))
       ->group(g_train);
@@ -105,7 +110,8 @@ void add_flags(CLI::App& app, Flags& f) {
       ->capture_default_str()
       ->check(CLI::Range(0.0, 0.999999))
       ->group(g_opt);
-  app.add_flag("--nesterov,!--no-nesterov", f.nesterov, "Nesterov momentum for SGD (default on)")->group(g_opt);
+  app.add_flag("--nesterov,!--no-nesterov", f.nesterov, "Nesterov momentum for SGD (default on)")
+      ->group(g_opt);
   app.add_option("--wd", f.wd, "weight decay (L2 for sgd, decoupled for adamw)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0))
@@ -128,7 +134,8 @@ void add_flags(CLI::App& app, Flags& f) {
       ->group(g_opt);
 
   const std::string g_perf = "Precision and parallelism";
-  app.add_option("--amp", f.amp, "off | bf16 | fp16: mixed precision (conv/linear in half, f32 master weights)")
+  app.add_option("--amp", f.amp,
+                 "off | bf16 | fp16: mixed precision (conv/linear in half, f32 master weights)")
       ->capture_default_str()
       ->check(CLI::IsMember({"off", "bf16", "fp16"}))
       ->group(g_perf);
@@ -146,8 +153,10 @@ void add_flags(CLI::App& app, Flags& f) {
       ->group(g_perf);
 
   const std::string g_out = "Report and logs";
-  app.add_option("--report", f.report, "write the utilization report as JSON (schema liftoff.report/1)")->group(g_out);
-  app.add_option("--trace", f.trace, "write a Chrome trace (Perfetto / chrome://tracing) of the stages")->group(g_out);
+  app.add_option("--report", f.report, "write the utilization report as JSON (schema liftoff.report/1)")
+      ->group(g_out);
+  app.add_option("--trace", f.trace, "write a Chrome trace (Perfetto / chrome://tracing) of the stages")
+      ->group(g_out);
   app.add_option("--log", f.log, "write metrics as JSON lines (loss, lr, images/s) every --log-every steps")
       ->group(g_out);
   app.add_flag("--profile,!--no-profile", f.profile,
@@ -162,7 +171,8 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--checkpoint-dir", f.checkpoint_dir,
                  "write checkpoints (safetensors) here; written atomically, the last --keep kept")
       ->group(g_ckpt);
-  app.add_option("--save-every", f.save_every, "N optimizer steps or Ne epochs (default: at the end and on signals)")
+  app.add_option("--save-every", f.save_every,
+                 "N optimizer steps or Ne epochs (default: at the end and on signals)")
       ->group(g_ckpt);
   app.add_option("--keep", f.keep, "checkpoints kept (0: all)")
       ->capture_default_str()
@@ -170,9 +180,10 @@ void add_flags(CLI::App& app, Flags& f) {
       ->group(g_ckpt);
   app.add_option("--resume", f.resume, "continue from a checkpoint file, or the latest valid one in a folder")
       ->group(g_ckpt);
-  app.add_option("--on-nan", f.on_nan,
-                 "stop | skip: a non-finite loss stops the run (the last good checkpoint stays); skip drops steps "
-                 "whose gradients are not finite, decided on the device")
+  app.add_option(
+         "--on-nan", f.on_nan,
+         "stop | skip: a non-finite loss stops the run (the last good checkpoint stays); skip drops steps "
+         "whose gradients are not finite, decided on the device")
       ->capture_default_str()
       ->check(CLI::IsMember({"stop", "skip"}))
       ->group(g_ckpt);

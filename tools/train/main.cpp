@@ -2,8 +2,8 @@
 #include <CLI/CLI.hpp>
 
 #include <chrono>
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -21,9 +21,9 @@
 #include "runtime/distributed/process_group.h"
 #include "runtime/parallel.h"
 #include "tools/common/progress.h"
-#include "tools/train/data_setup.h"
 #include "tools/common/signals.h"
 #include "tools/train/checkpointing.h"
+#include "tools/train/data_setup.h"
 #include "tools/train/flags.h"
 #include "tools/train/launch.h"
 
@@ -69,7 +69,8 @@ Placement place(const Flags& f) {
 int run(const Flags& f) {
   LIFTOFF_CHECK(f.profile || (f.report.empty() && f.trace.empty()), ValueError,
                 "--report and --trace need the profiler: drop --no-profile");
-  const int threads = f.threads > 0 ? f.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads =
+      f.threads > 0 ? f.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   set_num_threads(threads);
   const Placement placement = place(f);
   const Device device = placement.choice.device;
@@ -95,7 +96,8 @@ int run(const Flags& f) {
   const double lr = f.lr > 0 ? f.lr : (f.optimizer == "sgd" ? 0.1 : 1e-3);
   std::unique_ptr<Optimizer> optimizer;
   if (f.optimizer == "sgd") {
-    optimizer = std::make_unique<SGD>(model->parameters(), lr, f.momentum, f.wd, f.nesterov && f.momentum > 0);
+    optimizer =
+        std::make_unique<SGD>(model->parameters(), lr, f.momentum, f.wd, f.nesterov && f.momentum > 0);
   } else {
     optimizer = std::make_unique<AdamW>(model->parameters(), lr, 0.9, 0.999, 1e-8, f.wd);
   }
@@ -168,14 +170,15 @@ int run(const Flags& f) {
                 static_cast<long long>(f.batch), static_cast<long long>(f.accum),
                 group ? (" x " + std::to_string(placement.env.world_size) + " ranks").c_str() : "",
                 static_cast<long long>(f.batch * f.accum * placement.env.world_size), f.optimizer.c_str(), lr,
-                f.schedule.c_str(), f.warmup > 0 ? (", warm-up " + std::to_string(f.warmup)).c_str() : "", f.wd,
-                f.amp.c_str());
+                f.schedule.c_str(), f.warmup > 0 ? (", warm-up " + std::to_string(f.warmup)).c_str() : "",
+                f.wd, f.amp.c_str());
     std::printf("  loader: %d workers, prefetch %d, %s memory, augment %s\n", f.workers, rc.prefetch,
                 f.pin_memory ? "pinned" : "pageable", rc.augment.c_str());
     if (!resume_point.path.empty()) {
       std::printf("  resumed from %s (epoch %lld, step %lld, %lld micro-batches into the epoch)\n",
                   resume_point.path.c_str(), static_cast<long long>(resume_point.epoch + 1),
-                  static_cast<long long>(resume_point.step), static_cast<long long>(resume_point.skip_micro_batches));
+                  static_cast<long long>(resume_point.step),
+                  static_cast<long long>(resume_point.skip_micro_batches));
     }
     std::fflush(stdout);
   }
@@ -208,51 +211,57 @@ int run(const Flags& f) {
     const std::string label = "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(f.epochs);
     int64_t epoch_images_at_start = 0;
     const int64_t skip = epoch == resume_point.epoch ? resume_point.skip_micro_batches : 0;
-    const EpochResult r = trainer.train_epoch(train_batches, epoch, [&](const StepProgress& p) {
-      if (tools::stop_signal() != 0) {
-        trainer.request_stop();
-        if (checkpoints.enabled() && !loss_is_bad(trainer.running_loss())) {
-          checkpoints.save(p.epoch, p.micro_batch_in_epoch);
-        }
-        return;
-      }
-      if (checkpoints.enabled() && checkpoints.due_at_step(p.global_step) && !loss_is_bad(trainer.running_loss())) {
-        checkpoints.save(p.epoch, p.micro_batch_in_epoch);
-      }
-      if (!steady_started && p.global_step == f.timing_warmup) {
-        synchronize(device);
-        steady_started = true;
-        steady_start = std::chrono::steady_clock::now();
-        epoch_images_at_start = p.images;
-      }
-      if (metrics && p.global_step % f.log_every == 0) {
-        MetricsRecord m;
-        m.step = p.global_step;
-        m.epoch = p.epoch;
-        m.loss = trainer.running_loss();  // a device read, only every --log-every steps
-        m.lr = p.lr;
-        m.images_per_second = p.seconds > 0 ? static_cast<double>(p.images) / p.seconds : 0.0;
-        m.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
-        metrics->write(m);
-      }
-      if (!rank0 || !progress.due()) return;
-      const double running = trainer.running_loss();
-      if (loss_is_bad(running)) return;
-      progress.update(label, p.micro_batch_in_epoch, p.micro_batches_per_epoch,
-                      "loss " + fmt("%.4f", running) + " | lr " + fmt("%.4g", p.lr) +
-                          (f.profile ? " | " + monitor.progress_text() : ""));
-    }, skip);
+    const EpochResult r = trainer.train_epoch(
+        train_batches, epoch,
+        [&](const StepProgress& p) {
+          if (tools::stop_signal() != 0) {
+            trainer.request_stop();
+            if (checkpoints.enabled() && !loss_is_bad(trainer.running_loss())) {
+              checkpoints.save(p.epoch, p.micro_batch_in_epoch);
+            }
+            return;
+          }
+          if (checkpoints.enabled() && checkpoints.due_at_step(p.global_step) &&
+              !loss_is_bad(trainer.running_loss())) {
+            checkpoints.save(p.epoch, p.micro_batch_in_epoch);
+          }
+          if (!steady_started && p.global_step == f.timing_warmup) {
+            synchronize(device);
+            steady_started = true;
+            steady_start = std::chrono::steady_clock::now();
+            epoch_images_at_start = p.images;
+          }
+          if (metrics && p.global_step % f.log_every == 0) {
+            MetricsRecord m;
+            m.step = p.global_step;
+            m.epoch = p.epoch;
+            m.loss = trainer.running_loss();  // a device read, only every --log-every steps
+            m.lr = p.lr;
+            m.images_per_second = p.seconds > 0 ? static_cast<double>(p.images) / p.seconds : 0.0;
+            m.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+            metrics->write(m);
+          }
+          if (!rank0 || !progress.due()) return;
+          const double running = trainer.running_loss();
+          if (loss_is_bad(running)) return;
+          progress.update(label, p.micro_batch_in_epoch, p.micro_batches_per_epoch,
+                          "loss " + fmt("%.4f", running) + " | lr " + fmt("%.4g", p.lr) +
+                              (f.profile ? " | " + monitor.progress_text() : ""));
+        },
+        skip);
     if (rank0) progress.finish();
     if (loss_is_bad(r.mean_loss) || nan_step >= 0) break;
     if (tools::stop_signal() != 0) break;
-    if (checkpoints.enabled() && (checkpoints.due_at_epoch_end(epoch) || epoch + 1 == f.epochs || trainer.finished())) {
+    if (checkpoints.enabled() &&
+        (checkpoints.due_at_epoch_end(epoch) || epoch + 1 == f.epochs || trainer.finished())) {
       checkpoints.save(epoch + 1, 0);
     }
     train_seconds += r.seconds;
     train_images += r.images;
     if (steady_started) {
       // train_epoch ends with a device synchronisation, so the host clock covers the device work.
-      steady_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - steady_start).count();
+      steady_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - steady_start).count();
       steady_images += r.images - epoch_images_at_start;
     }
     std::string line = label + ": train loss " + fmt("%.4f", r.mean_loss) + ", " +
@@ -261,8 +270,8 @@ int run(const Flags& f) {
     if (!f.no_eval) {
       const EvalResult e = trainer.evaluate(test_batches);
       last_accuracy = e.accuracy;
-      line += " | test loss " + fmt("%.4f", e.mean_loss) + ", accuracy " + fmt("%.2f", 100.0 * e.accuracy) + "% (" +
-              fmt("%.1f", e.seconds) + " s)";
+      line += " | test loss " + fmt("%.4f", e.mean_loss) + ", accuracy " + fmt("%.2f", 100.0 * e.accuracy) +
+              "% (" + fmt("%.1f", e.seconds) + " s)";
     }
     if (rank0) std::printf("%s\n", line.c_str());
     std::fflush(stdout);
@@ -271,16 +280,19 @@ int run(const Flags& f) {
   const LoaderStats loader_stats = train_batches.stats();
   const RunReport report = f.profile ? monitor.finish(&loader_stats) : RunReport{};
   if (nan_step >= 0) {
-    throw Error(str_cat("the training loss became NaN/inf by optimizer step ", nan_step, "; nothing was saved after it",
-                        checkpoints.last_saved().empty() ? std::string()
-                                                         : "; the last good checkpoint is " + checkpoints.last_saved(),
-                        ". Try a lower --lr, --warmup, or --on-nan skip"));
+    throw Error(str_cat(
+        "the training loss became NaN/inf by optimizer step ", nan_step, "; nothing was saved after it",
+        checkpoints.last_saved().empty() ? std::string()
+                                         : "; the last good checkpoint is " + checkpoints.last_saved(),
+        ". Try a lower --lr, --warmup, or --on-nan skip"));
   }
   if (tools::stop_signal() != 0) {
     if (rank0) {
-      std::printf("stopped by %s after optimizer step %lld%s\n", tools::stop_signal() == SIGINT ? "SIGINT" : "SIGTERM",
-                  static_cast<long long>(trainer.global_step()),
-                  checkpoints.last_saved().empty() ? "" : ("; checkpoint " + checkpoints.last_saved()).c_str());
+      std::printf(
+          "stopped by %s after optimizer step %lld%s\n",
+          tools::stop_signal() == SIGINT ? "SIGINT" : "SIGTERM",
+          static_cast<long long>(trainer.global_step()),
+          checkpoints.last_saved().empty() ? "" : ("; checkpoint " + checkpoints.last_saved()).c_str());
     }
     return 128 + tools::stop_signal();
   }
@@ -300,17 +312,19 @@ int run(const Flags& f) {
   if (!rank0) return 0;
   if (ddp) {
     const DDPStats st = ddp->stats();
-    std::printf("ddp: %lld gradient syncs for %lld optimizer steps x %lld micro-batches, %lld bucket all-reduces "
-                "(%lld buckets), %.1f MB reduced",
-                static_cast<long long>(st.sync_steps), static_cast<long long>(trainer.global_step()),
-                static_cast<long long>(f.accum), static_cast<long long>(st.all_reduce_calls),
-                static_cast<long long>(ddp->buckets().size()), static_cast<double>(st.bytes_reduced) / 1e6);
+    std::printf(
+        "ddp: %lld gradient syncs for %lld optimizer steps x %lld micro-batches, %lld bucket all-reduces "
+        "(%lld buckets), %.1f MB reduced",
+        static_cast<long long>(st.sync_steps), static_cast<long long>(trainer.global_step()),
+        static_cast<long long>(f.accum), static_cast<long long>(st.all_reduce_calls),
+        static_cast<long long>(ddp->buckets().size()), static_cast<double>(st.bytes_reduced) / 1e6);
     if (st.device_timed && st.timed_steps > 0) {
       const double per = 1.0 / static_cast<double>(st.timed_steps);
-      std::printf("; all-reduce %.3f ms/step on the comm stream, %.3f ms exposed, %.3f ms overlapped with backward "
-                  "(%.0f%% hidden)",
-                  st.comm_ms * per, st.exposed_ms * per, st.overlapped_ms * per,
-                  st.comm_ms > 0 ? 100.0 * st.overlapped_ms / st.comm_ms : 0.0);
+      std::printf(
+          "; all-reduce %.3f ms/step on the comm stream, %.3f ms exposed, %.3f ms overlapped with backward "
+          "(%.0f%% hidden)",
+          st.comm_ms * per, st.exposed_ms * per, st.overlapped_ms * per,
+          st.comm_ms > 0 ? 100.0 * st.overlapped_ms / st.comm_ms : 0.0);
     }
     std::printf("\n");
   }
@@ -322,17 +336,20 @@ int run(const Flags& f) {
           : "";
   if (f.profile) std::printf("%s", report.render_table().c_str());
   if (trainer.scaler().enabled()) {
-    std::printf("amp: %s, loss scale %g (%s), %lld optimizer steps skipped for inf/NaN gradients\n", f.amp.c_str(),
-                trainer.scaler().current_scale(), f.loss_scale > 0 ? "static" : "dynamic",
+    std::printf("amp: %s, loss scale %g (%s), %lld optimizer steps skipped for inf/NaN gradients\n",
+                f.amp.c_str(), trainer.scaler().current_scale(), f.loss_scale > 0 ? "static" : "dynamic",
                 static_cast<long long>(trainer.scaler().skipped_steps().item()));
   }
   if (f.profile && !f.report.empty()) report.write_json(f.report);
-  if (f.profile && !f.trace.empty()) write_trace(f.trace, monitor.profiler(), &monitor.sampler(), monitor.config());
-  std::printf("done: %lld optimizer steps, %lld images in %.1f s of training: %.1f images/s%s%s\n",
-              static_cast<long long>(trainer.global_step()), static_cast<long long>(train_images * world),
-              train_seconds, train_seconds > 0 ? world * static_cast<double>(train_images) / train_seconds : 0.0,
-              steady.c_str(),
-              last_accuracy >= 0 ? ("; final test accuracy " + fmt("%.2f", 100.0 * last_accuracy) + "%").c_str() : "");
+  if (f.profile && !f.trace.empty())
+    write_trace(f.trace, monitor.profiler(), &monitor.sampler(), monitor.config());
+  std::printf(
+      "done: %lld optimizer steps, %lld images in %.1f s of training: %.1f images/s%s%s\n",
+      static_cast<long long>(trainer.global_step()), static_cast<long long>(train_images * world),
+      train_seconds, train_seconds > 0 ? world * static_cast<double>(train_images) / train_seconds : 0.0,
+      steady.c_str(),
+      last_accuracy >= 0 ? ("; final test accuracy " + fmt("%.2f", 100.0 * last_accuracy) + "%").c_str()
+                         : "");
   return 0;
 }
 
