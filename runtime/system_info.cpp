@@ -23,6 +23,7 @@ std::string library_version_str(int v) {
   return std::to_string(v / 10000) + "." + std::to_string((v % 10000) / 100) + "." + std::to_string(v % 100);
 }
 
+#if LIFTOFF_WITH_CUDA
 namespace {
 // Does the build carry code this compute capability can run (same-major SASS at or below it, or older PTX)?
 bool build_has_kernels_for(const std::string& archs, int major, int minor) {
@@ -39,6 +40,7 @@ bool build_has_kernels_for(const std::string& archs, int major, int minor) {
   return false;
 }
 }  // namespace
+#endif
 
 SystemInfo query_system_info() {
   SystemInfo info;
