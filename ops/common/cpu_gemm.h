@@ -24,23 +24,29 @@ inline bool cpu_has_avx512f() {
 
 namespace detail {
 // One block of MR rows x NV*16 columns (`m0`, `m1` mask the columns past N). Accumulates over all of K in
-// registers (starting from C when `acc`), then stores: every C entry is one sum over k in order.
+// registers (starting from C when `acc`), then stores: every C entry is one sum over k in order. Row r of A
+// starts at a + r * lda, or at a + aoff[r] when `aoff` is given; row k of B at b + k * ldb, or at b + boff[k]
+// (implicit im2col: rows at offsets into a padded image instead of materialised columns).
 template <int MR, int NV>
 __attribute__((target("avx512f"))) inline void block(int64_t k_len, const float* a, int64_t lda,
-                                                     const float* b, int64_t ldb, float* c, int64_t ldc,
-                                                     __mmask16 m0, __mmask16 m1, bool acc) {
+                                                     const int64_t* aoff, const float* b, int64_t ldb,
+                                                     const int64_t* boff, float* c, int64_t ldc, __mmask16 m0,
+                                                     __mmask16 m1, bool acc) {
   __m512 acc0[MR], acc1[MR];
+  const float* arow[MR];
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
+    arow[r] = aoff ? a + aoff[r] : a + r * lda;
     acc0[r] = acc ? _mm512_maskz_loadu_ps(m0, c + r * ldc) : _mm512_setzero_ps();
     acc1[r] = acc && NV == 2 ? _mm512_maskz_loadu_ps(m1, c + r * ldc + 16) : _mm512_setzero_ps();
   }
   for (int64_t k = 0; k < k_len; ++k) {
-    const __m512 b0 = _mm512_maskz_loadu_ps(m0, b + k * ldb);
-    const __m512 b1 = NV == 2 ? _mm512_maskz_loadu_ps(m1, b + k * ldb + 16) : b0;
+    const float* bk = boff ? b + boff[k] : b + k * ldb;
+    const __m512 b0 = _mm512_maskz_loadu_ps(m0, bk);
+    const __m512 b1 = NV == 2 ? _mm512_maskz_loadu_ps(m1, bk + 16) : b0;
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
-      const __m512 av = _mm512_set1_ps(a[r * lda + k]);
+      const __m512 av = _mm512_set1_ps(arow[r][k]);
       acc0[r] = _mm512_fmadd_ps(av, b0, acc0[r]);
       if constexpr (NV == 2) acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
     }
@@ -55,18 +61,26 @@ __attribute__((target("avx512f"))) inline void block(int64_t k_len, const float*
 // All rows of one column strip: blocks of MR rows, then the remainder with halved blocks.
 template <int MR, int NV>
 __attribute__((target("avx512f"))) inline void strip(int64_t m, int64_t k, const float* a, int64_t lda,
-                                                     const float* b, int64_t ldb, float* c, int64_t ldc,
-                                                     __mmask16 m0, __mmask16 m1, bool acc) {
+                                                     const int64_t* aoff, const float* b, int64_t ldb,
+                                                     const int64_t* boff, float* c, int64_t ldc, __mmask16 m0,
+                                                     __mmask16 m1, bool acc) {
   int64_t i = 0;
-  for (; i + MR <= m; i += MR) block<MR, NV>(k, a + i * lda, lda, b, ldb, c + i * ldc, ldc, m0, m1, acc);
+  for (; i + MR <= m; i += MR) {
+    block<MR, NV>(k, aoff ? a : a + i * lda, lda, aoff ? aoff + i : nullptr, b, ldb, boff, c + i * ldc, ldc,
+                  m0, m1, acc);
+  }
   if constexpr (MR > 1) {
-    if (i < m) strip<MR / 2, NV>(m - i, k, a + i * lda, lda, b, ldb, c + i * ldc, ldc, m0, m1, acc);
+    if (i < m) {
+      strip<MR / 2, NV>(m - i, k, aoff ? a : a + i * lda, lda, aoff ? aoff + i : nullptr, b, ldb, boff,
+                        c + i * ldc, ldc, m0, m1, acc);
+    }
   }
 }
 
 __attribute__((target("avx512f"))) inline void sgemm_avx512(int64_t m, int64_t n, int64_t k, const float* a,
-                                                            int64_t lda, const float* b, int64_t ldb,
-                                                            float* c, int64_t ldc, bool acc) {
+                                                            int64_t lda, const int64_t* aoff, const float* b,
+                                                            int64_t ldb, const int64_t* boff, float* c,
+                                                            int64_t ldc, bool acc) {
   for (int64_t j = 0; j < n; j += 32) {
     const int64_t cols = n - j < 32 ? n - j : 32;
     const __mmask16 m0 = static_cast<__mmask16>(cols >= 16 ? 0xFFFF : (1u << cols) - 1);
@@ -76,9 +90,9 @@ __attribute__((target("avx512f"))) inline void sgemm_avx512(int64_t m, int64_t n
     // Two vectors: 8 rows x 2 accumulators + 2 B vectors + 1 broadcast = 19 of 32 zmm registers. One vector
     // (a strip of at most 16 columns): 16 rows, so each B vector still feeds 16 multiply-adds.
     if (cols > 16) {
-      strip<8, 2>(m, k, a, lda, b + j, ldb, c + j, ldc, m0, m1, acc);
+      strip<8, 2>(m, k, a, lda, aoff, b + j, ldb, boff, c + j, ldc, m0, m1, acc);
     } else {
-      strip<16, 1>(m, k, a, lda, b + j, ldb, c + j, ldc, m0, m1, acc);
+      strip<16, 1>(m, k, a, lda, aoff, b + j, ldb, boff, c + j, ldc, m0, m1, acc);
     }
   }
 }
@@ -93,7 +107,7 @@ void matmul(int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b
 #if LIFTOFF_HAVE_AVX512_KERNEL
   if constexpr (std::is_same_v<T, float>) {
     if (cpu_has_avx512f()) {
-      detail::sgemm_avx512(m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+      detail::sgemm_avx512(m, n, k, a, lda, nullptr, b, ldb, nullptr, c, ldc, accumulate);
       return;
     }
   }
@@ -108,6 +122,30 @@ void matmul(int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b
   } else {
     out.noalias() = ma * mb;
   }
+}
+
+// Whether matmul_offsets can run here (f32 on a CPU with AVX-512F); callers fall back to materialised
+// columns.
+template <class T>
+bool has_offset_kernel() {
+#if LIFTOFF_HAVE_AVX512_KERNEL
+  if constexpr (std::is_same_v<T, float>) return cpu_has_avx512f();
+#endif
+  return false;
+}
+
+// C[m x n] = A * B (or C += A * B) where row i of A starts at a + aoff[i] (or a + i * lda when aoff is null)
+// and row p of B at b + boff[p] (or b + p * ldb). Only where has_offset_kernel<float>() is true. Masked loads
+// read nothing past column n of a row.
+inline void matmul_offsets([[maybe_unused]] int64_t m, [[maybe_unused]] int64_t n, [[maybe_unused]] int64_t k,
+                           [[maybe_unused]] const float* a, [[maybe_unused]] int64_t lda,
+                           [[maybe_unused]] const int64_t* aoff, [[maybe_unused]] const float* b,
+                           [[maybe_unused]] int64_t ldb, [[maybe_unused]] const int64_t* boff,
+                           [[maybe_unused]] float* c, [[maybe_unused]] int64_t ldc,
+                           [[maybe_unused]] bool accumulate = false) {
+#if LIFTOFF_HAVE_AVX512_KERNEL
+  detail::sgemm_avx512(m, n, k, a, lda, aoff, b, ldb, boff, c, ldc, accumulate);
+#endif
 }
 
 }  // namespace liftoff::cpu::gemm

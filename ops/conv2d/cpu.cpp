@@ -5,6 +5,7 @@
 // PyTorch") has the measurements behind these choices.
 #include <Eigen/Core>
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "ops/common/cpu_gemm.h"
@@ -155,6 +156,97 @@ bool is_pointwise(const Conv2dShape& g) {
   return g.r == 1 && g.s == 1 && g.stride == 1 && g.padding == 0;
 }
 
+// Implicit im2col for "same" convolutions (stride 1, output as large as the input, so R = S = 2p + 1) on the
+// AVX-512 kernel: the image is copied once into a zero-padded plane per channel (Hp x Wp), and the GEMM reads
+// column row (c, r, s) at offset c*Hp*Wp + r*Wp + s of it. Output pixel (oh, ow) is then "wide" column
+// oh*Wp + ow; the columns with ow >= W are junk and dropped when the result is compacted (or, in the weight
+// gradient, multiplied by zero rows). No C*R*S x H*W column matrix is written.
+struct Implicit {
+  int64_t hp, wp, padded_plane, wide;  // wide = H * Wp columns
+  std::vector<int64_t> offsets;        // per (channel, r, s), channel-major
+};
+
+template <class T>
+bool use_implicit(const Conv2dShape& g) {
+  return gemm::has_offset_kernel<T>() && !is_pointwise(g) && g.stride == 1 && g.oh == g.h && g.ow == g.w &&
+         g.r == 2 * g.padding + 1 && g.s == g.r;
+}
+
+Implicit make_implicit(const Conv2dShape& g, int64_t channels) {
+  Implicit im;
+  im.hp = g.h + 2 * g.padding;
+  im.wp = g.w + 2 * g.padding;
+  im.padded_plane = im.hp * im.wp;
+  im.wide = g.h * im.wp;
+  im.offsets.resize(static_cast<size_t>(channels * g.r * g.s));
+  for (int64_t c = 0; c < channels; ++c)
+    for (int64_t r = 0; r < g.r; ++r)
+      for (int64_t s = 0; s < g.s; ++s)
+        im.offsets[static_cast<size_t>((c * g.r + r) * g.s + s)] = c * im.padded_plane + r * im.wp + s;
+  return im;
+}
+
+// Size of a padded buffer: the planes plus one padded row of slack (the last wide columns read up to 2p
+// elements past the last plane; they only feed junk columns).
+int64_t padded_size(const Implicit& im, int64_t channels) {
+  return channels * im.padded_plane + im.wp;
+}
+
+template <class T>
+LIFTOFF_NO_LIBCALL_LOOPS void pad_planes(const T* x, int64_t channels, const Conv2dShape& g,
+                                         const Implicit& im, T* __restrict out) {
+  const int64_t p = g.padding;
+  for (int64_t c = 0; c < channels; ++c) {
+    T* __restrict dst = out + c * im.padded_plane;
+    const T* __restrict src = x + c * g.h * g.w;
+    for (int64_t q = 0; q < p * im.wp; ++q) dst[q] = T(0);
+    for (int64_t h = 0; h < g.h; ++h) {
+      T* __restrict row = dst + (h + p) * im.wp;
+      for (int64_t q = 0; q < p; ++q) row[q] = T(0);
+      for (int64_t q = 0; q < g.w; ++q) row[p + q] = src[h * g.w + q];
+      for (int64_t q = p + g.w; q < im.wp; ++q) row[q] = T(0);
+    }
+    for (int64_t q = (g.h + p) * im.wp; q < im.padded_plane; ++q) dst[q] = T(0);
+  }
+  T* __restrict slack = out + channels * im.padded_plane;
+  for (int64_t q = 0; q < im.wp; ++q) slack[q] = T(0);
+}
+
+// out[h * Wp + w, c] = x[c, h, w] for w < W, zero for the junk columns w >= W. Eight channels at a time:
+// eight sequential read streams and contiguous writes (one channel at a time reads plane-strided).
+template <class T>
+LIFTOFF_NO_LIBCALL_LOOPS void transpose_wide(const T* x, int64_t channels, const Conv2dShape& g,
+                                             const Implicit& im, T* __restrict out) {
+  const int64_t hw = g.h * g.w;
+  for (int64_t c0 = 0; c0 < channels; c0 += 8) {
+    const int64_t cn = std::min<int64_t>(8, channels - c0);
+    for (int64_t h = 0; h < g.h; ++h) {
+      const T* __restrict src = x + c0 * hw + h * g.w;
+      T* __restrict rows = out + h * im.wp * channels + c0;
+      for (int64_t q = 0; q < g.w; ++q)
+        for (int64_t c = 0; c < cn; ++c) rows[q * channels + c] = src[c * hw + q];
+    }
+  }
+  for (int64_t h = 0; h < g.h; ++h) {
+    T* __restrict junk = out + (h * im.wp + g.w) * channels;
+    for (int64_t q = 0; q < (im.wp - g.w) * channels; ++q) junk[q] = T(0);
+  }
+}
+
+// out[m, h, w] = wide[m, h * Wp + w] (+ bias[m])
+template <class T>
+LIFTOFF_NO_LIBCALL_LOOPS void compact(const T* wide, int64_t rows, const Conv2dShape& g, const Implicit& im,
+                                      const T* bias, T* __restrict out) {
+  for (int64_t m = 0; m < rows; ++m) {
+    const T b = bias ? bias[m] : T(0);
+    for (int64_t h = 0; h < g.h; ++h) {
+      const T* __restrict src = wide + m * im.wide + h * im.wp;
+      T* __restrict dst = out + (m * g.h + h) * g.w;
+      for (int64_t q = 0; q < g.w; ++q) dst[q] = src[q] + b;
+    }
+  }
+}
+
 template <class T>
 void forward_impl(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
                   const Conv2dShape& g) {
@@ -181,6 +273,22 @@ void forward_impl(const Tensor& x, const Tensor& w, const Tensor& bias, const Te
       if (bd) out.colwise() += ConstVecMap<T>(bd, g.k);
     }
     return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (use_implicit<T>(g)) {
+      const Implicit im = make_implicit(g, g.c);
+      parallel_for(0, g.n, 1, [&](int64_t lo, int64_t hi) {
+        T* padded = scratch<T>(0, padded_size(im, g.c));
+        T* wide = scratch<T>(1, g.k * im.wide);
+        for (int64_t i = lo; i < hi; ++i) {
+          pad_planes(xd + i * g.c * g.h * g.w, g.c, g, im, padded);
+          gemm::matmul_offsets(g.k, im.wide, crs, w.data<T>(), crs, nullptr, padded, 0, im.offsets.data(),
+                               wide, im.wide);
+          compact(wide, g.k, g, im, bd, yd + i * g.k * plane);
+        }
+      });
+      return;
+    }
   }
   parallel_for(0, g.n, 1, [&](int64_t lo, int64_t hi) {
     T* cols = pointwise ? nullptr : scratch<T>(0, crs * plane);
@@ -254,47 +362,88 @@ void backward_impl(const Tensor& x, const Tensor& w, const Tensor& gy, const Ten
   // copy) and x needs no im2col in backward at all. Partials are then [K*R*S, C] instead of [C*R*S, K].
   const bool gw_from_gy = transposed && gw.defined();
   const int64_t hw = g.h * g.w;
-  parallel_for(0, chunks, 1, [&](int64_t lo, int64_t hi) {
-    T* cols = pointwise || !gw.defined() || gw_from_gy ? nullptr : scratch<T>(0, crs * plane);
-    T* gy_t = gw.defined() ? scratch<T>(2, gw_from_gy ? g.c * hw : g.k * plane) : nullptr;
-    T* grad_cols = pointwise || !gx.defined() ? nullptr : scratch<T>(1, transposed ? krs * hw : crs * plane);
-    for (int64_t chunk = lo; chunk < hi; ++chunk) {
-      T* part = nullptr;
-      if (gw.defined()) {
-        RowMat<T>& p = gw_parts[static_cast<size_t>(chunk)];
-        p = gw_from_gy ? RowMat<T>::Zero(krs, g.c) : RowMat<T>::Zero(crs, g.k);
-        part = p.data();
-      }
-      for (int64_t i = g.n * chunk / chunks; i < g.n * (chunk + 1) / chunks; ++i) {
-        const ConstMatMap<T> grad_out(gyd + i * g.k * plane, g.k, plane);
-        const T* xi = gw.defined() ? xd + i * g.c * hw : nullptr;
-        if (transposed) {
-          im2col(gyd + i * g.k * plane, grad_cols, gt);
+  // Implicit im2col of gy (a "same" convolution here, so gt is one too): gx from the padded gy planes, and
+  // the weight gradient with gy's padded planes as the rows of A and x^T laid out on the wide columns (zero
+  // rows for the junk columns).
+  if constexpr (std::is_same_v<T, float>) {
+    if (transposed && use_implicit<T>(gt)) {
+      const Implicit im = make_implicit(gt, g.k);
+      parallel_for(0, chunks, 1, [&](int64_t lo, int64_t hi) {
+        T* padded = scratch<T>(1, padded_size(im, g.k));
+        T* wide = scratch<T>(0, g.c * im.wide);
+        T* x_t = gw_from_gy ? scratch<T>(2, im.wide * g.c) : nullptr;
+        for (int64_t chunk = lo; chunk < hi; ++chunk) {
+          T* part = nullptr;
           if (gw_from_gy) {
-            MatMap<T>(gy_t, hw, g.c) = ConstMatMap<T>(xi, g.c, hw).transpose();
-            gemm::matmul<T>(krs, g.c, hw, grad_cols, hw, gy_t, g.c, part, g.c, /*accumulate=*/true);
+            RowMat<T>& pm = gw_parts[static_cast<size_t>(chunk)];
+            pm = RowMat<T>::Zero(krs, g.c);
+            part = pm.data();
           }
-          gemm::matmul<T>(g.c, hw, krs, flipped.data(), krs, grad_cols, hw, gxd + i * g.c * hw, hw);
-          continue;
+          for (int64_t i = g.n * chunk / chunks; i < g.n * (chunk + 1) / chunks; ++i) {
+            pad_planes(gyd + i * g.k * plane, g.k, gt, im, padded);
+            if (gw_from_gy) {
+              transpose_wide(xd + i * g.c * hw, g.c, g, im, x_t);
+              // Row (k, r', s') of gy's columns is padded gy plane k read from r' * Wp + s': one product per
+              // (r', s') with A rows HpWp apart, written to every RS-th row of the partial.
+              for (int64_t rs = 0; rs < g.r * g.s; ++rs) {
+                gemm::matmul<T>(g.k, g.c, im.wide, padded + im.offsets[static_cast<size_t>(rs)],
+                                im.padded_plane, x_t, g.c, part + rs * g.c, g.r * g.s * g.c,
+                                /*accumulate=*/true);
+              }
+            }
+            gemm::matmul_offsets(g.c, im.wide, krs, flipped.data(), krs, nullptr, padded, 0,
+                                 im.offsets.data(), wide, im.wide);
+            compact(wide, g.c, gt, im, static_cast<const T*>(nullptr), gxd + i * g.c * hw);
+          }
         }
+      });
+    }
+  }
+  const bool implicit_done = transposed && use_implicit<T>(gt) && std::is_same_v<T, float>;
+  if (!implicit_done)
+    parallel_for(0, chunks, 1, [&](int64_t lo, int64_t hi) {
+      T* cols = pointwise || !gw.defined() || gw_from_gy ? nullptr : scratch<T>(0, crs * plane);
+      T* gy_t = gw.defined() ? scratch<T>(2, gw_from_gy ? g.c * hw : g.k * plane) : nullptr;
+      T* grad_cols =
+          pointwise || !gx.defined() ? nullptr : scratch<T>(1, transposed ? krs * hw : crs * plane);
+      for (int64_t chunk = lo; chunk < hi; ++chunk) {
+        T* part = nullptr;
         if (gw.defined()) {
-          if (!pointwise) im2col(xi, cols, g);
-          MatMap<T>(gy_t, plane, g.k) = grad_out.transpose();
-          gemm::matmul<T>(crs, g.k, plane, pointwise ? xi : cols, plane, gy_t, g.k, part, g.k,
-                          /*accumulate=*/true);
+          RowMat<T>& p = gw_parts[static_cast<size_t>(chunk)];
+          p = gw_from_gy ? RowMat<T>::Zero(krs, g.c) : RowMat<T>::Zero(crs, g.k);
+          part = p.data();
         }
-        if (gx.defined()) {
-          T* gxi = gxd + i * g.c * hw;
-          if (pointwise) {
-            gemm::matmul<T>(crs, plane, g.k, weight_t.data(), g.k, grad_out.data(), plane, gxi, plane);
-          } else {
-            gemm::matmul<T>(crs, plane, g.k, weight_t.data(), g.k, grad_out.data(), plane, grad_cols, plane);
-            col2im(grad_cols, gxi, g);
+        for (int64_t i = g.n * chunk / chunks; i < g.n * (chunk + 1) / chunks; ++i) {
+          const ConstMatMap<T> grad_out(gyd + i * g.k * plane, g.k, plane);
+          const T* xi = gw.defined() ? xd + i * g.c * hw : nullptr;
+          if (transposed) {
+            im2col(gyd + i * g.k * plane, grad_cols, gt);
+            if (gw_from_gy) {
+              MatMap<T>(gy_t, hw, g.c) = ConstMatMap<T>(xi, g.c, hw).transpose();
+              gemm::matmul<T>(krs, g.c, hw, grad_cols, hw, gy_t, g.c, part, g.c, /*accumulate=*/true);
+            }
+            gemm::matmul<T>(g.c, hw, krs, flipped.data(), krs, grad_cols, hw, gxd + i * g.c * hw, hw);
+            continue;
+          }
+          if (gw.defined()) {
+            if (!pointwise) im2col(xi, cols, g);
+            MatMap<T>(gy_t, plane, g.k) = grad_out.transpose();
+            gemm::matmul<T>(crs, g.k, plane, pointwise ? xi : cols, plane, gy_t, g.k, part, g.k,
+                            /*accumulate=*/true);
+          }
+          if (gx.defined()) {
+            T* gxi = gxd + i * g.c * hw;
+            if (pointwise) {
+              gemm::matmul<T>(crs, plane, g.k, weight_t.data(), g.k, grad_out.data(), plane, gxi, plane);
+            } else {
+              gemm::matmul<T>(crs, plane, g.k, weight_t.data(), g.k, grad_out.data(), plane, grad_cols,
+                              plane);
+              col2im(grad_cols, gxi, g);
+            }
           }
         }
       }
-    }
-  });
+    });
   if (gw.defined()) {
     RowMat<T> sum = gw_parts[0];
     for (size_t c = 1; c < gw_parts.size(); ++c) sum += gw_parts[c];

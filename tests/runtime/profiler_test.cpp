@@ -90,7 +90,7 @@ TEST(Profiler, StagesAddUpToMeasuredStepWall) {
   // Each stage got about what it did (sleeps only ever overshoot).
   EXPECT_GE(t.host_ms[static_cast<size_t>(Stage::data_wait)], 2.0 * steps);
   EXPECT_GE(t.host_ms[static_cast<size_t>(Stage::backward)], 4.0 * steps);
-  EXPECT_GT(t.host_ms[static_cast<size_t>(Stage::backward)], t.host_ms[static_cast<size_t>(Stage::forward)]);
+  EXPECT_GE(t.host_ms[static_cast<size_t>(Stage::forward)], 3.0 * steps);
   EXPECT_EQ(t.host_calls[static_cast<size_t>(Stage::forward)], steps);
   EXPECT_LE(t.wall_ms_min, t.wall_ms_max);
   EXPECT_FALSE(s.device_timing);
