@@ -13,6 +13,7 @@
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/cuda_types.cuh"
+#include "runtime/determinism.h"
 
 namespace liftoff::cuda {
 
@@ -92,9 +93,11 @@ struct PlanKey {
   DType dtype;
   Layout layout;
   int64_t n, c, h, w, k, r, s, stride, padding;
+  bool deterministic;  // --deterministic plans keep only reproducible algorithms
   bool operator<(const PlanKey& o) const {
-    return std::tie(device, dtype, layout, n, c, h, w, k, r, s, stride, padding) <
-           std::tie(o.device, o.dtype, o.layout, o.n, o.c, o.h, o.w, o.k, o.r, o.s, o.stride, o.padding);
+    return std::tie(device, dtype, layout, n, c, h, w, k, r, s, stride, padding, deterministic) <
+           std::tie(o.device, o.dtype, o.layout, o.n, o.c, o.h, o.w, o.k, o.r, o.s, o.stride, o.padding,
+                    o.deterministic);
   }
 };
 
@@ -156,7 +159,19 @@ void make_conv_descriptor(cudnnConvolutionDescriptor_t* desc, const Conv2dShape&
 
 // Called with plans_mutex() held.
 Plan& plan_for(int device, DType dtype, const Conv2dShape& g) {
-  const PlanKey key{device, dtype, Layout::nchw, g.n, g.c, g.h, g.w, g.k, g.r, g.s, g.stride, g.padding};
+  const PlanKey key{device,
+                    dtype,
+                    Layout::nchw,
+                    g.n,
+                    g.c,
+                    g.h,
+                    g.w,
+                    g.k,
+                    g.r,
+                    g.s,
+                    g.stride,
+                    g.padding,
+                    deterministic_algorithms()};
   auto& cache = plans();
   auto it = cache.find(key);
   if (it != cache.end()) return *it->second;
@@ -212,16 +227,18 @@ std::string shape_text(const Conv2dShape& g, DType dtype) {
 template <class Perf, class Algo>
 void take_best(const Perf* perf, int returned, size_t limit, cudnnConvolutionDescriptor_t desc,
                Choice<Algo>* choice, const char* direction, const Conv2dShape& g, DType dtype) {
+  const bool deterministic = deterministic_algorithms();
   for (int i = 0; i < returned; ++i) {
     if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > limit) continue;
+    if (deterministic && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
     LIFTOFF_CUDNN_CHECK(cudnnSetConvolutionMathType(desc, perf[i].mathType));
     choice->algo = perf[i].algo;
     choice->workspace_bytes = perf[i].memory;
     choice->found = true;
     return;
   }
-  throw BackendError(
-      str_cat("conv2d: cuDNN found no usable ", direction, " algorithm for ", shape_text(g, dtype)));
+  throw BackendError(str_cat("conv2d: cuDNN found no usable ", deterministic ? "deterministic " : "",
+                             direction, " algorithm for ", shape_text(g, dtype)));
 }
 
 void find_forward(cudnnHandle_t handle, int device, Plan& p, const Tensor& x, const Tensor& w,

@@ -27,6 +27,7 @@ std::string run_defining_config(const Flags& f) {
   j["random_erase"] = f.random_erase;
   j["label_smoothing"] = f.label_smoothing;
   j["amp"] = f.amp;
+  j["deterministic"] = f.deterministic;
   return j.dump();
 }
 

@@ -180,6 +180,10 @@ void add_flags(CLI::App& app, Flags& f) {
       ->group(g_ckpt);
   app.add_option("--resume", f.resume, "continue from a checkpoint file, or the latest valid one in a folder")
       ->group(g_ckpt);
+  app.add_flag(
+         "--deterministic", f.deterministic,
+         "reproducible algorithms only (cuDNN), so a stopped and resumed run ends with the same weights")
+      ->group(g_ckpt);
   app.add_option(
          "--on-nan", f.on_nan,
          "stop | skip: a non-finite loss stops the run (the last good checkpoint stays); skip drops steps "

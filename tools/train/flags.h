@@ -53,6 +53,7 @@ struct Flags {
   int64_t keep = 3;
   std::string resume;
   std::string on_nan = "stop";
+  bool deterministic = false;
 };
 
 // Registers every flag on app, bound to f.

@@ -16,6 +16,7 @@
 #include "models/schedule.h"
 #include "models/trainer.h"
 #include "models/zoo.h"
+#include "runtime/determinism.h"
 #include "runtime/device_select.h"
 #include "runtime/distributed/env.h"
 #include "runtime/distributed/process_group.h"
@@ -72,6 +73,7 @@ int run(const Flags& f) {
   const int threads =
       f.threads > 0 ? f.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   set_num_threads(threads);
+  set_deterministic_algorithms(f.deterministic);
   const Placement placement = place(f);
   const Device device = placement.choice.device;
   const bool rank0 = placement.env.rank == 0;
