@@ -1,8 +1,9 @@
 // CPU conv2d: im2col + GEMM per image (gemm::matmul: an AVX-512 micro-kernel where the CPU has it, else
 // Eigen), images split across the thread pool (each thread owns its column buffers and its partial weight
 // gradient). Stride-1 square kernels take their input gradient as a convolution of gy with the flipped kernel
-// and their weight gradient from gy's columns. docs/perf.md ("CPU conv2d strategies", "CPU training speed vs
-// PyTorch") has the measurements behind these choices.
+// and their weight gradient from gy's columns; "same" convolutions on the AVX-512 kernel read those columns
+// implicitly from zero-padded planes (no column matrix). docs/perf.md ("CPU conv2d strategies", "CPU training
+// speed vs PyTorch") has the measurements behind these choices.
 #include <Eigen/Core>
 #include <algorithm>
 #include <type_traits>

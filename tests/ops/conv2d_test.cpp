@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <string>
 #include <vector>
 
@@ -180,5 +182,37 @@ TEST(Conv2d, RejectsBadArguments) {
   expect_error<ValueError>([&] { conv2d(Tensor(), w, Tensor()); }, "input tensor is undefined");
 }
 
+}  // namespace
+}  // namespace liftoff
+
+namespace liftoff {
+namespace {
+// The f32 fast paths (implicit im2col for stride-1 "same" 3x3, per-thread GEMMs) against the same convolution
+// in f64, forward and all three gradients; gradcheck covers only the f64 kernels.
+TEST(Conv2d, F32FastPathsMatchF64) {
+  struct Case {
+    int64_t n, c, h, k, r, stride, padding;
+  };
+  for (const Case& cs :
+       {Case{8, 16, 14, 16, 3, 1, 1}, Case{6, 3, 9, 8, 3, 1, 1}, Case{4, 16, 14, 32, 3, 2, 1},
+        Case{4, 8, 10, 16, 1, 2, 0}, Case{5, 4, 11, 6, 5, 1, 2}}) {
+    const Tensor x64 = testing::random_tensor({cs.n, cs.c, cs.h, cs.h}, 21).set_requires_grad(true);
+    const Tensor w64 = testing::random_tensor({cs.k, cs.c, cs.r, cs.r}, 22).set_requires_grad(true);
+    const Tensor b64 = testing::random_tensor({cs.k}, 23).set_requires_grad(true);
+    const Tensor x32 = x64.detach().to(DType::f32).set_requires_grad(true);
+    const Tensor w32 = w64.detach().to(DType::f32).set_requires_grad(true);
+    const Tensor b32 = b64.detach().to(DType::f32).set_requires_grad(true);
+    const Tensor y64 = conv2d(x64, w64, b64, cs.stride, cs.padding);
+    const Tensor y32 = conv2d(x32, w32, b32, cs.stride, cs.padding);
+    const Tensor gy = testing::random_tensor(y64.shape(), 24);
+    y64.backward(gy);
+    y32.backward(gy.to(DType::f32));
+    const double tol = 1e-4 * std::sqrt(static_cast<double>(cs.c * cs.r * cs.r * cs.n));
+    EXPECT_TRUE(testing::all_close(y32, y64, tol, 1e-4)) << "forward, case n=" << cs.n << " c=" << cs.c;
+    EXPECT_TRUE(testing::all_close(x32.grad(), x64.grad(), tol, 1e-4)) << "grad x, case c=" << cs.c;
+    EXPECT_TRUE(testing::all_close(w32.grad(), w64.grad(), tol, 1e-4)) << "grad w, case c=" << cs.c;
+    EXPECT_TRUE(testing::all_close(b32.grad(), b64.grad(), tol, 1e-4)) << "grad b, case c=" << cs.c;
+  }
+}
 }  // namespace
 }  // namespace liftoff
