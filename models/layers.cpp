@@ -61,7 +61,11 @@ BatchNorm2d::BatchNorm2d(int64_t channels, double eps, double momentum) : eps_(e
 Tensor BatchNorm2d::forward(const Tensor& x) {
   if (is_training()) {
     // On the device, without reading the count back to the host.
-    accumulate_into(num_batches_tracked_, Tensor::ones({}, DType::i64, num_batches_tracked_.device()));
+    // One cached increment per device: no allocation or fill kernel per forward.
+    if (!one_.defined() || one_.device() != num_batches_tracked_.device()) {
+      one_ = Tensor::ones({}, DType::i64, num_batches_tracked_.device());
+    }
+    accumulate_into(num_batches_tracked_, one_);
   }
   return batch_norm2d(x, weight_, bias_, running_mean_, running_var_, is_training(), momentum_, eps_);
 }

@@ -46,6 +46,7 @@ class BatchNorm2d : public Module {
  private:
   double eps_, momentum_;
   Tensor weight_, bias_, running_mean_, running_var_, num_batches_tracked_;
+  Tensor one_;  // the i64 increment of num_batches_tracked, on its device (not state)
 };
 
 // weight [out, in], bias [out] (when bias): [N, in] -> [N, out].
