@@ -87,7 +87,8 @@ Verdict diagnose(const RunReport& r, const VerdictThresholds& th) {
     if (r.gpu.available && r.gpu.samples > 0) {
       busy_text += ", NVML utilization " + fmt("%.0f%%", r.gpu.util_mean_pct);
       // Event spans include the gaps between kernels inside a stage (an upper bound); NVML counts time a
-      // kernel was running. A launch-bound step shows spans near 100% but low NVML utilization: trust the lower.
+      // kernel was running. A launch-bound step shows spans near 100% but low NVML utilization: trust the
+      // lower.
       if (r.gpu.util_mean_pct / 100.0 < *busy) {
         busy = r.gpu.util_mean_pct / 100.0;
         busy_text += " (the lower figure is used)";
@@ -1095,7 +1096,9 @@ std::string comparison_html(const RunReport& a, const RunReport& b, const std::s
   static const char* kColors[kNumStages] = {"#e4572e", "#f3a712", "#a8c686", "#29335c",
                                             "#669bbc", "#8e44ad", "#17becf", "#bbbbbb"};
   const double max_ms = std::max({a.step_ms_mean, b.step_ms_mean, 1e-9});
-  const int left = 150, width = 600, bar_h = 34, top = 20;
+  // The label column grows with the longer run name (about 7 px a character at 12 px sans-serif).
+  const int longest = static_cast<int>(std::max(name_a.size(), name_b.size()));
+  const int left = std::max(150, 7 * longest + 24), width = 600, bar_h = 34, top = 20;
   std::ostringstream svg;
   svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << left + width + 120 << "\" height=\""
       << top + 2 * (bar_h + 16) + 60 << "\" font-family=\"sans-serif\" font-size=\"12\">\n";

@@ -49,5 +49,18 @@ printf 'not a checkpoint' >"$work/bad.safetensors"
 "${run[@]}" --resume "$work/bad.safetensors" >"$work/e4.log" 2>&1
 check "a corrupt checkpoint is refused naming the file" grep -q "bad.safetensors" "$work/e4.log"
 
+# 5. bench: two runs and their reports side by side; a failing run is reported with its error.
+BENCH=$(dirname "$TRAIN")/bench
+if [ -x "$BENCH" ]; then
+  "$BENCH" --model simple_cnn --data synthetic --synthetic-size 512 --workers 1 --a "--device cpu --threads 1" \
+    --b "--device cpu --threads 2" --steps 6 --timing-warmup 2 --html "$work/cmp.html" >"$work/bench.log" 2>&1
+  check "bench compares two runs" test $? -eq 0
+  check "... stage by stage" grep -q "forward (host)" "$work/bench.log"
+  check "... and writes the HTML chart" grep -q "<svg" "$work/cmp.html"
+  "$BENCH" --data synthetic --synthetic-size 64 --a "--device cpu" --b "--batch 0" --steps 4 >"$work/bench2.log" 2>&1
+  check "bench reports a failing run" test $? -eq 1
+  check "... with its error" grep -q -- "--batch" "$work/bench2.log"
+fi
+
 [ $fail -eq 0 ] && echo "all train CLI checks passed"
 exit $fail
