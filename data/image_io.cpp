@@ -32,8 +32,8 @@ std::vector<uint8_t> read_file(const std::string& path, const ImageLimits& limit
   return bytes;
 }
 
-// stb's reason, kept to printable characters: some failure strings carry raw bytes or newlines, and our errors
-// are one line.
+// stb's reason, kept to printable characters: some failure strings carry raw bytes or newlines, and our
+// errors are one line.
 std::string stb_reason() {
   const char* reason = stbi_failure_reason();
   std::string text;
@@ -63,6 +63,17 @@ ImageInfo checked_info(const std::string& path, const std::vector<uint8_t>& byte
              int64_t{bytes[at + 3]};
     };
     check_dimensions(path, be32(16), be32(20), limits);
+    // Every chunk must fit in the file: stb_image grows its IDAT buffer to a chunk's claimed length before
+    // reading it (a 206-byte file claiming a 1.6 GB IDAT made it allocate 2 GiB; found by image_fuzz).
+    size_t at = 8;
+    while (at + 12 <= bytes.size()) {
+      const int64_t length = be32(at);
+      LIFTOFF_CHECK(length <= static_cast<int64_t>(bytes.size() - at - 12), IOError, "image '", path,
+                    "': a PNG chunk at byte ", at, " claims ", length, " bytes but only ",
+                    bytes.size() - at - 12, " follow (corrupt or truncated file)");
+      if (std::memcmp(bytes.data() + at + 4, "IEND", 4) == 0) break;
+      at += 12 + static_cast<size_t>(length);
+    }
   }
   int w = 0, h = 0, c = 0;
   // Header only: no pixel memory is allocated here, whatever the header claims.
