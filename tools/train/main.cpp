@@ -175,7 +175,10 @@ int run(const Flags& f) {
                 f.schedule.c_str(), f.warmup > 0 ? (", warm-up " + std::to_string(f.warmup)).c_str() : "",
                 f.wd, f.amp.c_str());
     std::printf("  loader: %d workers, prefetch %d, %s memory, augment %s\n", f.workers, rc.prefetch,
-                f.pin_memory ? "pinned" : "pageable", rc.augment.c_str());
+                !device.is_cuda() ? "host"
+                : f.pin_memory    ? "pinned"
+                                  : "pageable",
+                rc.augment.c_str());
     if (!resume_point.path.empty()) {
       std::printf("  resumed from %s (epoch %lld, step %lld, %lld micro-batches into the epoch)\n",
                   resume_point.path.c_str(), static_cast<long long>(resume_point.epoch + 1),
