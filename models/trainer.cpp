@@ -124,6 +124,8 @@ EpochResult Trainer::train_epoch(BatchSource& source, int64_t epoch,
       timed_optimizer_step();
       pending = 0;
       ++result.steps;
+      if (loss_sum_.dtype() == DType::f32)
+        recent_loss_.post(loss_sum_, 1.0 / static_cast<double>(loss_count_));
       if (on_step) {
         StepProgress p;
         p.epoch = epoch;

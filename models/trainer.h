@@ -11,6 +11,7 @@
 #include "models/module.h"
 #include "models/optim.h"
 #include "models/schedule.h"
+#include "runtime/async_scalar.h"
 #include "runtime/profiler.h"
 
 namespace liftoff {
@@ -77,6 +78,9 @@ class Trainer {
 
   // Mean micro-batch loss of the current epoch so far; reads the device (synchronises).
   double running_loss() const;
+  // The same mean as of a recent optimizer step, read without waiting for the device (copied asynchronously
+  // after each step); false until one has arrived. For progress lines.
+  bool recent_loss(double* loss) { return recent_loss_.latest(loss); }
   int64_t global_step() const { return global_step_; }
   GradScaler& scaler() { return scaler_; }
   const TrainerOptions& options() const { return options_; }
@@ -100,6 +104,7 @@ class Trainer {
   int64_t global_step_ = 0;
   bool stop_requested_ = false;
   Tensor loss_sum_;  // device-side sum of micro-batch losses this epoch
+  AsyncScalar recent_loss_;
   int64_t loss_count_ = 0;
 };
 

@@ -247,7 +247,8 @@ int run(const Flags& f) {
             metrics->write(m);
           }
           if (!rank0 || !progress.due()) return;
-          const double running = trainer.running_loss();
+          double running = 0.0;  // a step or so old: reading it must not stop the device
+          if (!trainer.recent_loss(&running)) return;
           if (loss_is_bad(running)) return;
           progress.update(label, p.micro_batch_in_epoch, p.micro_batches_per_epoch,
                           "loss " + fmt("%.4f", running) + " | lr " + fmt("%.4g", p.lr) +
