@@ -9,6 +9,7 @@
 #include <fstream>
 #include <memory>
 
+#include "data/jpeg_check.h"
 #include "runtime/error.h"
 
 namespace liftoff {
@@ -75,6 +76,9 @@ ImageInfo checked_info(const std::string& path, const std::vector<uint8_t>& byte
       at += 12 + static_cast<size_t>(length);
     }
   }
+  // JPEG: walk the markers before stb_image sees them (stbi_info below already builds Huffman tables). stb
+  // trusts table and scan structure it never checks; a scan using an undefined table crashed it (image_fuzz).
+  check_jpeg_structure(path, bytes.data(), bytes.size());
   int w = 0, h = 0, c = 0;
   // Header only: no pixel memory is allocated here, whatever the header claims.
   LIFTOFF_CHECK(stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &c) == 1, IOError,

@@ -1,6 +1,7 @@
 // Image files through stb_image (PNG, JPEG, BMP) and stb_image_write. Files are untrusted: the whole file is
-// read once (size bounded), its header is checked with stbi_info and the dimensions are bounded BEFORE any
-// pixel is decoded. Every failure is an IOError naming the file.
+// read once (size bounded), its structure is checked (PNG chunk lengths; JPEG markers, tables and scans, see
+// data/jpeg_check.h), its header with stbi_info and the dimensions are bounded BEFORE any pixel is decoded.
+// Every failure is an IOError naming the file.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -28,7 +29,7 @@ struct DecodedImage {
 };
 
 // Header only (reads the file, decodes no pixels); throws IOError for an unreadable file, an unknown or
-// corrupt header, or dimensions outside the limits.
+// corrupt header or structure, or dimensions outside the limits.
 ImageInfo read_image_info(const std::string& path, const ImageLimits& limits = {});
 // Decodes to `channels` (1: gray, stb's luma weights for colour files; 3: RGB, gray replicated; alpha
 // dropped) after the same header checks.

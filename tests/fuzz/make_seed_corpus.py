@@ -106,8 +106,20 @@ def main():
         out = io.BytesIO()
         Image.new("RGB", (6, 5), (120, 30, 200)).save(out, format="JPEG", quality=80)
         put("image", "rgb.jpg", out.getvalue())
+        # Progressive (several scans, tables between them) and grayscale: other paths of stb_image's decoder.
+        gradient = Image.linear_gradient("L").resize((20, 12))
+        out = io.BytesIO()
+        Image.merge("RGB", (gradient, gradient.rotate(90), gradient.rotate(180))).save(
+            out, format="JPEG", quality=90, progressive=True, optimize=True)
+        put("image", "progressive.jpg", out.getvalue())
+        out = io.BytesIO()
+        gradient.save(out, format="JPEG", quality=90)
+        put("image", "gray.jpg", out.getvalue())
     except ImportError:
-        print("Pillow missing: no JPEG seed")
+        print("Pillow missing: no JPEG seeds")
+    # Restart markers (Pillow cannot write them): one of tests/data/jpeg/'s libjpeg files.
+    with open(os.path.join(HERE, "..", "..", "data", "jpeg", "progressive-restart-420.jpg"), "rb") as f:
+        put("image", "progressive-restart.jpg", f.read())
 
 
 if __name__ == "__main__":
