@@ -14,7 +14,9 @@
 
 namespace liftoff {
 
-// weight [out, in, k, k], bias [out] (when bias); square kernel, stride and zero padding.
+// weight [out, in, k, k], bias [out] (when bias); square kernel, stride and zero padding. forward: x [N, in,
+// H, W] -> [N, out, (H + 2p - k)/stride + 1, (W + 2p - k)/stride + 1] (ops/conv2d/conv2d.h); under autocast
+// in the half dtype.
 class Conv2d : public Module {
  public:
   Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t stride, int64_t padding,
@@ -49,7 +51,7 @@ class BatchNorm2d : public Module {
   Tensor one_;  // the i64 increment of num_batches_tracked, on its device (not state)
 };
 
-// weight [out, in], bias [out] (when bias): [N, in] -> [N, out].
+// weight [out, in], bias [out] (when bias): [N, in] -> [N, out]; under autocast in the half dtype.
 class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias, Generator& gen);
@@ -63,6 +65,7 @@ class Linear : public Module {
   HalfWeightCache weight_half_, bias_half_;
 };
 
+// max(x, 0), elementwise; no parameters.
 class ReLU : public Module {
  public:
   Tensor forward(const Tensor& x) override;

@@ -12,6 +12,7 @@ namespace liftoff {
 
 class Optimizer {
  public:
+  // params: floating-point leaves (Module::parameters()); lr >= 0. Throws ValueError otherwise.
   Optimizer(std::vector<Tensor> params, double lr);
   virtual ~Optimizer() = default;
   Optimizer(const Optimizer&) = delete;
@@ -26,7 +27,7 @@ class Optimizer {
   // Drops every parameter gradient (set_to_none, PyTorch's default).
   void zero_grad();
   double lr() const { return lr_; }
-  void set_lr(double lr);
+  void set_lr(double lr);  // lr >= 0; what LR schedules drive, once per step
   const std::vector<Tensor>& params() const { return params_; }
   // The live state tensors by name ("momentum_buffer.<i>", "exp_avg.<i>", ... with i the parameter's index):
   // a checkpoint writer reads them, a loader copy_()s into them.

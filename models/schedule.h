@@ -16,6 +16,7 @@ class LRSchedule {
   virtual double lr_at(int64_t step) const = 0;
 };
 
+// base_lr at every step.
 class ConstantLR : public LRSchedule {
  public:
   explicit ConstantLR(double base_lr);

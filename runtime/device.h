@@ -1,3 +1,5 @@
+// Where a tensor lives: the CPU or CUDA device `index`. A build without CUDA can name a CUDA device but never
+// allocate on one (DeviceError "built without CUDA").
 #pragma once
 #include <string>
 
@@ -12,7 +14,7 @@ struct Device {
   static Device cuda(int index = 0) { return Device{Type::cuda, index}; }
   bool is_cpu() const { return type == Type::cpu; }
   bool is_cuda() const { return type == Type::cuda; }
-  std::string str() const;
+  std::string str() const;  // "cpu" or "cuda:N"
   // Parses "cpu", "cuda", "cuda:N"; throws ValueError otherwise. ("auto" is resolved by callers.)
   static Device parse(const std::string& text);
 

@@ -16,10 +16,10 @@
 
 namespace liftoff {
 
-using Shape = std::vector<int64_t>;
-std::string shape_str(const Shape& shape);
-int64_t shape_numel(const Shape& shape);
-Shape contiguous_strides(const Shape& shape);
+using Shape = std::vector<int64_t>;            // sizes, outermost first; {} is a 0-d tensor of one element
+std::string shape_str(const Shape& shape);     // "[2, 3, 4]"
+int64_t shape_numel(const Shape& shape);       // product of the sizes (1 for {})
+Shape contiguous_strides(const Shape& shape);  // row-major strides, in elements
 
 class Node;
 class Tensor;
@@ -44,16 +44,23 @@ class Tensor {
   Tensor() = default;
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
-  // Factories. Values are given as double and converted to dtype.
+  // Factories: fresh contiguous tensors that do not require grad. Values are given as double and converted to
+  // dtype. empty() leaves the memory uninitialised.
   static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
   static Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
   static Tensor ones(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
   static Tensor full(const Shape& shape, double value, DType dtype = DType::f32,
                      Device device = Device::cpu());
+  // Copies `values` (row-major; values.size() must equal shape_numel(shape), else ShapeError) into a tensor
+  // of T's dtype on `device`. T: float, double, int32_t, int64_t, uint8_t.
   template <class T>
   static Tensor from_vector(const std::vector<T>& values, const Shape& shape, Device device = Device::cpu());
+  // A contiguous view of existing memory (no copy), starting `offset` elements in; the storage must hold
+  // offset + numel elements (else ShapeError). The tensor lives on the storage's device.
   static Tensor from_blob(const Storage& storage, const Shape& shape, DType dtype, int64_t offset = 0);
 
+  // False for a default-constructed handle (e.g. an absent bias or gradient). The accessors below need a
+  // defined tensor.
   bool defined() const { return impl_ != nullptr; }
   const Shape& shape() const;
   const Shape& strides() const;
@@ -74,17 +81,19 @@ class Tensor {
   T* data() const;
   void* raw_data() const;
 
-  // Copies (never views): the result owns fresh contiguous memory. contiguous() is differentiable.
+  // Copies (never views): the result owns fresh contiguous memory. contiguous() is differentiable; clone()
+  // and to() are not (for a differentiable dtype conversion see cast() in ops/cast/cast.h).
   Tensor clone() const;
   Tensor contiguous() const;  // returns *this when already contiguous
   Tensor to(Device device) const;
   Tensor to(DType dtype) const;
   Tensor to(Device device, DType dtype) const;
   // Views sharing storage (differentiable). view() needs a contiguous tensor; -1 infers one dimension.
+  // slice/select/permute: a negative dim counts from the end; out-of-range dims or indices throw ShapeError.
   Tensor view(const Shape& shape) const;
   Tensor slice(int64_t dim, int64_t start, int64_t end) const;  // [start, end) along dim
   Tensor select(int64_t dim, int64_t index) const;              // removes dim
-  Tensor permute(const std::vector<int64_t>& order) const;
+  Tensor permute(const std::vector<int64_t>& order) const;      // order: a permutation of 0..dim()-1
 
   // In-place raw writes (not recorded).
   // Handles have reference semantics: these write through a const handle, like PyTorch's in-place ops.
@@ -97,12 +106,14 @@ class Tensor {
   template <class T>
   std::vector<T> to_vector() const;
 
-  // Autograd.
+  // Autograd. set_requires_grad(true) makes a leaf whose .grad backward() fills; results of recorded ops
+  // require grad when an input does and carry a grad_fn (they are not leaves). grad() is undefined until a
+  // backward reaches the tensor (and after Module::zero_grad / Optimizer::zero_grad).
   bool requires_grad() const;
   const Tensor& set_requires_grad(bool requires_grad) const;
   bool is_leaf() const;
   Tensor grad() const;
-  void set_grad(const Tensor& grad) const;
+  void set_grad(const Tensor& grad) const;  // an undefined tensor clears it
   const std::shared_ptr<Node>& grad_fn() const;
   void set_grad_fn(std::shared_ptr<Node> node) const;
   // Gradient-ready hooks run on a leaf when its gradient for the current backward() is complete.
@@ -112,8 +123,9 @@ class Tensor {
   // A tensor sharing storage but cut off from the graph.
   Tensor detach() const;
 
+  // "Tensor(shape=[2, 3], dtype=f32, device=cpu, ...)" with up to max_values values (reads the device).
   std::string str(int64_t max_values = 8) const;
-  TensorImpl& impl() const;
+  TensorImpl& impl() const;  // the shared state; throws ValueError for an undefined tensor
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
   bool same(const Tensor& other) const { return impl_ == other.impl_; }
 

@@ -7,6 +7,8 @@
 // skip_if_nonzero (optional): an f32 one-element flag on the parameters' device, e.g. AMP's found_inf. When
 // it is non-zero (or NaN) the step leaves parameters and state bit-identical. CUDA decides on the device
 // (every kernel block reads the flag: no host sync); the CPU reads it on the host.
+// Mismatched lists, shapes, dtypes or devices throw ValueError / ShapeError / DTypeError / DeviceError naming
+// the parameter index.
 #pragma once
 #include <vector>
 
