@@ -8,8 +8,16 @@ namespace liftoff {
 namespace cuda {
 std::string unavailable_reason(int index);  // runtime/cuda/availability.cu
 std::string describe_device(int index);
+void set_current_device(int index);
 }  // namespace cuda
 #endif
+
+void use_device(Device device) {
+  if (!device.is_cuda()) return;
+#if LIFTOFF_WITH_CUDA
+  cuda::set_current_device(device.index);
+#endif
+}
 
 std::string cuda_unavailable_reason(int index) {
 #if LIFTOFF_WITH_CUDA

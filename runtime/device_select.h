@@ -20,4 +20,8 @@ std::string cuda_unavailable_reason(int index = 0);
 // the reason when unusable.
 DeviceChoice resolve_device(const std::string& spec);
 
+// Makes a CUDA device the calling thread's current device for good (PyTorch's torch.cuda.set_device): a
+// process that owns one GPU (a DDP rank on cuda:N) then creates every handle and event there. No-op for cpu.
+void use_device(Device device);
+
 }  // namespace liftoff

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "runtime/cuda/check.h"
 #include "runtime/cuda/cudnn_loader.h"
 #include "runtime/error.h"
 
@@ -82,6 +83,10 @@ std::string unavailable_reason(int index) {
                    ".x; install cuDNN ", CUDNN_MAJOR, " or point LD_LIBRARY_PATH at it");
   }
   return "";
+}
+
+void set_current_device(int index) {
+  LIFTOFF_CUDA_CHECK(cudaSetDevice(index));
 }
 
 }  // namespace liftoff::cuda

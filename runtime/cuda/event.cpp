@@ -3,13 +3,15 @@
 #include <utility>
 
 #include "runtime/cuda/check.h"
+#include "runtime/cuda/context.h"
 
 namespace liftoff::cuda {
 
 Event::Event(bool timing, bool blocking_sync) {
-  unsigned flags = timing ? cudaEventDefault : cudaEventDisableTiming;
-  if (blocking_sync) flags |= cudaEventBlockingSync;
-  LIFTOFF_CUDA_CHECK(cudaEventCreateWithFlags(&event_, flags));
+  flags_ = timing ? cudaEventDefault : cudaEventDisableTiming;
+  if (blocking_sync) flags_ |= cudaEventBlockingSync;
+  LIFTOFF_CUDA_CHECK(cudaGetDevice(&device_));
+  LIFTOFF_CUDA_CHECK(cudaEventCreateWithFlags(&event_, flags_));
 }
 
 Event::~Event() {
@@ -18,18 +20,33 @@ Event::~Event() {
 }
 
 Event::Event(Event&& other) noexcept
-    : event_(std::exchange(other.event_, nullptr)), recorded_(std::exchange(other.recorded_, false)) {}
+    : event_(std::exchange(other.event_, nullptr)),
+      flags_(other.flags_),
+      device_(other.device_),
+      recorded_(std::exchange(other.recorded_, false)) {}
 
 Event& Event::operator=(Event&& other) noexcept {
   if (this != &other) {
     if (event_ != nullptr) cudaEventDestroy(event_);
     event_ = std::exchange(other.event_, nullptr);
+    flags_ = other.flags_;
+    device_ = other.device_;
     recorded_ = std::exchange(other.recorded_, false);
   }
   return *this;
 }
 
 void Event::record(cudaStream_t stream) {
+  int stream_device = 0;
+  LIFTOFF_CUDA_CHECK(cudaStreamGetDevice(stream, &stream_device));
+  if (stream_device != device_) {
+    DeviceGuard guard(stream_device);
+    cudaEvent_t fresh = nullptr;
+    LIFTOFF_CUDA_CHECK(cudaEventCreateWithFlags(&fresh, flags_));
+    if (event_ != nullptr) cudaEventDestroy(event_);
+    event_ = fresh;
+    device_ = stream_device;
+  }
   LIFTOFF_CUDA_CHECK(cudaEventRecord(event_, stream));
   recorded_ = true;
 }

@@ -16,7 +16,9 @@ class Event {
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
 
-  // Captures the work queued on `stream` so far.
+  // Captures the work queued on `stream` so far. An event belongs to one device: when `stream` is on another
+  // device than the event was made on (a rank on cuda:1 whose thread's current device is 0), the event is
+  // re-created there first, so callers need not hold a DeviceGuard.
   void record(cudaStream_t stream);
   // Work queued on `stream` after this call starts only when the recorded work is done (device-side wait).
   void wait(cudaStream_t stream) const;
@@ -32,6 +34,8 @@ class Event {
 
  private:
   cudaEvent_t event_ = nullptr;
+  unsigned flags_ = 0;
+  int device_ = -1;  // the device event_ was created on
   bool recorded_ = false;
 };
 

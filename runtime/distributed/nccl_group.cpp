@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <exception>
 #include <fstream>
 #include <mutex>
 #include <thread>
@@ -227,6 +228,14 @@ class NcclGroup : public ProcessGroup {
     if (watchdog_.joinable()) watchdog_.join();
     std::lock_guard<std::mutex> lock(comm_mutex_);
     if (comm_ == nullptr) return;  // aborted: NCCL freed it
+    if (std::uncaught_exceptions() > 0) {
+      // Unwinding from an error: the peers may be inside a collective this rank will never join, and a
+      // finalize or destroy would wait for them forever. Abort, so the error reaches the user and the rank
+      // exits (the launcher or mpirun then stops the others).
+      ncclCommAbort(comm_);
+      comm_ = nullptr;
+      return;
+    }
     try {
       cuda::DeviceGuard guard(device_);
       // Finalize flushes outstanding operations; a peer that died makes it hang, so poll with the timeout.

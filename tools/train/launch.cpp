@@ -143,9 +143,10 @@ LaunchResult launch_local(const LaunchOptions& options) {
     }
     if (pid == 0) {
       // Own process group: the terminal's Ctrl-C reaches the launcher, which forwards it once. Die with the
-      // launcher (Linux) so no rank outlives it.
+      // launcher (Linux) so no rank outlives it: SIGKILL, since a rank stuck in a collective never gets to
+      // act on SIGTERM (the launcher forwards the graceful signals itself while it lives).
       setpgid(0, 0);
-      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() != parent) _exit(1);
       execve(options.executable.c_str(), argv.data(), envps[static_cast<size_t>(r)].data());
       const char* msg = "liftoff launcher: exec failed\n";

@@ -23,6 +23,7 @@
 #include "runtime/parallel.h"
 #include "tools/common/progress.h"
 #include "tools/common/signals.h"
+#include "tools/common/stack_dump.h"
 #include "tools/train/checkpointing.h"
 #include "tools/train/data_setup.h"
 #include "tools/train/flags.h"
@@ -68,6 +69,7 @@ Placement place(const Flags& f) {
 }
 
 int run(const Flags& f) {
+  tools::install_stack_dump_signal();  // kill -USR1 <pid>: every thread's stack to stderr (a stuck run)
   LIFTOFF_CHECK(f.profile || (f.report.empty() && f.trace.empty()), ValueError,
                 "--report and --trace need the profiler: drop --no-profile");
   const int threads =
@@ -76,6 +78,7 @@ int run(const Flags& f) {
   set_deterministic_algorithms(f.deterministic);
   const Placement placement = place(f);
   const Device device = placement.choice.device;
+  use_device(device);  // a rank on cuda:N makes it current, so nothing lands on cuda:0 by default
   const bool rank0 = placement.env.rank == 0;
   std::unique_ptr<distributed::ProcessGroup> group;
   if (placement.env.distributed()) {
