@@ -17,8 +17,10 @@ namespace liftoff {
 using distributed::ReduceOp;
 using distributed::Work;
 
-std::vector<std::vector<size_t>> assign_buckets(const std::vector<BucketParam>& params, size_t cap_bytes) {
+std::vector<std::vector<size_t>> assign_buckets(const std::vector<BucketParam>& params, size_t cap_bytes,
+                                                size_t first_cap_bytes) {
   LIFTOFF_CHECK(cap_bytes > 0, ValueError, "DDP: bucket cap must be positive");
+  if (first_cap_bytes == 0) first_cap_bytes = cap_bytes;
   std::vector<std::vector<size_t>> buckets;
   // One open bucket per dtype (a flat buffer has one dtype), with its byte count.
   std::vector<std::pair<DType, std::pair<std::vector<size_t>, size_t>>> open;
@@ -28,16 +30,17 @@ std::vector<std::vector<size_t>> assign_buckets(const std::vector<BucketParam>& 
   };
   for (size_t k = params.size(); k-- > 0;) {
     const BucketParam& p = params[k];
+    const size_t cap = buckets.empty() ? first_cap_bytes : cap_bytes;
     size_t slot = open.size();
     for (size_t s = 0; s < open.size(); ++s) {
       if (open[s].first == p.dtype) slot = s;
     }
-    if (p.bytes >= cap_bytes) {
+    if (p.bytes >= cap) {
       if (slot < open.size()) close(slot);  // keep launch order = readiness order
       buckets.push_back({k});
       continue;
     }
-    if (slot < open.size() && open[slot].second.second + p.bytes > cap_bytes) {
+    if (slot < open.size() && open[slot].second.second + p.bytes > cap) {
       close(slot);
       slot = open.size();
     }
@@ -150,6 +153,8 @@ DistributedDataParallel::DistributedDataParallel(Module& module, distributed::Pr
     : module_(module), group_(group), state_(std::make_shared<State>()) {
   LIFTOFF_CHECK(options.bucket_cap_mb > 0, ValueError, "DDP: bucket_cap_mb must be positive, got ",
                 options.bucket_cap_mb);
+  LIFTOFF_CHECK(options.first_bucket_cap_mb > 0, ValueError, "DDP: first_bucket_cap_mb must be positive, got ",
+                options.first_bucket_cap_mb);
   State& s = *state_;
   s.group = &group;
   s.require_sync = &require_sync_;
@@ -166,7 +171,8 @@ DistributedDataParallel::DistributedDataParallel(Module& module, distributed::Pr
   std::vector<BucketParam> sizes;
   for (const Tensor& p : s.params) sizes.push_back({p.nbytes(), p.dtype()});
   const auto cap = static_cast<size_t>(options.bucket_cap_mb * 1024.0 * 1024.0);
-  s.buckets = assign_buckets(sizes, std::max<size_t>(cap, 1));
+  const auto first_cap = static_cast<size_t>(options.first_bucket_cap_mb * 1024.0 * 1024.0);
+  s.buckets = assign_buckets(sizes, std::max<size_t>(cap, 1), std::max<size_t>(first_cap, 1));
   s.bucket_of.assign(s.params.size(), 0);
   s.offset_of.assign(s.params.size(), 0);
   s.slice_of.resize(s.params.size());

@@ -28,6 +28,7 @@ namespace liftoff {
 
 struct DDPOptions {
   double bucket_cap_mb = 25.0;     // bucket size limit in MiB (a larger parameter gets a bucket of its own)
+  double first_bucket_cap_mb = 1.0;  // the first bucket's limit: its all-reduce overlaps the rest of backward
   bool broadcast_at_start = true;  // parameters and buffers from rank 0 at construction
 };
 
@@ -39,8 +40,11 @@ struct BucketParam {
 // Buckets of parameter indices. Parameters are taken last to first; each dtype fills its own open bucket,
 // which is closed when the next parameter would push it over cap_bytes; a parameter of cap_bytes or more gets
 // a bucket of its own. Buckets are returned in the order they close (= the order they become ready in
-// backward); within a bucket, indices are in the order they were added (descending).
-std::vector<std::vector<size_t>> assign_buckets(const std::vector<BucketParam>& params, size_t cap_bytes);
+// backward); within a bucket, indices are in the order they were added (descending). Until the first bucket
+// closes, first_cap_bytes is the limit instead (0: cap_bytes): a small first bucket starts communicating
+// early in backward, while the rest of backward still runs (PyTorch's 1 MiB first bucket).
+std::vector<std::vector<size_t>> assign_buckets(const std::vector<BucketParam>& params, size_t cap_bytes,
+                                                size_t first_cap_bytes = 0);
 
 struct DDPStats {
   int64_t sync_steps = 0;        // synchronize_gradients() calls that reduced gradients

@@ -20,6 +20,15 @@ TEST(Buckets, ReverseOrderWithinCap) {
   EXPECT_EQ(assign_buckets(f32_params({100, 100, 100, 100}), 250), (Buckets{{3, 2}, {1, 0}}));
 }
 
+TEST(Buckets, FirstBucketHasItsOwnSmallerCap) {
+  // cap 1000, first cap 150: the last parameter alone starts communicating; the rest share one bucket.
+  EXPECT_EQ(assign_buckets(f32_params({100, 100, 100, 100}), 1000, 150), (Buckets{{3}, {2, 1, 0}}));
+  // A first cap of 0 means "same as cap".
+  EXPECT_EQ(assign_buckets(f32_params({100, 100, 100, 100}), 1000, 0), (Buckets{{3, 2, 1, 0}}));
+  // A parameter at or above the first cap gets the first bucket to itself.
+  EXPECT_EQ(assign_buckets(f32_params({100, 200}), 1000, 150), (Buckets{{1}, {0}}));
+}
+
 TEST(Buckets, AllInOneWhenTheyFit) {
   EXPECT_EQ(assign_buckets(f32_params({10, 20, 30}), 1000), (Buckets{{2, 1, 0}}));
 }
