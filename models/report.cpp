@@ -376,6 +376,7 @@ RunReport build_report(const RunConfig& config, const RunMeasurements& m) {
   }
   r.device_memory_peak_allocated = m.device_memory_peak_allocated;
   r.device_memory_peak_reserved = m.device_memory_peak_reserved;
+  r.device_memory_steady_peak_allocated = m.device_memory_steady_peak_allocated;
   r.device_memory_total = m.device_memory_total;
   if (!r.device_memory_total && r.gpu.memory_total > 0)
     r.device_memory_total = static_cast<int64_t>(r.gpu.memory_total);
@@ -520,6 +521,7 @@ std::string RunReport::to_json() const {
                {"power_mean_w", gnum(gpu.power_mean_w)}};
   j["memory"] = {{"device_peak_allocated", opt(device_memory_peak_allocated)},
                  {"device_peak_reserved", opt(device_memory_peak_reserved)},
+                 {"device_steady_peak_allocated", opt(device_memory_steady_peak_allocated)},
                  {"device_total", opt(device_memory_total)},
                  {"host_peak_rss", opt(host_peak_rss)}};
   json threads_json = json::array();
@@ -634,6 +636,8 @@ RunReport RunReport::from_json(const std::string& text, const std::string& src) 
   const json& mem = need(j, "memory", src, "");
   r.device_memory_peak_allocated = get_opt_int(mem, "device_peak_allocated", src, "memory.");
   r.device_memory_peak_reserved = get_opt_int(mem, "device_peak_reserved", src, "memory.");
+  if (mem.contains("device_steady_peak_allocated"))  // absent in reports written before it existed
+    r.device_memory_steady_peak_allocated = get_opt_int(mem, "device_steady_peak_allocated", src, "memory.");
   r.device_memory_total = get_opt_int(mem, "device_total", src, "memory.");
   r.host_peak_rss = get_opt_int(mem, "host_peak_rss", src, "memory.");
 
@@ -737,6 +741,9 @@ std::string RunReport::render_table() const {
     o << " device peak " << format_bytes(*device_memory_peak_allocated) << " allocated";
     if (device_memory_peak_reserved) o << " / " << format_bytes(*device_memory_peak_reserved) << " reserved";
     if (device_memory_total) o << " of " << format_bytes(*device_memory_total);
+    if (device_memory_steady_peak_allocated) {
+      o << " (after warm-up: " << format_bytes(*device_memory_steady_peak_allocated) << " allocated)";
+    }
     o << ";";
   }
   o << " host peak RSS " << (host_peak_rss ? format_bytes(*host_peak_rss) : std::string("not measured"))
@@ -851,13 +858,31 @@ void write_trace(const std::string& path, const Profiler& profiler, const GpuSam
 // RunMonitor
 
 RunMonitor::RunMonitor(RunConfig config, Device device, ProfilerOptions options, GpuSamplerOptions sampler)
-    : config_(std::move(config)), device_(device), profiler_(options), sampler_(device, sampler) {
+    : config_(std::move(config)), device_(device), profiler_(with_warmup_hook(options)), sampler_(device, sampler) {
   if (config_.host_cores == 0) config_.host_cores = platform::host_cores();
   if (config_.device.empty() || config_.device == "cpu") config_.device = device.str();
 }
 
 RunMonitor::~RunMonitor() {
   sampler_.stop();
+}
+
+ProfilerOptions RunMonitor::with_warmup_hook(ProfilerOptions options) {
+  auto previous = options.on_warmup_end;
+  options.on_warmup_end = [this, previous] {
+    if (previous) previous();
+#if LIFTOFF_WITH_CUDA
+    // The peak so far (autotuning included) is kept; the allocator's watermark restarts for the steady state.
+    if (device_.is_cuda()) {
+      const cuda::AllocatorStats a = cuda::CachingAllocator::get().stats(device_.index);
+      warmup_peak_allocated_ = static_cast<int64_t>(a.peak_allocated);
+      warmup_peak_reserved_ = static_cast<int64_t>(a.peak_reserved);
+      cuda::CachingAllocator::get().reset_peak(device_.index);
+      steady_watermark_ = true;
+    }
+#endif
+  };
+  return options;
 }
 
 void RunMonitor::start() {
@@ -887,8 +912,10 @@ RunReport RunMonitor::finish(const LoaderStats* loader) {
 #if LIFTOFF_WITH_CUDA
   if (device_.is_cuda()) {
     const cuda::AllocatorStats a = cuda::CachingAllocator::get().stats(device_.index);
-    m.device_memory_peak_allocated = static_cast<int64_t>(a.peak_allocated);
-    m.device_memory_peak_reserved = static_cast<int64_t>(a.peak_reserved);
+    const auto peak = static_cast<int64_t>(a.peak_allocated);
+    m.device_memory_peak_allocated = std::max(peak, warmup_peak_allocated_);
+    m.device_memory_peak_reserved = std::max(static_cast<int64_t>(a.peak_reserved), warmup_peak_reserved_);
+    if (steady_watermark_) m.device_memory_steady_peak_allocated = peak;
   }
 #endif
   const int64_t rss = platform::peak_rss_bytes();

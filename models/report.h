@@ -122,6 +122,9 @@ struct RunReport {
 
   std::optional<int64_t> device_memory_peak_allocated;  // caching allocator
   std::optional<int64_t> device_memory_peak_reserved;
+  // Peak allocated over the measured steps alone (after the warm-up): what training needs in steady state,
+  // without one-off costs such as cuDNN's algorithm search.
+  std::optional<int64_t> device_memory_steady_peak_allocated;
   std::optional<int64_t> device_memory_total;
   std::optional<int64_t> host_peak_rss;
 
@@ -150,6 +153,7 @@ struct RunMeasurements {
   std::optional<GpuUtilization> gpu;  // none: no sampler ran
   std::optional<LoaderReport> loader;
   std::optional<int64_t> device_memory_peak_allocated, device_memory_peak_reserved, device_memory_total;
+  std::optional<int64_t> device_memory_steady_peak_allocated;
   std::optional<int64_t> host_peak_rss;
   std::vector<ThreadCpuReport> threads;
   std::string cpu_source;
@@ -171,6 +175,8 @@ class RunMonitor {
  public:
   RunMonitor(RunConfig config, Device device, ProfilerOptions options = {}, GpuSamplerOptions sampler = {});
   ~RunMonitor();
+  RunMonitor(const RunMonitor&) = delete;  // the profiler's warm-up hook points at this object
+  RunMonitor& operator=(const RunMonitor&) = delete;
   Profiler& profiler() { return profiler_; }
   const Profiler& profiler() const { return profiler_; }
   const GpuSampler& sampler() const { return sampler_; }
@@ -185,6 +191,8 @@ class RunMonitor {
   std::string progress_text() const;
 
  private:
+  // Adds the end-of-warm-up hook that splits the device memory peak into warm-up and steady state.
+  ProfilerOptions with_warmup_hook(ProfilerOptions options);
   RunConfig config_;
   Device device_;
   Profiler profiler_;
@@ -193,6 +201,8 @@ class RunMonitor {
   bool finished_ = false;
   double start_s_ = 0.0;
   std::vector<platform::ThreadCpu> start_cpu_;
+  int64_t warmup_peak_allocated_ = 0, warmup_peak_reserved_ = 0;
+  bool steady_watermark_ = false;
 };
 
 // --log metrics.jsonl: one JSON object per line.

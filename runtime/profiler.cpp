@@ -410,6 +410,7 @@ void Profiler::end_step(int64_t images) {
   }
 #endif
   ++step_;
+  if (step_ == options_.warmup_steps && options_.on_warmup_end) options_.on_warmup_end();
 }
 
 void Profiler::abandon_step() {

@@ -28,6 +28,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -55,6 +56,8 @@ struct ProfilerOptions {
   int ring_slack = 16;      // steps beyond `lag` a step's device timing may stay pending before it is dropped
   bool keep_trace = false;  // keep every span for the trace file (memory grows with the run)
   int64_t trace_max_steps = 20000;  // stop keeping spans after this many steps
+  // Called once, at the end of the last warm-up step (e.g. to start a steady-state memory watermark).
+  std::function<void()> on_warmup_end;
 };
 
 // One interval for the trace. Times are steady_clock seconds (time_since_epoch).

@@ -4,12 +4,15 @@
 // enqueues.
 #include <algorithm>
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <tuple>
 
 #include "ops/conv2d/kernels.h"
+#include "runtime/cuda/caching_allocator.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/cuda_types.cuh"
@@ -203,19 +206,57 @@ Plan& plan_for(int device, DType dtype, const Conv2dShape& g) {
   return result;
 }
 
-// Largest workspace any algorithm asks for, capped; shrunk if the allocator cannot provide it.
+// The search's scratch is its own allocation, returned as soon as the search ends: some algorithms ask for
+// hundreds of MiB, and keeping that in the persistent workspace would hold it for the whole run (the
+// persistent one grows only to what the chosen algorithms need). Shrinks when the memory is not there.
 constexpr size_t kMaxSearchWorkspace = size_t{512} << 20;
 
-void* search_workspace(int device, size_t* bytes) {
-  *bytes = std::min(*bytes, kMaxSearchWorkspace);
-  while (true) {
-    try {
-      return *bytes ? workspace(device, *bytes) : nullptr;
-    } catch (const OutOfMemoryError&) {
-      if (*bytes == 0) throw;
-      *bytes = *bytes > (size_t{1} << 20) ? *bytes / 4 : 0;
+class SearchWorkspace {
+ public:
+  SearchWorkspace(int device, size_t wanted) : bytes_(std::min(wanted, workspace_limit())) {
+    while (bytes_ > 0) {
+      try {
+        ptr_ = CachingAllocator::get().allocate(bytes_, device, compute_stream(device));
+        return;
+      } catch (const OutOfMemoryError&) {
+        bytes_ = bytes_ > (size_t{1} << 20) ? bytes_ / 4 : 0;
+      }
     }
   }
+  ~SearchWorkspace() {
+    if (ptr_ != nullptr) CachingAllocator::get().free(ptr_);
+  }
+  SearchWorkspace(const SearchWorkspace&) = delete;
+  SearchWorkspace& operator=(const SearchWorkspace&) = delete;
+  void* get() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+
+  // LIFTOFF_CUDNN_WORKSPACE_MB caps what any search or chosen algorithm may use (default 512 MiB).
+  static size_t workspace_limit() {
+    static const size_t limit = [] {
+      const char* text = std::getenv("LIFTOFF_CUDNN_WORKSPACE_MB");
+      if (text == nullptr || *text == '\0') return kMaxSearchWorkspace;
+      char* end = nullptr;
+      const double mb = std::strtod(text, &end);
+      LIFTOFF_CHECK(end != text && *end == '\0' && mb >= 0, ValueError,
+                    "LIFTOFF_CUDNN_WORKSPACE_MB='", text, "' is not a number of MiB >= 0");
+      return static_cast<size_t>(mb * 1024.0 * 1024.0);
+    }();
+    return limit;
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// LIFTOFF_CUDNN_LOG=1 prints every algorithm choice (one line per shape and direction) to stderr.
+bool log_choices() {
+  static const bool on = [] {
+    const char* text = std::getenv("LIFTOFF_CUDNN_LOG");
+    return text != nullptr && *text != '\0' && std::string(text) != "0";
+  }();
+  return on;
 }
 
 std::string shape_text(const Conv2dShape& g, DType dtype) {
@@ -235,6 +276,12 @@ void take_best(const Perf* perf, int returned, size_t limit, cudnnConvolutionDes
     choice->algo = perf[i].algo;
     choice->workspace_bytes = perf[i].memory;
     choice->found = true;
+    if (log_choices()) {
+      std::fprintf(stderr, "liftoff cudnn: %s %s: algo %d, %.3f ms, workspace %.1f MiB (searched with %.1f MiB)\n",
+                   direction, shape_text(g, dtype).c_str(), static_cast<int>(perf[i].algo),
+                   static_cast<double>(perf[i].time), static_cast<double>(perf[i].memory) / 1048576.0,
+                   static_cast<double>(limit) / 1048576.0);
+    }
     return;
   }
   throw BackendError(str_cat("conv2d: cuDNN found no usable ", deterministic ? "deterministic " : "",
@@ -252,12 +299,13 @@ void find_forward(cudnnHandle_t handle, int device, Plan& p, const Tensor& x, co
       limit = std::max(limit, bytes);
     }
   }
-  void* ws = search_workspace(device, &limit);
+  const SearchWorkspace ws(device, limit);
+  limit = ws.bytes();
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   int returned = 0;
   LIFTOFF_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
       handle, p.x, x.raw_data(), p.w, w.raw_data(), p.fwd, p.y, y.raw_data(),
-      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf, ws, limit));
+      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf, ws.get(), limit));
   take_best(perf, returned, limit, p.fwd, &p.fwd_choice, "forward", g, x.dtype());
 }
 
@@ -272,12 +320,13 @@ void find_backward_data(cudnnHandle_t handle, int device, Plan& p, const Tensor&
       limit = std::max(limit, bytes);
     }
   }
-  void* ws = search_workspace(device, &limit);
+  const SearchWorkspace ws(device, limit);
+  limit = ws.bytes();
   cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
   int returned = 0;
   LIFTOFF_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
       handle, p.w, w.raw_data(), p.y, gy.raw_data(), p.bwd_data, p.x, gx.raw_data(),
-      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, perf, ws, limit));
+      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, perf, ws.get(), limit));
   take_best(perf, returned, limit, p.bwd_data, &p.bwd_data_choice, "backward-data", g, gy.dtype());
 }
 
@@ -292,12 +341,13 @@ void find_backward_filter(cudnnHandle_t handle, int device, Plan& p, const Tenso
       limit = std::max(limit, bytes);
     }
   }
-  void* ws = search_workspace(device, &limit);
+  const SearchWorkspace ws(device, limit);
+  limit = ws.bytes();
   cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
   int returned = 0;
   LIFTOFF_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
       handle, p.x, x.raw_data(), p.y, gy.raw_data(), p.bwd_filter, p.w, gw.raw_data(),
-      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, perf, ws, limit));
+      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, perf, ws.get(), limit));
   take_best(perf, returned, limit, p.bwd_filter, &p.bwd_filter_choice, "backward-filter", g, gy.dtype());
 }
 

@@ -155,6 +155,26 @@ TEST(Profiler, WarmupStepsAreLeftOutUnlessTheyAreAll) {
   EXPECT_GE(s.all_steps_wall_ms, s.totals.wall_ms);
 }
 
+TEST(Profiler, WarmupEndHookRunsOnceAfterTheLastWarmupStep) {
+  ProfilerOptions o;
+  o.warmup_steps = 3;
+  int calls = 0;
+  int64_t steps_when_called = -1;
+  Profiler* profiler = nullptr;
+  o.on_warmup_end = [&] {
+    ++calls;
+    steps_when_called = profiler->summary().steps_total;
+  };
+  Profiler p(o);
+  profiler = &p;
+  for (int i = 0; i < 6; ++i) {
+    p.begin_step();
+    p.end_step(1);
+    EXPECT_EQ(calls, i >= 2 ? 1 : 0) << "after step " << i;
+  }
+  EXPECT_EQ(steps_when_called, 3);
+}
+
 TEST(Profiler, AbandonedStepIsNotCounted) {
   ProfilerOptions o;
   o.warmup_steps = 0;
@@ -181,7 +201,9 @@ TEST(Profiler, MisuseIsAnError) {
   EXPECT_THROW(p.finish(), ValueError);  // inside a step
   p.end_step(1);
   EXPECT_NO_THROW(p.finish());
-  EXPECT_THROW(Profiler(ProfilerOptions{-1}), ValueError);
+  ProfilerOptions negative_lag;
+  negative_lag.lag = -1;
+  EXPECT_THROW(Profiler{negative_lag}, ValueError);
 }
 
 TEST(Profiler, DeviceMarksAreNoOpsOnTheCpu) {
