@@ -4,7 +4,10 @@
 // library.
 #include <cudnn.h>
 
+#include <cstdlib>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "runtime/cuda/cudnn_loader.h"
 #include "runtime/error.h"
@@ -13,9 +16,16 @@
 namespace liftoff::cuda {
 
 namespace {
+// LIFTOFF_CUDNN_LIBRARY=/path/to/libcudnn.so.9 picks one cuDNN among several installed (only that file).
+std::vector<std::string> cudnn_candidates() {
+  const char* chosen = std::getenv("LIFTOFF_CUDNN_LIBRARY");
+  if (chosen != nullptr && *chosen != '\0') return {chosen};
+  return {"libcudnn.so.9", "libcudnn.so"};
+}
+
 platform::DynamicLibrary& cudnn_library() {
   // Leaked on purpose: cuDNN must stay mapped until the process ends.
-  static auto* lib = new platform::DynamicLibrary({"libcudnn.so.9", "libcudnn.so"});
+  static auto* lib = new platform::DynamicLibrary(cudnn_candidates());
   return *lib;
 }
 }  // namespace
@@ -28,7 +38,8 @@ std::string cudnn_load_error() {
   return cudnn_library().loaded()
              ? std::string()
              : "cuDNN 9 (libcudnn.so.9) could not be loaded (" + cudnn_library().error() +
-                   "); install cuDNN 9 or add its lib folder to LD_LIBRARY_PATH";
+                   "); install cuDNN 9 or add its lib folder to LD_LIBRARY_PATH (or name the file in "
+                   "LIFTOFF_CUDNN_LIBRARY)";
 }
 
 void* cudnn_symbol(const char* name) {

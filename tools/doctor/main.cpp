@@ -69,9 +69,14 @@ void print_versions(const SystemInfo& info) {
   std::printf("  CUDA runtime: %s (statically linked)\n", cuda_version_str(info.runtime_version).c_str());
   std::printf("  cuBLAS: compiled %s, loaded %s\n", library_version_str(info.cublas_compiled).c_str(),
               library_version_str(info.cublas_loaded).c_str());
-  std::printf("  cuDNN: compiled %s, loaded %s%s\n", library_version_str(info.cudnn_compiled).c_str(),
-              library_version_str(info.cudnn_loaded).c_str(),
-              info.cudnn_compiled / 10000 != info.cudnn_loaded / 10000 ? "  <-- major versions differ" : "");
+  if (info.cudnn_loaded == 0) {
+    std::printf("  cuDNN: compiled %s, not loaded  <-- see the GPU lines below for why\n",
+                library_version_str(info.cudnn_compiled).c_str());
+  } else {
+    std::printf("  cuDNN: compiled %s, loaded %s%s\n", library_version_str(info.cudnn_compiled).c_str(),
+                library_version_str(info.cudnn_loaded).c_str(),
+                info.cudnn_compiled / 10000 != info.cudnn_loaded / 10000 ? "  <-- major versions differ" : "");
+  }
   std::printf("  NCCL: %s\n",
               info.nccl_loaded
                   ? (library_version_str(info.nccl_loaded) + " (" + info.nccl_library + ")").c_str()
