@@ -27,7 +27,7 @@ for stage in "$@"; do
       grep -B2 -A6 -E "^\[  FAILED  \]|Failure$" "$OUT/tests.log" | head -80
       ;;
     quicktests)
-      for name in test_models test_runtime_cuda test_ops_cuda; do
+      for name in test_models test_runtime_cuda test_ops_cuda test_distributed_cuda; do
         /tmp/bin/$name --gtest_brief=1 >>"$OUT/tests.log" 2>&1
         note "$name: rc=$? $(tail -3 "$OUT/tests.log" | grep -E '(PASSED|FAILED)' | tr '\n' ' ')"
       done
@@ -53,7 +53,7 @@ for stage in "$@"; do
       ;;
     bench)
       # Liftoff and PyTorch side by side: ResNet-20 at batch 256 and 16 x accum 4, fp32 / bf16 / fp16.
-      for cfg in "256 1 off 200" "16 4 off 200" "256 1 bf16 200" "16 4 bf16 200" "256 1 fp16 200"; do
+      for cfg in "256 1 off 200" "16 4 off 200" "256 1 bf16 200" "16 4 bf16 200"; do
         set -- $cfg
         tag="b$1x$2-$3"
         /tmp/bin/train --device cuda --model resnet20 --data-dir $DATA --batch $1 --accum $2 --amp $3 \
@@ -86,7 +86,7 @@ for stage in "$@"; do
       ;;
     overhead)
       # Profiling on vs off, same recipe, interleaved twice (issue: utilization report, within 2%).
-      for round in 1 2; do
+      for round in $(seq ${ROUNDS:-2}); do
         for prof in --profile --no-profile; do
           /tmp/bin/train --device cuda --data-dir $DATA --batch 256 $prof --max-steps 230 --timing-warmup 30 --no-eval \
             --epochs 100 >>"$OUT/overhead.log" 2>&1
@@ -98,16 +98,22 @@ for stage in "$@"; do
       done
       ;;
     ddp)
+      pkill -9 -f 'bin/train' 2>/dev/null; sleep 1
       # 2 GPUs: correctness vs 1 GPU at the same global batch, scaling vs PyTorch DDP, accumulation, socket
       # transport through the environment-variable launch, and a killed rank.
+      # Gate: a short 2-GPU run must finish before the long ones are tried (a hang costs 40 s, not the call).
+      timeout -s KILL 40 /tmp/bin/train --gpus 2 --model resnet20 --data-dir $DATA --batch 128 --max-steps 30 \
+        --no-eval --epochs 100 >>"$OUT/ddp.log" 2>&1
+      rc=$?; note "ddp gate (30 steps on 2 GPUs): rc=$rc $(grep -c 'parameter checksum' "$OUT/ddp.log") checksum lines"
+      if [ $rc -ne 0 ]; then pkill -9 -f 'bin/train'; tail -30 "$OUT/ddp.log"; continue; fi
       R="--model resnet20 --data-dir $DATA --lr 0.2 --label-smoothing 0.1 --epochs ${DDP_EPOCHS:-15}"
-      /tmp/bin/train --gpus 2 $R --batch 128 >>"$OUT/ddp.log" 2>&1
+      timeout -s KILL 150 /tmp/bin/train --gpus 2 $R --batch 128 >>"$OUT/ddp.log" 2>&1
       note "ddp 2 GPUs x 128: $(grep -E '^done' "$OUT/ddp.log" | tail -1 | grep -o 'final test accuracy .*') | $(grep -c 'parameter checksum' "$OUT/ddp.log") checksum lines, $(grep 'parameter checksum' "$OUT/ddp.log" | awk '{print $5,$7}' | sort -u | wc -l) distinct"
       /tmp/bin/train --device cuda $R --batch 256 >>"$OUT/ddp.log" 2>&1
       note "ddp 1 GPU x 256: $(grep -E '^done' "$OUT/ddp.log" | tail -1 | grep -o 'final test accuracy .*')"
       for amp in bf16; do
         for n in 1 2; do
-          /tmp/bin/train --gpus $n --device cuda --model resnet20 --data-dir $DATA --batch 256 --amp $amp --max-steps 200 \
+          timeout -s KILL 60 /tmp/bin/train --gpus $n --device cuda --model resnet20 --data-dir $DATA --batch 256 --amp $amp --max-steps 200 \
             --timing-warmup 20 --no-eval --epochs 100 >>"$OUT/ddp.log" 2>&1
           lo=$(grep -o 'steady state [0-9.]* images/s' "$OUT/ddp.log" | tail -1)
           ov=$(grep '^ddp:' "$OUT/ddp.log" | tail -1 | grep -o 'all-reduce .*')
@@ -117,22 +123,44 @@ for stage in "$@"; do
           note "ddp scaling $amp ${n} GPU(s): liftoff [$lo] [$ov] pytorch [$pt]"
         done
       done
-      /tmp/bin/train --gpus 2 --model resnet20 --data-dir $DATA --batch 64 --accum 4 --max-steps 50 --no-eval \
+      timeout -s KILL 60 /tmp/bin/train --gpus 2 --model resnet20 --data-dir $DATA --batch 64 --accum 4 --max-steps 50 --no-eval \
         --epochs 100 >>"$OUT/ddp.log" 2>&1
       note "ddp accum 4: $(grep '^ddp:' "$OUT/ddp.log" | tail -1 | cut -c1-160)"
       rm -f /tmp/ncclid
       for r in 0 1; do
         RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LIFTOFF_NCCL_ID_FILE=/tmp/ncclid NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 \
-          NCCL_DEBUG=INFO /tmp/bin/train --model resnet20 --data-dir $DATA --batch 128 --max-steps 100 --no-eval \
+          NCCL_DEBUG=INFO timeout -s KILL 60 /tmp/bin/train --model resnet20 --data-dir $DATA --batch 128 --max-steps 100 --no-eval \
           --epochs 100 >"$OUT/ddp_env_rank$r.log" 2>&1 &
       done
       wait
       note "ddp env launch, socket transport: $(grep -o 'NET/Socket' "$OUT/ddp_env_rank0.log" | head -1) $(grep -h 'parameter checksum' "$OUT"/ddp_env_rank*.log | awk '{print $5}' | sort -u | wc -l) distinct checksum(s); $(grep -o 'steady state [0-9.]* images/s' "$OUT/ddp_env_rank0.log")"
-      ( /tmp/bin/train --gpus 2 --model resnet20 --data-dir $DATA --batch 128 --epochs 5 --no-eval >"$OUT/ddp_kill.log" 2>&1; echo "exit=$?" >>"$OUT/ddp_kill.log" ) &
-      sleep 12
+      ( timeout -s KILL 120 /tmp/bin/train --gpus 2 --model resnet20 --data-dir $DATA --batch 128 --epochs 100 --no-eval \
+          >"$OUT/ddp_kill.log" 2>&1; echo "exit=$?" >>"$OUT/ddp_kill.log" ) &
+      sleep 10
       victim=$(pgrep -f 'bin/train --model resnet20' | tail -1)
       t0=$(date +%s); kill -9 $victim; wait; t1=$(date +%s)
       note "ddp kill -9 of pid $victim: launcher ended $((t1 - t0)) s later: $(tail -2 "$OUT/ddp_kill.log" | tr '\n' ' ')"
+      sleep 2; note "ranks left running after the kill test: $(pgrep -f 'bin/train' | wc -l)"; pkill -9 -f 'bin/train' 2>/dev/null
+      ;;
+    ddp_perf)
+      # The scaling figures and the killed-rank check alone (the accuracy runs are in `ddp`).
+      pkill -9 -f 'bin/train' 2>/dev/null; sleep 1
+      for n in 1 2; do
+        timeout -s KILL 60 /tmp/bin/train --gpus $n --device cuda --model resnet20 --data-dir $DATA --batch 256 --amp bf16 \
+          --max-steps 200 --timing-warmup 20 --no-eval --epochs 100 >>"$OUT/ddp.log" 2>&1
+        lo=$(grep -o 'steady state [0-9.]* images/s' "$OUT/ddp.log" | tail -1)
+        ov=$(grep '^ddp:' "$OUT/ddp.log" | tail -1 | grep -o '([0-9]* buckets).*')
+        torchrun --standalone --nproc_per_node $n tools/reference/ddp_reference.py --model resnet20 --batch 256 \
+          --amp bf16 --channels-last --bucket-mb 25 --steps 180 --warmup-steps 20 >>"$OUT/ddp.log" 2>&1
+        note "ddp scaling bf16 ${n} GPU(s): liftoff [$lo] [$ov] pytorch [$(grep RESULT "$OUT/ddp.log" | tail -1)]"
+      done
+      ( timeout -s KILL 120 /tmp/bin/train --gpus 2 --model resnet20 --data-dir $DATA --batch 128 --epochs 100 --no-eval \
+          >"$OUT/ddp_kill.log" 2>&1; echo "exit=$?" >>"$OUT/ddp_kill.log" ) &
+      sleep 10
+      victim=$(pgrep -f 'bin/train --model resnet20' | tail -1)
+      t0=$(date +%s); kill -9 $victim; wait; t1=$(date +%s)
+      note "ddp kill -9 of pid $victim: launcher ended $((t1 - t0)) s later: $(tail -2 "$OUT/ddp_kill.log" | tr '\n' ' ' | cut -c1-300)"
+      sleep 1; note "ranks left running after the kill test: $(pgrep -f 'bin/train' | wc -l)"; pkill -9 -f 'bin/train' 2>/dev/null
       ;;
     verdicts)
       # Planted scenarios for the utilization report's verdict.
@@ -147,6 +175,71 @@ for stage in "$@"; do
       note "planted host/launch-bound: $(grep 'verdict' "$OUT/verdicts.log" | tail -1 | cut -c1-230)"
       /tmp/bin/train $V --data-dir $DATA --model resnet56 --batch 1024 --max-steps 30 --timing-warmup 5 --report "$OUT/v_compute.json" >>"$OUT/verdicts.log" 2>&1
       note "planted compute-bound: $(grep 'verdict' "$OUT/verdicts.log" | tail -1 | cut -c1-230)"
+      ;;
+    ddp_debug)
+      # Hang hunt: short 2-GPU runs under NCCL transport/connection variants; a run still going after 15 s gets
+      # every thread's stack printed (SIGUSR1, tools/common/stack_dump.h) into the log.
+      export LIFTOFF_DIST_TIMEOUT=20
+      for variant in plain NCCL_RUNTIME_CONNECT=0 NCCL_COMM_BLOCKING=1 NCCL_CUMEM_ENABLE=0 NCCL_P2P_DISABLE=1; do
+        echo "######## variant $variant" >>"$OUT/ddp_debug.log"
+        set --
+        [ "$variant" != plain ] && set -- "$variant"
+        ( env "$@" NCCL_DEBUG=WARN timeout -s KILL 40 /tmp/bin/train --gpus 2 --model resnet20 --data-dir $DATA \
+            --batch 128 --max-steps 30 --no-eval --epochs 100 >>"$OUT/ddp_debug.log" 2>&1
+          echo "exit=$?" >>"$OUT/ddp_debug.log" ) &
+        for _ in $(seq 15); do sleep 1; pgrep -f 'bin/train --model resnet20' >/dev/null || break; done
+        for pid in $(pgrep -f 'bin/train --model resnet20'); do
+          echo "######## pid $pid: $(tr '\0' '\n' </proc/$pid/environ | grep -E '^RANK=')" >>"$OUT/ddp_debug.log"
+          kill -USR1 $pid; sleep 1
+        done
+        wait
+        note "ddp variant [$variant]: $(tail -1 "$OUT/ddp_debug.log") $(grep -c 'parameter checksum' "$OUT/ddp_debug.log") checksum lines so far"
+      done
+      unset LIFTOFF_DIST_TIMEOUT
+      ;;
+    memory)
+      # Peak device memory per --amp (whole run and after warm-up) and the cuDNN algorithm choices behind it.
+      for cfg in "off" "bf16" "fp16" "fp16 64"; do
+        set -- $cfg
+        LIFTOFF_CUDNN_LOG=1 LIFTOFF_CUDNN_WORKSPACE_MB=${2:-512} /tmp/bin/train --device cuda --model resnet20 \
+          --data-dir $DATA --batch 256 --amp $1 --max-steps 120 --timing-warmup 20 --no-eval --epochs 100 \
+          >>"$OUT/memory.log" 2>&1
+        note "memory amp=$1 ws-cap=${2:-512}MiB: $(grep -o 'memory: device peak.*' "$OUT/memory.log" | tail -1 | cut -c1-150) | $(grep -o 'steady state [0-9.]* images/s' "$OUT/memory.log" | tail -1)"
+      done
+      ;;
+    compare)
+      # CPU vs CUDA, the card's command, with the HTML chart (rendered to PNG back home).
+      /tmp/bin/bench --model resnet20 --data-dir $DATA --batch 16 --accum 4 --steps 60 --timing-warmup 10 \
+        --html "$OUT/compare.html" >"$OUT/compare.log" 2>&1
+      note "bench cpu vs cuda b16x4: rc=$? $(grep -i -E 'images/s|speed' "$OUT/compare.log" | head -3 | tr '\n' ' ' | cut -c1-220)"
+      ;;
+    resume)
+      # --deterministic: a run stopped at step 200 and resumed ends with the same checkpoint, byte for byte;
+      # then PyTorch loads the final checkpoint with safetensors and evaluates it.
+      D="--device cuda --deterministic --model resnet20 --data-dir $DATA --batch 256 --epochs 3 --lr 0.2"
+      /tmp/bin/train $D --checkpoint-dir /tmp/ra --save-every 100 --keep 0 >"$OUT/resume.log" 2>&1
+      last=$(ls /tmp/ra/checkpoint-*.safetensors | tail -1)
+      /tmp/bin/train $D --checkpoint-dir /tmp/rb --resume /tmp/ra/checkpoint-000000000200.safetensors >>"$OUT/resume.log" 2>&1
+      if cmp -s "$last" /tmp/rb/$(basename "$last"); then same=identical; else same=DIFFERENT; fi
+      note "resume --deterministic from step 200: final $(basename "$last") $same; liftoff $(grep -o 'accuracy [0-9.]*%' "$OUT/resume.log" | tail -1)"
+      python3 tools/reference/load_checkpoint.py "$last" --device cuda --data-dir $DATA >>"$OUT/resume.log" 2>&1
+      note "safetensors export into PyTorch: $(grep RESULT "$OUT/resume.log" | tail -1)"
+      ;;
+    loader_jpeg)
+      /tmp/bin/export_images --data synthetic --format jpg --image-size 64 --count 4000 --out /tmp/lj64 >/dev/null 2>&1
+      /tmp/bin/export_images --data synthetic --format jpg --image-size 224 --count 1500 --out /tmp/lj224 >/dev/null 2>&1
+      /tmp/bin/bench_loader --device cuda --fashion-dir $DATA --folder /tmp/lj64 --folder /tmp/lj224 --workers 1 2 4 8 12 --batch 64 \
+        --batches 20 --repeats 2 >"$OUT/loader_jpeg.log" 2>&1
+      note "bench_loader cuda: rc=$?"
+      cat "$OUT/loader_jpeg.log"
+      ;;
+    errors)
+      # What a user sees when cuDNN cannot be loaded (LIFTOFF_CUDNN_LIBRARY names a file that is not there).
+      LIFTOFF_CUDNN_LIBRARY=/nonexistent/libcudnn.so.9 /tmp/bin/doctor >"$OUT/errors.log" 2>&1
+      note "doctor without cuDNN: rc=$? $(grep -i -m1 'cudnn' "$OUT/errors.log" | cut -c1-220)"
+      LIFTOFF_CUDNN_LIBRARY=/nonexistent/libcudnn.so.9 /tmp/bin/train --device cuda --data-dir $DATA --max-steps 10 \
+        --no-eval >>"$OUT/errors.log" 2>&1
+      note "train --device cuda without cuDNN: rc=$? $(tail -1 "$OUT/errors.log" | cut -c1-260)"
       ;;
     *) echo "unknown stage $stage" ;;
   esac
