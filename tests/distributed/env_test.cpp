@@ -16,7 +16,7 @@ class EnvTest : public ::testing::Test {
   void TearDown() override { clear(); }
   static void clear() {
     for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                          "OMPI_COMM_WORLD_LOCAL_RANK", "LIFTOFF_DIST_TIMEOUT"}) {
+                          "OMPI_COMM_WORLD_LOCAL_RANK", "LIFTOFF_DIST_TIMEOUT", "LIFTOFF_LAUNCHER"}) {
       unsetenv(v);
     }
   }
@@ -41,6 +41,13 @@ TEST_F(EnvTest, RankWorldLocalRank) {
   EXPECT_EQ(env.local_rank, 1);
   EXPECT_EQ(env.launcher, "env");
   EXPECT_TRUE(env.distributed());
+}
+
+TEST_F(EnvTest, ALauncherCanNameItself) {
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("LIFTOFF_LAUNCHER", "train --gpus", 1);
+  EXPECT_EQ(discover_env().launcher, "train --gpus");
 }
 
 TEST_F(EnvTest, LocalRankDefaultsToRank) {

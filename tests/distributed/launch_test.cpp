@@ -44,7 +44,7 @@ TEST(LaunchChild, Role) {
     // Each rank leaves a file named after its rank in the parent's directory when its environment is right.
     const char* id_file = std::getenv(distributed::kNcclIdFileEnv);
     const char* out_dir = std::getenv("LIFTOFF_LAUNCH_TEST_DIR");
-    const bool ok = env.world_size == 3 && env.local_rank == env.rank && env.launcher == "env" &&
+    const bool ok = env.world_size == 3 && env.local_rank == env.rank && env.launcher == "train --gpus" &&
                     id_file != nullptr && std::string(id_file).find("/tmp/liftoff-launch-") == 0 &&
                     out_dir != nullptr;
     if (ok) std::ofstream(std::string(out_dir) + "/rank" + std::to_string(env.rank)) << "ok";

@@ -96,8 +96,8 @@ LaunchResult launch_local(const LaunchOptions& options) {
   std::vector<char*> argv;
   for (const std::string& a : options.args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  const std::vector<std::string> overridden = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-                                               distributed::kNcclIdFileEnv};
+  const std::vector<std::string> overridden = {"RANK",          "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+                                               "LIFTOFF_LAUNCHER", distributed::kNcclIdFileEnv};
   std::vector<std::string> base_env;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry = *e;
@@ -118,6 +118,7 @@ LaunchResult launch_local(const LaunchOptions& options) {
     env.push_back("WORLD_SIZE=" + world);
     env.push_back("LOCAL_WORLD_SIZE=" + world);
     env.push_back(std::string(distributed::kNcclIdFileEnv) + "=" + id_file);
+    env.push_back("LIFTOFF_LAUNCHER=train --gpus");
     for (std::string& e : env) envps[static_cast<size_t>(r)].push_back(e.data());
     envps[static_cast<size_t>(r)].push_back(nullptr);
   }
