@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+
+#include "runtime/error.h"
 
 #if LIFTOFF_WITH_CUDA
 #include <cuda_runtime.h>
@@ -35,10 +38,23 @@ bool in_windows(double t, const std::vector<GpuSampler::Window>& windows) {
 
 }  // namespace
 
+namespace {
+// LIFTOFF_NVML_INTERVAL_S overrides the NVML period (measuring the sampler's own cost; see docs/perf.md).
+double nvml_period(double configured) {
+  const char* text = std::getenv("LIFTOFF_NVML_INTERVAL_S");
+  if (text == nullptr || *text == '\0') return configured;
+  char* end = nullptr;
+  const double seconds = std::strtod(text, &end);
+  LIFTOFF_CHECK(end != text && *end == '\0' && seconds > 0, ValueError, "LIFTOFF_NVML_INTERVAL_S='", text,
+                "' is not a positive number of seconds");
+  return seconds;
+}
+}  // namespace
+
 GpuSampler::GpuSampler(Device device, GpuSamplerOptions options)
     : device_(device),
       options_(options),
-      gpu_period_(std::max(options.interval_s, 0.001)),
+      gpu_period_(std::max(nvml_period(options.interval_s), 0.001)),
       cpu_period_(std::max(options.cpu_interval_s, 0.001)) {
   if (!device.is_cuda()) {
     reason_ = "the device is the CPU";
