@@ -309,4 +309,14 @@ EvalTotals all_reduce_eval(distributed::ProcessGroup& group, const EvalTotals& l
   return out;
 }
 
+std::vector<double> all_gather_value(distributed::ProcessGroup& group, double value) {
+  // One slot per rank, zeros elsewhere: a sum over the group fills every slot.
+  std::vector<double> slots(static_cast<size_t>(group.world_size()), 0.0);
+  slots[static_cast<size_t>(group.rank())] = value;
+  Tensor t = Tensor::from_vector<double>(slots, {group.world_size()}, Device::cpu());
+  if (group.device().is_cuda()) t = t.to(group.device());
+  group.all_reduce(t, ReduceOp::sum)->wait();
+  return t.to_vector<double>();
+}
+
 }  // namespace liftoff

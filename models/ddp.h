@@ -130,4 +130,8 @@ struct EvalTotals {
 };
 EvalTotals all_reduce_eval(distributed::ProcessGroup& group, const EvalTotals& local);
 
+// Every rank's `value`, indexed by rank, on every rank (a collective, outside the training step: it reads
+// the result on the host). E.g. each rank's mean step time for the report.
+std::vector<double> all_gather_value(distributed::ProcessGroup& group, double value);
+
 }  // namespace liftoff

@@ -369,6 +369,17 @@ RunReport build_report(const RunConfig& config, const RunMeasurements& m) {
       r.allreduce_exposed_ms = std::max(0.0, total - overlapped);
     }
   }
+  if (m.comm) {
+    // DDP measures its own buckets (events around each collective): that replaces profiler marks.
+    r.allreduce_exposed_ms = m.comm->exposed_ms;
+    if (m.comm->device_timed) {
+      r.allreduce_overlapped_ms = m.comm->overlapped_ms;
+      StageReport& s = r.stages[static_cast<size_t>(Stage::allreduce)];
+      s.device_ms = m.comm->comm_ms;
+      s.device_share = wall > 0 ? m.comm->comm_ms / wall : 0.0;
+      s.device_source = "ddp";
+    }
+  }
   if (m.gpu) {
     r.gpu = *m.gpu;
   } else {
@@ -506,6 +517,7 @@ std::string RunReport::to_json() const {
                  {"lag_ms", opt(device_lag_ms)},
                  {"allreduce_exposed_ms", opt(allreduce_exposed_ms)},
                  {"allreduce_overlapped_ms", opt(allreduce_overlapped_ms)}};
+  if (!rank_step_ms.empty()) j["ranks"] = {{"step_ms", rank_step_ms}};
   const bool g = gpu.available && gpu.samples > 0;
   auto gnum = [&](double v) { return g ? json(v) : json(nullptr); };
   j["nvml"] = {{"available", gpu.available},
@@ -619,6 +631,15 @@ RunReport RunReport::from_json(const std::string& text, const std::string& src) 
   r.device_lag_ms = get_opt_num(d, "lag_ms", src, "device.");
   r.allreduce_exposed_ms = get_opt_num(d, "allreduce_exposed_ms", src, "device.");
   r.allreduce_overlapped_ms = get_opt_num(d, "allreduce_overlapped_ms", src, "device.");
+  if (j.contains("ranks")) {  // DDP runs only
+    const json& ranks = j.at("ranks");
+    if (!ranks.is_object() || !ranks.contains("step_ms") || !ranks.at("step_ms").is_array())
+      bad(src, "field 'ranks.step_ms' must be an array of numbers");
+    for (const json& v : ranks.at("step_ms")) {
+      if (!v.is_number()) bad(src, "field 'ranks.step_ms' must be an array of numbers");
+      r.rank_step_ms.push_back(v.get<double>());
+    }
+  }
 
   const json& n = need(j, "nvml", src, "");
   r.gpu.available = get_bool(n, "available", src, "nvml.");
@@ -726,7 +747,22 @@ std::string RunReport::render_table() const {
   o << "\n";
   if (allreduce_exposed_ms) {
     o << "  all-reduce " << fmt("%.3f", *allreduce_exposed_ms) << " ms/step exposed, "
-      << fmt("%.3f", allreduce_overlapped_ms.value_or(0.0)) << " ms/step overlapped\n";
+      << (allreduce_overlapped_ms ? fmt("%.3f", *allreduce_overlapped_ms) + " ms/step overlapped\n"
+                                  : std::string("overlap not measured (CPU: host wait only)\n"));
+  }
+  if (rank_step_ms.size() > 1) {
+    o << "  ranks: step ms";
+    size_t slowest = 0, fastest = 0;
+    for (size_t k = 0; k < rank_step_ms.size(); ++k) {
+      o << (k == 0 ? " " : ", ") << fmt("%.2f", rank_step_ms[k]) << " (rank " << k << ")";
+      if (rank_step_ms[k] > rank_step_ms[slowest]) slowest = k;
+      if (rank_step_ms[k] < rank_step_ms[fastest]) fastest = k;
+    }
+    if (rank_step_ms[fastest] > 0) {
+      o << "; slowest rank " << slowest << ", "
+        << fmt("%+.1f%%", 100.0 * (rank_step_ms[slowest] / rank_step_ms[fastest] - 1.0)) << " over the fastest";
+    }
+    o << "\n";
   }
   if (gpu.available && gpu.samples > 0) {
     o << "  NVML: utilization " << fmt("%.0f%%", gpu.util_mean_pct) << " mean / "
@@ -898,7 +934,7 @@ void RunMonitor::start() {
   sampler_.start();
 }
 
-RunReport RunMonitor::finish(const LoaderStats* loader) {
+RunReport RunMonitor::finish(const LoaderStats* loader, std::optional<CommTimes> comm) {
   LIFTOFF_CHECK(started_ && !finished_, ValueError, "RunMonitor::finish: call start() once before finish()");
   finished_ = true;
   profiler_.abandon_step();
@@ -906,6 +942,7 @@ RunReport RunMonitor::finish(const LoaderStats* loader) {
   sampler_.stop();
   const double end_s = now_s();
   RunMeasurements m;
+  m.comm = comm;
   m.profile = profiler_.summary();
   m.gpu = sampler_.summary(m.profile.windows);
   if (loader != nullptr) m.loader = loader_report(*loader, m.profile.all_steps_wall_ms * 1e-3);

@@ -118,6 +118,8 @@ struct RunReport {
   std::optional<double> device_lag_ms;    // mean: device finished the step this long after the host issued it
   std::optional<double> allreduce_exposed_ms;
   std::optional<double> allreduce_overlapped_ms;
+  // DDP: every rank's mean step time (index = rank), filled on rank 0 after the run; a straggler shows here.
+  std::vector<double> rank_step_ms;
   GpuUtilization gpu;  // NVML, over the measured steps
 
   std::optional<int64_t> device_memory_peak_allocated;  // caching allocator
@@ -148,8 +150,17 @@ struct RunReport {
 Verdict diagnose(const RunReport& report, const VerdictThresholds& thresholds = {});
 
 // Everything measured about a run, as build_report consumes it.
+// Gradient communication per measured step, from DistributedDataParallel's stats (models/ddp.h).
+struct CommTimes {
+  bool device_timed = false;  // CUDA: comm-stream events; CPU (MPI): only the host wait is known
+  double comm_ms = 0.0;       // all-reduce time on the communication stream (device_timed only)
+  double exposed_ms = 0.0;    // what the step waited for it (device: compute stream; CPU: host)
+  double overlapped_ms = 0.0;  // comm_ms - exposed_ms: hidden behind backward (device_timed only)
+};
+
 struct RunMeasurements {
   ProfileSummary profile;
+  std::optional<CommTimes> comm;  // DDP runs
   std::optional<GpuUtilization> gpu;  // none: no sampler ran
   std::optional<LoaderReport> loader;
   std::optional<int64_t> device_memory_peak_allocated, device_memory_peak_reserved, device_memory_total;
@@ -186,7 +197,7 @@ class RunMonitor {
   void start();
   // Resolves pending device timings (one device sync), stops the sampler and assembles the report. `loader`:
   // the training DataLoader's stats (null for InOrderBatches).
-  RunReport finish(const LoaderStats* loader = nullptr);
+  RunReport finish(const LoaderStats* loader = nullptr, std::optional<CommTimes> comm = std::nullopt);
   // "6368 img/s | GPU 87% | mem 2.1 GiB" for the progress line (only what is measured).
   std::string progress_text() const;
 

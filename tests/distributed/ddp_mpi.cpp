@@ -129,6 +129,12 @@ TEST(DdpMpi, EvalTotalsAreSummed) {
   EXPECT_DOUBLE_EQ(total.loss_sum, 1.5);
 }
 
+TEST(DdpMpi, AllGatherValueGivesEveryRankEveryValue) {
+  const std::vector<double> values = all_gather_value(group(), 10.0 + group().rank());
+  ASSERT_EQ(values.size(), static_cast<size_t>(group().world_size()));
+  for (int r = 0; r < group().world_size(); ++r) EXPECT_DOUBLE_EQ(values[static_cast<size_t>(r)], 10.0 + r);
+}
+
 TEST(DdpMpi, LoaderShardsPartitionTheEpoch) {
   const ImageDataset data = make_synthetic_dataset(37, 1, 4, 4, 3, 5);
   LoaderOptions o;

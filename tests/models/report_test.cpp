@@ -350,6 +350,33 @@ TEST(Report, JsonRoundTripKeepsEveryField) {
   EXPECT_EQ(back.config.model, "resnet20");
 }
 
+TEST(Report, DdpCommunicationAndRanksReachTheReport) {
+  RunMeasurements m = recorded_measurements();
+  m.comm = CommTimes{true, 2.0, 0.5, 1.5};
+  RunReport r = build_report(recorded_config(), m);
+  ASSERT_TRUE(r.allreduce_exposed_ms.has_value());
+  EXPECT_DOUBLE_EQ(*r.allreduce_exposed_ms, 0.5);
+  EXPECT_DOUBLE_EQ(*r.allreduce_overlapped_ms, 1.5);
+  const StageReport& s = r.stages[static_cast<size_t>(Stage::allreduce)];
+  ASSERT_TRUE(s.device_ms.has_value());
+  EXPECT_DOUBLE_EQ(*s.device_ms, 2.0);
+  EXPECT_EQ(s.device_source, "ddp");
+  r.rank_step_ms = {20.0, 25.0};
+  const std::string table = r.render_table();
+  EXPECT_NE(table.find("ranks: step ms 20.00 (rank 0), 25.00 (rank 1); slowest rank 1, +25.0% over the fastest"),
+            std::string::npos)
+      << table;
+  const RunReport back = RunReport::from_json(r.to_json(), "mem");
+  EXPECT_EQ(back.rank_step_ms, r.rank_step_ms);
+  EXPECT_EQ(back.to_json(), r.to_json());
+  // A CPU (MPI) run knows only the host wait: no overlap figure, no device column.
+  m.comm = CommTimes{false, 0.0, 3.0, 0.0};
+  const RunReport cpu = build_report(recorded_config(), m);
+  EXPECT_DOUBLE_EQ(*cpu.allreduce_exposed_ms, 3.0);
+  EXPECT_FALSE(cpu.allreduce_overlapped_ms.has_value());
+  EXPECT_NE(cpu.render_table().find("overlap not measured"), std::string::npos);
+}
+
 TEST(Report, JsonSchemaHasTheDocumentedFieldsAndTypes) {
   const json j = json::parse(build_report(recorded_config(), recorded_measurements()).to_json());
   EXPECT_EQ(j.at("schema"), "liftoff.report/1");

@@ -135,6 +135,10 @@ int run(const Flags& f) {
   ProfilerOptions po;
   po.warmup_steps = f.timing_warmup;
   po.keep_trace = !f.trace.empty();
+  // The report's communication figures cover the measured steps, like every other stage: the totals at the
+  // end of the warm-up are subtracted.
+  DDPStats ddp_at_warmup;
+  if (ddp) po.on_warmup_end = [&ddp, &ddp_at_warmup] { ddp_at_warmup = ddp->stats(); };
   RunMonitor monitor(rc, device, po);
 
   TrainerOptions trainer_opts;
@@ -287,7 +291,20 @@ int run(const Flags& f) {
     steady_start = std::chrono::steady_clock::now();  // evaluation is not training time
   }
   const LoaderStats loader_stats = train_batches.stats();
-  const RunReport report = f.profile ? monitor.finish(&loader_stats) : RunReport{};
+  std::optional<CommTimes> comm;
+  if (ddp) {
+    const DDPStats st = ddp->stats();
+    const int64_t steps = st.timed_steps - ddp_at_warmup.timed_steps;
+    if (steps > 0) {
+      const double per = 1.0 / static_cast<double>(steps);
+      comm = CommTimes{st.device_timed, (st.comm_ms - ddp_at_warmup.comm_ms) * per,
+                       (st.exposed_ms - ddp_at_warmup.exposed_ms) * per,
+                       (st.overlapped_ms - ddp_at_warmup.overlapped_ms) * per};
+    }
+  }
+  RunReport report = f.profile ? monitor.finish(&loader_stats, comm) : RunReport{};
+  // Every rank's step time on rank 0 (a collective: all ranks profile or none do, since flags are shared).
+  if (group && f.profile) report.rank_step_ms = all_gather_value(*group, report.step_ms_mean);
   if (nan_step >= 0) {
     throw Error(str_cat(
         "the training loss became NaN/inf by optimizer step ", nan_step, "; nothing was saved after it",
