@@ -6,14 +6,16 @@
 
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/cudnn_loader.h"
+#include "runtime/cuda_probe.h"
 #include "runtime/error.h"
 
 namespace liftoff::cuda {
 
 namespace {
-__global__ void probe_kernel(int* out) { *out = 42; }
+__global__ void probe_kernel(int* out) {
+  *out = 42;
+}
 
-std::string version_str(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
 }  // namespace
 
 std::string describe_device(int index) {
@@ -26,63 +28,53 @@ std::string describe_device(int index) {
 }
 
 std::string unavailable_reason(int index) {
-  int driver = 0, runtime = 0;
-  cudaDriverGetVersion(&driver);
-  cudaRuntimeGetVersion(&runtime);
-  if (driver == 0) {
-    return "no NVIDIA driver found (libcuda.so.1 could not be loaded); install the NVIDIA driver, or use "
-           "--device cpu";
-  }
-  if (driver < runtime) {
-    return "the NVIDIA driver supports CUDA up to " + version_str(driver) + " but this build uses CUDA " +
-           version_str(runtime) + "; update the driver or rebuild with an older CUDA toolkit";
-  }
-  int count = 0;
-  const cudaError_t count_err = cudaGetDeviceCount(&count);
-  if (count_err != cudaSuccess || count == 0) {
-    const std::string detail = count_err != cudaSuccess ? std::string(" (") + cudaGetErrorString(count_err) + ")" : "";
+  CudaProbe p;
+  p.index = index;
+  cudaDriverGetVersion(&p.driver_version);
+  cudaRuntimeGetVersion(&p.runtime_version);
+  if (p.driver_version == 0 || p.driver_version < p.runtime_version) return explain_cuda_probe(p);
+  const cudaError_t count_err = cudaGetDeviceCount(&p.device_count);
+  if (count_err != cudaSuccess) {
+    p.count_error = cudaGetErrorString(count_err);
     cudaGetLastError();
-    return "no CUDA device is visible" + detail + "; check nvidia-smi and CUDA_VISIBLE_DEVICES, or use --device cpu";
   }
-  if (index < 0 || index >= count) {
-    return "cuda:" + std::to_string(index) + " does not exist: this machine has " + std::to_string(count) +
-           " CUDA device(s), cuda:0.." + "cuda:" + std::to_string(count - 1);
-  }
+  if (!p.count_error.empty() || index < 0 || index >= p.device_count) return explain_cuda_probe(p);
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, index) != cudaSuccess) {
     cudaGetLastError();
-    return "cuda:" + std::to_string(index) + " cannot be queried";
+    p.properties_ok = false;
+    return explain_cuda_probe(p);
   }
+  p.name = prop.name;
+  p.major = prop.major;
+  p.minor = prop.minor;
   int previous = 0;
   cudaGetDevice(&previous);
   cudaSetDevice(index);
   int* flag = nullptr;
-  std::string reason;
   if (cudaMalloc(&flag, sizeof(int)) != cudaSuccess) {
-    reason = std::string("cuda:") + std::to_string(index) + " cannot allocate memory: " +
-             cudaGetErrorString(cudaGetLastError());
+    p.alloc_error = cudaGetErrorString(cudaGetLastError());
   } else {
     probe_kernel<<<1, 1>>>(flag);
     cudaError_t err = cudaGetLastError();
     if (err == cudaSuccess) err = cudaDeviceSynchronize();
     if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction) {
-      reason = str_cat("this build has no kernels for ", prop.name, " (sm_", prop.major, prop.minor,
-                       "); rebuild with -DCMAKE_CUDA_ARCHITECTURES=", prop.major, prop.minor);
+      p.no_kernel_image = true;
     } else if (err != cudaSuccess) {
-      reason = std::string("a test kernel failed on cuda:") + std::to_string(index) + ": " + cudaGetErrorString(err);
+      p.kernel_error = cudaGetErrorString(err);
     }
     cudaGetLastError();
     cudaFree(flag);
   }
   cudaSetDevice(previous);
-  if (!reason.empty()) return reason;
-  if (!cudnn_loaded()) return cudnn_load_error();
-  const size_t cudnn_version = cudnnGetVersion();
-  if (cudnn_version / 10000 != CUDNN_MAJOR) {
-    return str_cat("cuDNN ", cudnn_version, " is loaded but this build needs cuDNN ", CUDNN_MAJOR,
-                   ".x; install cuDNN ", CUDNN_MAJOR, " or point LD_LIBRARY_PATH at it");
+  p.cudnn_loaded = cudnn_loaded();
+  if (!p.cudnn_loaded) {
+    p.cudnn_load_error = cudnn_load_error();
+  } else {
+    p.cudnn_version = static_cast<int>(cudnnGetVersion());
   }
-  return "";
+  p.cudnn_compiled_major = CUDNN_MAJOR;
+  return explain_cuda_probe(p);
 }
 
 void set_current_device(int index) {
