@@ -153,8 +153,8 @@ DistributedDataParallel::DistributedDataParallel(Module& module, distributed::Pr
     : module_(module), group_(group), state_(std::make_shared<State>()) {
   LIFTOFF_CHECK(options.bucket_cap_mb > 0, ValueError, "DDP: bucket_cap_mb must be positive, got ",
                 options.bucket_cap_mb);
-  LIFTOFF_CHECK(options.first_bucket_cap_mb > 0, ValueError, "DDP: first_bucket_cap_mb must be positive, got ",
-                options.first_bucket_cap_mb);
+  LIFTOFF_CHECK(options.first_bucket_cap_mb > 0, ValueError,
+                "DDP: first_bucket_cap_mb must be positive, got ", options.first_bucket_cap_mb);
   State& s = *state_;
   s.group = &group;
   s.require_sync = &require_sync_;

@@ -27,9 +27,9 @@
 namespace liftoff {
 
 struct DDPOptions {
-  double bucket_cap_mb = 25.0;     // bucket size limit in MiB (a larger parameter gets a bucket of its own)
+  double bucket_cap_mb = 25.0;       // bucket size limit in MiB (a larger parameter gets a bucket of its own)
   double first_bucket_cap_mb = 1.0;  // the first bucket's limit: its all-reduce overlaps the rest of backward
-  bool broadcast_at_start = true;  // parameters and buffers from rank 0 at construction
+  bool broadcast_at_start = true;    // parameters and buffers from rank 0 at construction
 };
 
 // Bucket assignment, separate so it can be tested without a process group.

@@ -760,7 +760,8 @@ std::string RunReport::render_table() const {
     }
     if (rank_step_ms[fastest] > 0) {
       o << "; slowest rank " << slowest << ", "
-        << fmt("%+.1f%%", 100.0 * (rank_step_ms[slowest] / rank_step_ms[fastest] - 1.0)) << " over the fastest";
+        << fmt("%+.1f%%", 100.0 * (rank_step_ms[slowest] / rank_step_ms[fastest] - 1.0))
+        << " over the fastest";
     }
     o << "\n";
   }
@@ -894,7 +895,10 @@ void write_trace(const std::string& path, const Profiler& profiler, const GpuSam
 // RunMonitor
 
 RunMonitor::RunMonitor(RunConfig config, Device device, ProfilerOptions options, GpuSamplerOptions sampler)
-    : config_(std::move(config)), device_(device), profiler_(with_warmup_hook(options)), sampler_(device, sampler) {
+    : config_(std::move(config)),
+      device_(device),
+      profiler_(with_warmup_hook(options)),
+      sampler_(device, sampler) {
   if (config_.host_cores == 0) config_.host_cores = platform::host_cores();
   if (config_.device.empty() || config_.device == "cpu") config_.device = device.str();
 }

@@ -152,15 +152,15 @@ Verdict diagnose(const RunReport& report, const VerdictThresholds& thresholds = 
 // Everything measured about a run, as build_report consumes it.
 // Gradient communication per measured step, from DistributedDataParallel's stats (models/ddp.h).
 struct CommTimes {
-  bool device_timed = false;  // CUDA: comm-stream events; CPU (MPI): only the host wait is known
-  double comm_ms = 0.0;       // all-reduce time on the communication stream (device_timed only)
-  double exposed_ms = 0.0;    // what the step waited for it (device: compute stream; CPU: host)
+  bool device_timed = false;   // CUDA: comm-stream events; CPU (MPI): only the host wait is known
+  double comm_ms = 0.0;        // all-reduce time on the communication stream (device_timed only)
+  double exposed_ms = 0.0;     // what the step waited for it (device: compute stream; CPU: host)
   double overlapped_ms = 0.0;  // comm_ms - exposed_ms: hidden behind backward (device_timed only)
 };
 
 struct RunMeasurements {
   ProfileSummary profile;
-  std::optional<CommTimes> comm;  // DDP runs
+  std::optional<CommTimes> comm;      // DDP runs
   std::optional<GpuUtilization> gpu;  // none: no sampler ran
   std::optional<LoaderReport> loader;
   std::optional<int64_t> device_memory_peak_allocated, device_memory_peak_reserved, device_memory_total;

@@ -26,9 +26,9 @@
 #include <chrono>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
-#include <functional>
 #include <optional>
 #include <string>
 #include <utility>

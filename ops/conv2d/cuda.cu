@@ -238,8 +238,8 @@ class SearchWorkspace {
       if (text == nullptr || *text == '\0') return kMaxSearchWorkspace;
       char* end = nullptr;
       const double mb = std::strtod(text, &end);
-      LIFTOFF_CHECK(end != text && *end == '\0' && mb >= 0, ValueError,
-                    "LIFTOFF_CUDNN_WORKSPACE_MB='", text, "' is not a number of MiB >= 0");
+      LIFTOFF_CHECK(end != text && *end == '\0' && mb >= 0, ValueError, "LIFTOFF_CUDNN_WORKSPACE_MB='", text,
+                    "' is not a number of MiB >= 0");
       return static_cast<size_t>(mb * 1024.0 * 1024.0);
     }();
     return limit;
@@ -277,7 +277,8 @@ void take_best(const Perf* perf, int returned, size_t limit, cudnnConvolutionDes
     choice->workspace_bytes = perf[i].memory;
     choice->found = true;
     if (log_choices()) {
-      std::fprintf(stderr, "liftoff cudnn: %s %s: algo %d, %.3f ms, workspace %.1f MiB (searched with %.1f MiB)\n",
+      std::fprintf(stderr,
+                   "liftoff cudnn: %s %s: algo %d, %.3f ms, workspace %.1f MiB (searched with %.1f MiB)\n",
                    direction, shape_text(g, dtype).c_str(), static_cast<int>(perf[i].algo),
                    static_cast<double>(perf[i].time), static_cast<double>(perf[i].memory) / 1048576.0,
                    static_cast<double>(limit) / 1048576.0);

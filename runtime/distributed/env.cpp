@@ -47,7 +47,8 @@ DistEnv discover_env() {
   if (std::getenv("RANK") != nullptr || std::getenv("WORLD_SIZE") != nullptr) {
     // A launcher may name itself (`train --gpus N` does); otherwise "env" (torchrun-style variables).
     const char* named = std::getenv("LIFTOFF_LAUNCHER");
-    return read_triple("RANK", "WORLD_SIZE", "LOCAL_RANK", named != nullptr && *named != '\0' ? named : "env");
+    return read_triple("RANK", "WORLD_SIZE", "LOCAL_RANK",
+                       named != nullptr && *named != '\0' ? named : "env");
   }
   if (std::getenv("OMPI_COMM_WORLD_RANK") != nullptr || std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr) {
     return read_triple("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",

@@ -363,8 +363,9 @@ TEST(Report, DdpCommunicationAndRanksReachTheReport) {
   EXPECT_EQ(s.device_source, "ddp");
   r.rank_step_ms = {20.0, 25.0};
   const std::string table = r.render_table();
-  EXPECT_NE(table.find("ranks: step ms 20.00 (rank 0), 25.00 (rank 1); slowest rank 1, +25.0% over the fastest"),
-            std::string::npos)
+  EXPECT_NE(
+      table.find("ranks: step ms 20.00 (rank 0), 25.00 (rank 1); slowest rank 1, +25.0% over the fastest"),
+      std::string::npos)
       << table;
   const RunReport back = RunReport::from_json(r.to_json(), "mem");
   EXPECT_EQ(back.rank_step_ms, r.rank_step_ms);

@@ -41,7 +41,9 @@ TEST(EventCuda, RecordOnTheCurrentDeviceKeepsTheEvent) {
 }
 
 #else
-TEST(EventCuda, NeedsCuda) { GTEST_SKIP() << "this build has no CUDA backend"; }
+TEST(EventCuda, NeedsCuda) {
+  GTEST_SKIP() << "this build has no CUDA backend";
+}
 #endif
 
 }  // namespace

@@ -73,9 +73,10 @@ void print_versions(const SystemInfo& info) {
     std::printf("  cuDNN: compiled %s, not loaded  <-- see the GPU lines below for why\n",
                 library_version_str(info.cudnn_compiled).c_str());
   } else {
-    std::printf("  cuDNN: compiled %s, loaded %s%s\n", library_version_str(info.cudnn_compiled).c_str(),
-                library_version_str(info.cudnn_loaded).c_str(),
-                info.cudnn_compiled / 10000 != info.cudnn_loaded / 10000 ? "  <-- major versions differ" : "");
+    std::printf(
+        "  cuDNN: compiled %s, loaded %s%s\n", library_version_str(info.cudnn_compiled).c_str(),
+        library_version_str(info.cudnn_loaded).c_str(),
+        info.cudnn_compiled / 10000 != info.cudnn_loaded / 10000 ? "  <-- major versions differ" : "");
   }
   std::printf("  NCCL: %s\n",
               info.nccl_loaded

@@ -96,8 +96,12 @@ LaunchResult launch_local(const LaunchOptions& options) {
   std::vector<char*> argv;
   for (const std::string& a : options.args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  const std::vector<std::string> overridden = {"RANK",          "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-                                               "LIFTOFF_LAUNCHER", distributed::kNcclIdFileEnv};
+  const std::vector<std::string> overridden = {"RANK",
+                                               "WORLD_SIZE",
+                                               "LOCAL_RANK",
+                                               "LOCAL_WORLD_SIZE",
+                                               "LIFTOFF_LAUNCHER",
+                                               distributed::kNcclIdFileEnv};
   std::vector<std::string> base_env;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry = *e;
