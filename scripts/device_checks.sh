@@ -162,6 +162,15 @@ for stage in "$@"; do
       note "ddp kill -9 of pid $victim: launcher ended $((t1 - t0)) s later: $(tail -2 "$OUT/ddp_kill.log" | tr '\n' ' ' | cut -c1-300)"
       sleep 1; note "ranks left running after the kill test: $(pgrep -f 'bin/train' | wc -l)"; pkill -9 -f 'bin/train' 2>/dev/null
       ;;
+    tta)
+      # Time to 94% test accuracy, same recipe on both sides (15-epoch one-cycle, batch 256, SGD Nesterov,
+      # wd 5e-4, label smoothing 0.1, crop + flip), data loading and evaluation in the wall time.
+      R="--model resnet20 --data-dir $DATA --epochs 15 --batch 256 --lr 0.2 --label-smoothing 0.1 --target-accuracy 0.94"
+      /tmp/bin/train --device cuda $R >>"$OUT/tta.log" 2>&1
+      note "time to 94%: liftoff $(grep -E '^time to|^target accuracy' "$OUT/tta.log" | tail -1)"
+      python3 tools/reference/train_reference.py --device cuda --channels-last $R >>"$OUT/tta.log" 2>&1
+      note "time to 94%: pytorch $(grep RESULT "$OUT/tta.log" | tail -1)"
+      ;;
     verdicts)
       # Planted scenarios for the utilization report's verdict.
       /tmp/bin/export_images --data synthetic --format jpg --image-size 224 --count ${JPEGS:-3000} --out /tmp/jpg224 >/dev/null 2>&1

@@ -49,7 +49,20 @@ printf 'not a checkpoint' >"$work/bad.safetensors"
 "${run[@]}" --resume "$work/bad.safetensors" >"$work/e4.log" 2>&1
 check "a corrupt checkpoint is refused naming the file" grep -q "bad.safetensors" "$work/e4.log"
 
-# 5. bench: two runs and their reports side by side; a failing run is reported with its error.
+# 5. --target-accuracy: stops at the first evaluation that reaches it, or says it was not reached.
+evaluated=("$TRAIN" --device cpu --threads 2 --data synthetic --synthetic-size 512 --model simple_cnn --batch 32
+           --workers 1 --no-profile)
+"${evaluated[@]}" --epochs 1 --target-accuracy 0.99 >"$work/t1.log" 2>&1
+check "an unreached --target-accuracy exits 0" test $? -eq 0
+check "... and says so" grep -q "target accuracy 99.00% not reached" "$work/t1.log"
+"${run[@]}" --target-accuracy 0.5 --no-eval >"$work/t2.log" 2>&1
+check "--target-accuracy with --no-eval exits 2" test $? -eq 2
+check "... naming both flags" grep -q -- "--no-eval excludes --target-accuracy" "$work/t2.log"
+"${evaluated[@]}" --epochs 2 --target-accuracy 0.0001 --checkpoint-dir "$work/t3" >"$work/t3.log" 2>&1
+check "a reached --target-accuracy stops after epoch 1" grep -q "time to 0.01% test accuracy: .* (epoch 1;" "$work/t3.log"
+check "... and saves the weights that reached it" test -f "$work/t3/checkpoint-000000000016.safetensors"
+
+# 6. bench: two runs and their reports side by side; a failing run is reported with its error.
 BENCH=$(dirname "$TRAIN")/bench
 if [ -x "$BENCH" ]; then
   "$BENCH" --model simple_cnn --data synthetic --synthetic-size 512 --workers 1 --a "--device cpu --threads 1" \

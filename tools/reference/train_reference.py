@@ -89,6 +89,9 @@ def main():
     p.add_argument("--amp", default="off", choices=["off", "bf16", "fp16"])
     p.add_argument("--channels-last", action="store_true")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--target-accuracy", type=float, default=0.0,
+                   help="evaluate after every epoch and stop at the first that reaches this (0..1); prints the "
+                        "time to it, data loading and evaluation included (Liftoff: train --target-accuracy)")
     args = p.parse_args()
 
     if args.threads > 0:
@@ -155,20 +158,43 @@ def main():
         print(f"RESULT images_per_s={ips:.1f} steps={args.steps} seconds={secs:.3f}")
         return
 
+    def evaluate():
+        model.eval()
+        correct = 0
+        with torch.no_grad():
+            for i in range(0, len(te_x), 1000):
+                x = ((te_x[i:i + 1000].to(dev).float() / 255 - MEAN) / STD).contiguous(memory_format=mf)
+                correct += (model(x).argmax(1).cpu() == te_y[i:i + 1000]).sum().item()
+        model.train()
+        return correct / len(te_x)
+
+    if args.target_accuracy > 0:
+        # Same schedule as the full run (OneCycle over all epochs); stops at the first epoch reaching the target.
+        t0 = time.perf_counter()
+        accuracy = 0.0
+        for epoch in range(args.epochs):
+            for _ in range(steps_per_epoch):
+                step()
+            accuracy = evaluate()  # .item() synchronises: the wall time covers the device work
+            print(f"epoch {epoch + 1}/{args.epochs}: accuracy {100 * accuracy:.2f}% "
+                  f"({time.perf_counter() - t0:.1f} s)", flush=True)
+            if accuracy >= args.target_accuracy:
+                print(f"RESULT time_to_accuracy={time.perf_counter() - t0:.3f} epochs={epoch + 1} "
+                      f"accuracy={accuracy:.4f} target={args.target_accuracy}")
+                return
+        print(f"RESULT time_to_accuracy=none epochs={args.epochs} accuracy={accuracy:.4f} "
+              f"target={args.target_accuracy}")
+        return
+
     t0 = time.perf_counter()
     for _ in range(total_steps):
         step()
     sync()
     train_secs = time.perf_counter() - t0
-    model.eval()
-    correct = 0
-    with torch.no_grad():
-        for i in range(0, len(te_x), 1000):
-            x = ((te_x[i:i + 1000].to(dev).float() / 255 - MEAN) / STD).contiguous(memory_format=mf)
-            correct += (model(x).argmax(1).cpu() == te_y[i:i + 1000]).sum().item()
+    accuracy = evaluate()
     total = time.perf_counter() - t0
     ips = total_steps * args.accum * args.batch / train_secs
-    print(f"RESULT images_per_s={ips:.1f} steps={total_steps} seconds={total:.3f} accuracy={correct / len(te_x):.4f}")
+    print(f"RESULT images_per_s={ips:.1f} steps={total_steps} seconds={total:.3f} accuracy={accuracy:.4f}")
 
 
 if __name__ == "__main__":

@@ -92,6 +92,12 @@ void add_flags(CLI::App& app, Flags& f) {
       ->check(CLI::Range(0.0, 0.999))
       ->group(g_train);
   app.add_flag("--no-eval", f.no_eval, "skip the test-set evaluation after each epoch")->group(g_train);
+  app.add_option("--target-accuracy", f.target_accuracy,
+                 "stop at the first epoch whose test accuracy reaches this (0..1) and print the time to it "
+                 "(wall time from the first step, data loading and evaluation included)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->excludes("--no-eval")
+      ->group(g_train);
   app.add_option("--timing-warmup", f.timing_warmup,
                  "optimizer steps left out of the steady-state images/s (start-up, algorithm search)")
       ->capture_default_str()

@@ -38,6 +38,7 @@ struct Flags {
   int pad = 2;
   double random_erase = 0.0;
   bool no_eval = false;
+  double target_accuracy = 0.0;  // > 0: stop at the first evaluation reaching it (time to accuracy)
   int64_t timing_warmup = 5;
   std::string amp = "off";
   double loss_scale = 0.0;

@@ -218,6 +218,7 @@ int run(const Flags& f) {
   auto steady_start = std::chrono::steady_clock::now();
   const auto run_start = std::chrono::steady_clock::now();
   double last_accuracy = -1.0;
+  double time_to_target = -1.0;  // --target-accuracy: wall seconds from the first step when reached
   if (f.profile) monitor.start();
   for (int64_t epoch = resume_point.epoch; epoch < f.epochs && !trainer.finished(); ++epoch) {
     const std::string label = "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(f.epochs);
@@ -265,10 +266,10 @@ int run(const Flags& f) {
     if (rank0) progress.finish();
     if (loss_is_bad(r.mean_loss) || nan_step >= 0) break;
     if (tools::stop_signal() != 0) break;
-    if (checkpoints.enabled() &&
-        (checkpoints.due_at_epoch_end(epoch) || epoch + 1 == f.epochs || trainer.finished())) {
-      checkpoints.save(epoch + 1, 0);
-    }
+    const bool saved_at_epoch_end =
+        checkpoints.enabled() &&
+        (checkpoints.due_at_epoch_end(epoch) || epoch + 1 == f.epochs || trainer.finished());
+    if (saved_at_epoch_end) checkpoints.save(epoch + 1, 0);
     train_seconds += r.seconds;
     train_images += r.images;
     if (steady_started) {
@@ -289,6 +290,20 @@ int run(const Flags& f) {
     if (rank0) std::printf("%s\n", line.c_str());
     std::fflush(stdout);
     steady_start = std::chrono::steady_clock::now();  // evaluation is not training time
+    if (f.target_accuracy > 0 && last_accuracy >= f.target_accuracy) {
+      time_to_target = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+      if (rank0) {
+        std::printf("time to %.2f%% test accuracy: %.1f s (epoch %lld; wall time from the first step, data "
+                    "loading and evaluation included)\n",
+                    100.0 * f.target_accuracy, time_to_target, static_cast<long long>(epoch + 1));
+      }
+      if (checkpoints.enabled() && !saved_at_epoch_end) checkpoints.save(epoch + 1, 0);  // the weights that did it
+      break;
+    }
+  }
+  if (rank0 && f.target_accuracy > 0 && time_to_target < 0) {
+    std::printf("target accuracy %.2f%% not reached (last evaluation %.2f%%)\n", 100.0 * f.target_accuracy,
+                100.0 * std::max(0.0, last_accuracy));
   }
   const LoaderStats loader_stats = train_batches.stats();
   std::optional<CommTimes> comm;
