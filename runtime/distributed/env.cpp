@@ -21,7 +21,7 @@ long read_int(const char* name) {
 }
 
 DistEnv read_triple(const char* rank_var, const char* world_var, const char* local_var,
-                    const char* launcher) {
+                    const char* local_size_var, const char* launcher) {
   const long rank = read_int(rank_var);
   const long world = read_int(world_var);
   LIFTOFF_CHECK(rank >= 0 && world >= 0, ValueError, "environment: ", rank_var, " and ", world_var,
@@ -38,6 +38,11 @@ DistEnv read_triple(const char* rank_var, const char* world_var, const char* loc
   env.world_size = static_cast<int>(world);
   // Without a local rank, assume one node: local rank = rank.
   env.local_rank = static_cast<int>(local >= 0 ? local : rank);
+  const long local_size = read_int(local_size_var);
+  LIFTOFF_CHECK(local_size < 0 || (local_size >= 1 && local_size <= world && env.local_rank < local_size),
+                ValueError, "environment: ", local_size_var, "=", local_size, " must be in [1, ", world_var,
+                "=", world, "] and above the local rank ", env.local_rank);
+  env.local_world_size = static_cast<int>(local_size >= 1 ? local_size : world);
   env.launcher = launcher;
   return env;
 }
@@ -47,12 +52,12 @@ DistEnv discover_env() {
   if (std::getenv("RANK") != nullptr || std::getenv("WORLD_SIZE") != nullptr) {
     // A launcher may name itself (`train --gpus N` does); otherwise "env" (torchrun-style variables).
     const char* named = std::getenv("LIFTOFF_LAUNCHER");
-    return read_triple("RANK", "WORLD_SIZE", "LOCAL_RANK",
+    return read_triple("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
                        named != nullptr && *named != '\0' ? named : "env");
   }
   if (std::getenv("OMPI_COMM_WORLD_RANK") != nullptr || std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr) {
     return read_triple("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-                       "mpirun");
+                       "OMPI_COMM_WORLD_LOCAL_SIZE", "mpirun");
   }
   return DistEnv{};
 }

@@ -10,7 +10,10 @@ struct DistEnv {
   int rank = 0;
   int world_size = 1;
   int local_rank = 0;
-  // "env" (RANK/WORLD_SIZE), "mpirun" (OMPI_COMM_WORLD_*), or "none".
+  // Processes of this job on this machine (LOCAL_WORLD_SIZE / OMPI_COMM_WORLD_LOCAL_SIZE; else world_size,
+  // i.e. one node): they share its cores.
+  int local_world_size = 1;
+  // "env" (RANK/WORLD_SIZE), "train --gpus", "mpirun" (OMPI_COMM_WORLD_*), or "none".
   std::string launcher = "none";
   bool distributed() const { return world_size > 1; }
 };

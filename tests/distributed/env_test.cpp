@@ -16,7 +16,8 @@ class EnvTest : public ::testing::Test {
   void TearDown() override { clear(); }
   static void clear() {
     for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                          "OMPI_COMM_WORLD_LOCAL_RANK", "LIFTOFF_DIST_TIMEOUT", "LIFTOFF_LAUNCHER"}) {
+                          "OMPI_COMM_WORLD_LOCAL_RANK", "LIFTOFF_DIST_TIMEOUT", "LIFTOFF_LAUNCHER",
+                          "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"}) {
       unsetenv(v);
     }
   }
@@ -41,6 +42,19 @@ TEST_F(EnvTest, RankWorldLocalRank) {
   EXPECT_EQ(env.local_rank, 1);
   EXPECT_EQ(env.launcher, "env");
   EXPECT_TRUE(env.distributed());
+}
+
+TEST_F(EnvTest, LocalWorldSizeDefaultsToTheWorldAndIsChecked) {
+  setenv("RANK", "3", 1);
+  setenv("WORLD_SIZE", "8", 1);
+  setenv("LOCAL_RANK", "1", 1);
+  EXPECT_EQ(discover_env().local_world_size, 8);  // one node assumed
+  setenv("LOCAL_WORLD_SIZE", "4", 1);
+  EXPECT_EQ(discover_env().local_world_size, 4);
+  setenv("LOCAL_WORLD_SIZE", "9", 1);
+  EXPECT_THROW(discover_env(), ValueError);  // more local processes than the whole job
+  setenv("LOCAL_WORLD_SIZE", "1", 1);
+  EXPECT_THROW(discover_env(), ValueError);  // local rank 1 cannot exist among 1 local process
 }
 
 TEST_F(EnvTest, ALauncherCanNameItself) {

@@ -7,7 +7,8 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--device", f.device, "auto | cpu | cuda | cuda:N (auto: CUDA when usable, else the CPU)")
       ->capture_default_str()
       ->group(g_dev);
-  app.add_option("--threads", f.threads, "CPU threads for the CPU backend (0: all cores)")
+  app.add_option("--threads", f.threads,
+                 "CPU threads for the CPU backend (0: all cores, shared out among the ranks on this machine)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1024))
       ->group(g_dev);

@@ -72,11 +72,12 @@ int run(const Flags& f) {
   tools::install_stack_dump_signal();  // kill -USR1 <pid>: every thread's stack to stderr (a stuck run)
   LIFTOFF_CHECK(f.profile || (f.report.empty() && f.trace.empty()), ValueError,
                 "--report and --trace need the profiler: drop --no-profile");
-  const int threads =
-      f.threads > 0 ? f.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  set_num_threads(threads);
   set_deterministic_algorithms(f.deterministic);
   const Placement placement = place(f);
+  // The ranks on one machine share its cores: by default each takes its share, never all of them.
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = f.threads > 0 ? f.threads : std::max(1, cores / placement.env.local_world_size);
+  set_num_threads(threads);
   const Device device = placement.choice.device;
   use_device(device);  // a rank on cuda:N makes it current, so nothing lands on cuda:0 by default
   const bool rank0 = placement.env.rank == 0;
@@ -266,9 +267,8 @@ int run(const Flags& f) {
     if (rank0) progress.finish();
     if (loss_is_bad(r.mean_loss) || nan_step >= 0) break;
     if (tools::stop_signal() != 0) break;
-    const bool saved_at_epoch_end =
-        checkpoints.enabled() &&
-        (checkpoints.due_at_epoch_end(epoch) || epoch + 1 == f.epochs || trainer.finished());
+    const bool saved_at_epoch_end = checkpoints.enabled() && (checkpoints.due_at_epoch_end(epoch) ||
+                                                              epoch + 1 == f.epochs || trainer.finished());
     if (saved_at_epoch_end) checkpoints.save(epoch + 1, 0);
     train_seconds += r.seconds;
     train_images += r.images;
@@ -293,11 +293,13 @@ int run(const Flags& f) {
     if (f.target_accuracy > 0 && last_accuracy >= f.target_accuracy) {
       time_to_target = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
       if (rank0) {
-        std::printf("time to %.2f%% test accuracy: %.1f s (epoch %lld; wall time from the first step, data "
-                    "loading and evaluation included)\n",
-                    100.0 * f.target_accuracy, time_to_target, static_cast<long long>(epoch + 1));
+        std::printf(
+            "time to %.2f%% test accuracy: %.1f s (epoch %lld; wall time from the first step, data "
+            "loading and evaluation included)\n",
+            100.0 * f.target_accuracy, time_to_target, static_cast<long long>(epoch + 1));
       }
-      if (checkpoints.enabled() && !saved_at_epoch_end) checkpoints.save(epoch + 1, 0);  // the weights that did it
+      if (checkpoints.enabled() && !saved_at_epoch_end)
+        checkpoints.save(epoch + 1, 0);  // the weights that did it
       break;
     }
   }
