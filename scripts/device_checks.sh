@@ -171,6 +171,13 @@ for stage in "$@"; do
       python3 tools/reference/train_reference.py --device cuda --channels-last $R >>"$OUT/tta.log" 2>&1
       note "time to 94%: pytorch $(grep RESULT "$OUT/tta.log" | tail -1)"
       ;;
+    examples)
+      # The embedding examples on the GPU: the custom op's CUDA kernels against the CPU, the loop with AMP.
+      /tmp/bin/custom_op >"$OUT/examples.log" 2>&1
+      note "custom_op: rc=$? $(grep -i -c 'cuda.*vs cpu' "$OUT/examples.log") CUDA checks; $(grep -i 'skip' "$OUT/examples.log" | head -1)"
+      /tmp/bin/training_loop --device cuda --amp bf16 --data-dir $DATA >>"$OUT/examples.log" 2>&1
+      note "training_loop cuda bf16: rc=$? $(grep 'verdict' "$OUT/examples.log" | tail -1 | cut -c1-160)"
+      ;;
     verdicts)
       # Planted scenarios for the utilization report's verdict.
       /tmp/bin/export_images --data synthetic --format jpg --image-size 224 --count ${JPEGS:-3000} --out /tmp/jpg224 >/dev/null 2>&1

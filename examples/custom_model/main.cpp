@@ -7,6 +7,7 @@
 // DIR defaults to where Debian's dataset-fashion-mnist package puts the files. --synthetic trains on
 // generated images instead (for machines without the data set).
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <thread>
@@ -81,6 +82,13 @@ Args parse_args(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      std::printf(
+          "usage: %s\n",
+          "custom_model [--data-dir DIR] [--steps 300] [--batch 64] [--lr 0.05] [--device auto|cpu|cuda]\n"
+          "             [--threads N] [--synthetic]");
+      std::exit(0);
+    }
     if (flag == "--synthetic") {
       a.synthetic = true;
       continue;

@@ -8,6 +8,7 @@
 // --amp auto is bf16 on CUDA and off on the CPU; the CPU backend computes in f32/f64 only, so asking for AMP
 // there is refused.
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <thread>
@@ -47,6 +48,13 @@ Args parse_args(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      std::printf(
+          "usage: %s\n",
+          "training_loop [--data-dir DIR] [--synthetic] [--device auto|cpu|cuda] [--steps 100] [--batch 32]\n"
+          "                [--accum 4] [--amp auto|off|bf16|fp16] [--workers 2] [--lr 0.02] [--threads N]");
+      std::exit(0);
+    }
     if (flag == "--synthetic") {
       a.synthetic = true;
       continue;
