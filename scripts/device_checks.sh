@@ -178,6 +178,27 @@ for stage in "$@"; do
       /tmp/bin/training_loop --device cuda --amp bf16 --data-dir $DATA >>"$OUT/examples.log" 2>&1
       note "training_loop cuda bf16: rc=$? $(grep 'verdict' "$OUT/examples.log" | tail -1 | cut -c1-160)"
       ;;
+    overhead_nvml)
+      # Is the report's 6-8% the NVML sampler? --profile at the default 0.1 s and at 1 s, against --no-profile.
+      for round in $(seq ${ROUNDS:-3}); do
+        for cfg in "--profile 0.1" "--profile 1.0" "--no-profile 0.1"; do
+          set -- $cfg
+          LIFTOFF_NVML_INTERVAL_S=$2 /tmp/bin/train --device cuda --data-dir $DATA --batch 256 $1 --max-steps 230 \
+            --timing-warmup 30 --no-eval --epochs 100 >>"$OUT/overhead.log" 2>&1
+          note "overhead b256 $1 nvml=$2 s: $(grep -o 'steady state [0-9.]* images/s' "$OUT/overhead.log" | tail -1)"
+        done
+      done
+      ;;
+    memory_cap)
+      # A default for LIFTOFF_CUDNN_WORKSPACE_MB: whole-run peak and speed per cap, f32 and fp16.
+      for amp in off fp16; do
+        for cap in 512 128 64; do
+          LIFTOFF_CUDNN_WORKSPACE_MB=$cap /tmp/bin/train --device cuda --model resnet20 --data-dir $DATA --batch 256 \
+            --amp $amp --max-steps 230 --timing-warmup 30 --no-eval --epochs 100 >>"$OUT/memory.log" 2>&1
+          note "memory amp=$amp cap=${cap}MiB: $(grep -o 'memory: device peak.*' "$OUT/memory.log" | tail -1 | cut -c1-120) | $(grep -o 'steady state [0-9.]* images/s' "$OUT/memory.log" | tail -1)"
+        done
+      done
+      ;;
     verdicts)
       # Planted scenarios for the utilization report's verdict.
       /tmp/bin/export_images --data synthetic --format jpg --image-size 224 --count ${JPEGS:-3000} --out /tmp/jpg224 >/dev/null 2>&1
