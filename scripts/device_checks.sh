@@ -12,6 +12,18 @@ DATA=.devrun/data
 summary=()
 note() { summary+=("$1"); echo "== $1"; }
 
+# `train --gpus 2` with rank 1 killed (-9) after 10 s: how long the launcher takes to end, and what it says.
+ddp_kill_test() {
+  ( timeout -s KILL 120 /tmp/bin/train --gpus 2 --model resnet20 --data-dir $DATA --batch 128 --epochs 100 --no-eval \
+      >"$OUT/ddp_kill.log" 2>&1; echo "exit=$?" >>"$OUT/ddp_kill.log" ) &
+  sleep 10
+  local victim t0 t1
+  victim=$(pgrep -f 'bin/train --model resnet20' | tail -1)
+  t0=$(date +%s); kill -9 $victim; wait; t1=$(date +%s)
+  note "ddp kill -9 of pid $victim: launcher ended $((t1 - t0)) s later: $(tail -2 "$OUT/ddp_kill.log" | tr '\n' ' ' | cut -c1-300)"
+  sleep 1; note "ranks left running after the kill test: $(pgrep -f 'bin/train' | wc -l)"; pkill -9 -f 'bin/train' 2>/dev/null
+}
+
 for stage in "$@"; do
   case "$stage" in
     tests)
@@ -134,13 +146,7 @@ for stage in "$@"; do
       done
       wait
       note "ddp env launch, socket transport: $(grep -o 'NET/Socket' "$OUT/ddp_env_rank0.log" | head -1) $(grep -h 'parameter checksum' "$OUT"/ddp_env_rank*.log | awk '{print $5}' | sort -u | wc -l) distinct checksum(s); $(grep -o 'steady state [0-9.]* images/s' "$OUT/ddp_env_rank0.log")"
-      ( timeout -s KILL 120 /tmp/bin/train --gpus 2 --model resnet20 --data-dir $DATA --batch 128 --epochs 100 --no-eval \
-          >"$OUT/ddp_kill.log" 2>&1; echo "exit=$?" >>"$OUT/ddp_kill.log" ) &
-      sleep 10
-      victim=$(pgrep -f 'bin/train --model resnet20' | tail -1)
-      t0=$(date +%s); kill -9 $victim; wait; t1=$(date +%s)
-      note "ddp kill -9 of pid $victim: launcher ended $((t1 - t0)) s later: $(tail -2 "$OUT/ddp_kill.log" | tr '\n' ' ')"
-      sleep 2; note "ranks left running after the kill test: $(pgrep -f 'bin/train' | wc -l)"; pkill -9 -f 'bin/train' 2>/dev/null
+      ddp_kill_test
       ;;
     ddp_perf)
       # The scaling figures and the killed-rank check alone (the accuracy runs are in `ddp`).
@@ -154,13 +160,7 @@ for stage in "$@"; do
           --amp bf16 --channels-last --bucket-mb 25 --steps 180 --warmup-steps 20 >>"$OUT/ddp.log" 2>&1
         note "ddp scaling bf16 ${n} GPU(s): liftoff [$lo] [$ov] pytorch [$(grep RESULT "$OUT/ddp.log" | tail -1)]"
       done
-      ( timeout -s KILL 120 /tmp/bin/train --gpus 2 --model resnet20 --data-dir $DATA --batch 128 --epochs 100 --no-eval \
-          >"$OUT/ddp_kill.log" 2>&1; echo "exit=$?" >>"$OUT/ddp_kill.log" ) &
-      sleep 10
-      victim=$(pgrep -f 'bin/train --model resnet20' | tail -1)
-      t0=$(date +%s); kill -9 $victim; wait; t1=$(date +%s)
-      note "ddp kill -9 of pid $victim: launcher ended $((t1 - t0)) s later: $(tail -2 "$OUT/ddp_kill.log" | tr '\n' ' ' | cut -c1-300)"
-      sleep 1; note "ranks left running after the kill test: $(pgrep -f 'bin/train' | wc -l)"; pkill -9 -f 'bin/train' 2>/dev/null
+      ddp_kill_test
       ;;
     tta)
       # Time to 94% test accuracy, same recipe on both sides (15-epoch one-cycle, batch 256, SGD Nesterov,
