@@ -62,7 +62,18 @@ check "... naming both flags" grep -q -- "--no-eval excludes --target-accuracy" 
 check "a reached --target-accuracy stops after epoch 1" grep -q "time to 0.01% test accuracy: .* (epoch 1;" "$work/t3.log"
 check "... and saves the weights that reached it" test -f "$work/t3/checkpoint-000000000016.safetensors"
 
-# 6. bench: two runs and their reports side by side; a failing run is reported with its error.
+# 6. kill -USR1 prints every thread's stack and the run goes on to a normal end.
+"$TRAIN" --device cpu --threads 2 --data synthetic --synthetic-size 4096 --model simple_cnn --batch 32 --epochs 3 \
+  --workers 1 --no-profile --no-eval >"$work/d.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do grep -q "epoch 1/3" "$work/d.log" 2>/dev/null && break; sleep 0.1; done
+kill -USR1 $pid
+wait $pid
+check "after SIGUSR1 the run still exits 0" test $? -eq 0
+check "... having printed the stacks" grep -q "=== end of stacks" "$work/d.log"
+check "... of more than one thread" test "$(grep -c '^--- thread' "$work/d.log")" -ge 2
+
+# 7. bench: two runs and their reports side by side; a failing run is reported with its error.
 BENCH=$(dirname "$TRAIN")/bench
 if [ -x "$BENCH" ]; then
   "$BENCH" --model simple_cnn --data synthetic --synthetic-size 512 --workers 1 --a "--device cpu --threads 1" \

@@ -1,12 +1,11 @@
 #include "tools/common/stack_dump.h"
 
-#include <dirent.h>
 #include <execinfo.h>
+#include <fcntl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -18,6 +17,8 @@ namespace {
 std::atomic<int> g_dumped{0};  // threads that finished printing in the current round
 std::atomic<bool> g_dumping{false};
 
+// Everything below runs inside signal handlers, possibly interrupting a thread that holds malloc's lock: no
+// allocation, no stdio; raw system calls and stack buffers only.
 int thread_signal() {
   return SIGRTMIN + 3;
 }
@@ -27,18 +28,38 @@ void write_text(const char* text) {
   (void)ignored;
 }
 
+// Decimal digits of a non-negative number at `out` (at least 21 bytes), NUL-terminated.
+void format_number(long value, char* out) {
+  char digits[21];
+  int n = 0;
+  do {
+    digits[n++] = static_cast<char>('0' + value % 10);
+    value /= 10;
+  } while (value > 0 && n < 20);
+  for (int i = 0; i < n; ++i) out[i] = digits[n - 1 - i];
+  out[n] = '\0';
+}
+
 void print_own_stack() {
-  char header[96];
   const auto tid = static_cast<long>(syscall(SYS_gettid));
+  char number[21];
+  format_number(tid, number);
+  char path[64] = "/proc/self/task/";
+  std::strcat(path, number);
+  std::strcat(path, "/comm");
   char name[32] = "?";
-  char path[64];
-  std::snprintf(path, sizeof(path), "/proc/self/task/%ld/comm", tid);
-  if (FILE* f = std::fopen(path, "r")) {
-    if (std::fgets(name, sizeof(name), f) != nullptr) name[std::strcspn(name, "\n")] = '\0';
-    std::fclose(f);
+  const int fd = open(path, O_RDONLY);
+  if (fd >= 0) {
+    const ssize_t got = read(fd, name, sizeof(name) - 1);
+    name[got > 0 ? got : 0] = '\0';
+    name[std::strcspn(name, "\n")] = '\0';
+    close(fd);
   }
-  std::snprintf(header, sizeof(header), "--- thread %ld (%s)\n", tid, name);
-  write_text(header);
+  write_text("--- thread ");
+  write_text(number);
+  write_text(" (");
+  write_text(name);
+  write_text(")\n");
   void* frames[48];
   const int n = backtrace(frames, 48);
   // Skip this function and the signal handler frame.
@@ -56,23 +77,36 @@ extern "C" void on_dump_signal(int) {
   if (!g_dumping.compare_exchange_strong(expected, true)) return;
   const pid_t pid = getpid();
   const auto self = static_cast<pid_t>(syscall(SYS_gettid));
-  char header[64];
-  std::snprintf(header, sizeof(header), "=== liftoff: stacks of process %d\n", static_cast<int>(pid));
-  write_text(header);
+  char number[21];
+  format_number(pid, number);
+  write_text("=== liftoff: stacks of process ");
+  write_text(number);
+  write_text("\n");
   print_own_stack();
-  if (DIR* dir = opendir("/proc/self/task")) {
-    while (dirent* entry = readdir(dir)) {
-      const auto tid = static_cast<pid_t>(std::atoi(entry->d_name));
-      if (tid <= 0 || tid == self) continue;
-      const int before = g_dumped.load();
-      if (syscall(SYS_tgkill, pid, tid, thread_signal()) != 0) continue;
-      // Wait up to 0.5 s for that thread (one blocked with the signal masked never answers).
-      for (int i = 0; i < 500 && g_dumped.load() == before; ++i) {
-        const timespec ms{0, 1000000};
-        nanosleep(&ms, nullptr);
+  const int dir = open("/proc/self/task", O_RDONLY | O_DIRECTORY);
+  if (dir >= 0) {
+    alignas(8) char entries[4096];
+    while (true) {
+      const long bytes = syscall(SYS_getdents64, dir, entries, sizeof(entries));
+      if (bytes <= 0) break;
+      for (long at = 0; at < bytes;) {
+        // struct linux_dirent64: d_ino (8), d_off (8), d_reclen (2), d_type (1), d_name.
+        unsigned short reclen = 0;
+        std::memcpy(&reclen, entries + at + 16, sizeof(reclen));
+        const char* entry_name = entries + at + 19;
+        at += reclen;
+        const auto tid = static_cast<pid_t>(std::atoi(entry_name));
+        if (tid <= 0 || tid == self) continue;
+        const int before = g_dumped.load();
+        if (syscall(SYS_tgkill, pid, tid, thread_signal()) != 0) continue;
+        // Wait up to 0.5 s for that thread (one blocked with the signal masked never answers).
+        for (int i = 0; i < 500 && g_dumped.load() == before; ++i) {
+          const timespec ms{0, 1000000};
+          nanosleep(&ms, nullptr);
+        }
       }
     }
-    closedir(dir);
+    close(dir);
   }
   write_text("=== end of stacks\n");
   g_dumping.store(false);
