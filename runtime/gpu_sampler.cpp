@@ -2,9 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 
-#include "runtime/error.h"
+#include "runtime/env_var.h"
 
 #if LIFTOFF_WITH_CUDA
 #include <cuda_runtime.h>
@@ -41,13 +40,8 @@ bool in_windows(double t, const std::vector<GpuSampler::Window>& windows) {
 namespace {
 // LIFTOFF_NVML_INTERVAL_S overrides the NVML period (measuring the sampler's own cost; see docs/perf.md).
 double nvml_period(double configured) {
-  const char* text = std::getenv("LIFTOFF_NVML_INTERVAL_S");
-  if (text == nullptr || *text == '\0') return configured;
-  char* end = nullptr;
-  const double seconds = std::strtod(text, &end);
-  LIFTOFF_CHECK(end != text && *end == '\0' && seconds > 0, ValueError, "LIFTOFF_NVML_INTERVAL_S='", text,
-                "' is not a positive number of seconds");
-  return seconds;
+  return env_number("LIFTOFF_NVML_INTERVAL_S", 0.0, true, "a positive number of seconds")
+      .value_or(configured);
 }
 }  // namespace
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <tuple>
 
 #include "ops/conv2d/kernels.h"
@@ -17,6 +18,7 @@
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/cuda_types.cuh"
 #include "runtime/determinism.h"
+#include "runtime/env_var.h"
 
 namespace liftoff::cuda {
 
@@ -234,13 +236,9 @@ class SearchWorkspace {
   // LIFTOFF_CUDNN_WORKSPACE_MB caps what any search or chosen algorithm may use (default 512 MiB).
   static size_t workspace_limit() {
     static const size_t limit = [] {
-      const char* text = std::getenv("LIFTOFF_CUDNN_WORKSPACE_MB");
-      if (text == nullptr || *text == '\0') return kMaxSearchWorkspace;
-      char* end = nullptr;
-      const double mb = std::strtod(text, &end);
-      LIFTOFF_CHECK(end != text && *end == '\0' && mb >= 0, ValueError, "LIFTOFF_CUDNN_WORKSPACE_MB='", text,
-                    "' is not a number of MiB >= 0");
-      return static_cast<size_t>(mb * 1024.0 * 1024.0);
+      const std::optional<double> mb =
+          env_number("LIFTOFF_CUDNN_WORKSPACE_MB", 0.0, false, "a number of MiB >= 0");
+      return mb ? static_cast<size_t>(*mb * 1024.0 * 1024.0) : kMaxSearchWorkspace;
     }();
     return limit;
   }

@@ -1,8 +1,6 @@
 #include "runtime/distributed/process_group.h"
 
-#include <cerrno>
-#include <cstdlib>
-
+#include "runtime/env_var.h"
 #include "runtime/error.h"
 #if LIFTOFF_WITH_NCCL
 #include "runtime/distributed/nccl_group.h"
@@ -49,14 +47,8 @@ void ProcessGroup::check_tensor(const char* what, const Tensor& t) const {
 }
 
 double effective_timeout_seconds(const ProcessGroupOptions& options) {
-  double timeout = options.timeout_seconds;
-  if (const char* text = std::getenv("LIFTOFF_DIST_TIMEOUT"); text != nullptr && *text != '\0') {
-    errno = 0;
-    char* end = nullptr;
-    timeout = std::strtod(text, &end);
-    LIFTOFF_CHECK(errno == 0 && end != text && *end == '\0' && timeout > 0, ValueError,
-                  "LIFTOFF_DIST_TIMEOUT='", text, "' must be a positive number of seconds");
-  }
+  const double timeout = env_number("LIFTOFF_DIST_TIMEOUT", 0.0, true, "a positive number of seconds")
+                             .value_or(options.timeout_seconds);
   LIFTOFF_CHECK(timeout > 0, ValueError, "process group timeout must be positive, got ", timeout, " s");
   return timeout;
 }
