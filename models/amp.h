@@ -74,6 +74,10 @@ class GradScaler {
   // unscale_ or step since the last update().
   void update();
 
+  // Forgets a step that never ran on the device (a failed CUDA graph capture): the next call starts a new
+  // step. The device state is untouched (nothing captured was executed).
+  void abandon_step() { stage_ = Stage::ready; }
+
   // Device-side state (one-element tensors on the scaler's device). Reading them synchronises; do it only
   // for logging, outside the step.
   const Tensor& found_inf() const { return found_inf_; }          // f32: 1 when this step's grads had inf/NaN

@@ -21,6 +21,12 @@ Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(
 void Optimizer::set_lr(double lr) {
   LIFTOFF_CHECK(lr >= 0, ValueError, "optimizer: learning rate must be >= 0, got ", lr);
   lr_ = lr;
+  if (lr_tensor_.defined()) lr_tensor_.fill_(lr);
+}
+
+bool Optimizer::prepare_for_graph_capture(std::string* why) {
+  if (why) *why = "this optimizer does not support CUDA graph capture";
+  return false;
 }
 
 void Optimizer::zero_grad() {
@@ -71,7 +77,17 @@ void SGD::step(const Tensor& skip_if_nonzero) {
   hyper.momentum = momentum_;
   hyper.weight_decay = weight_decay_;
   hyper.nesterov = nesterov_;
+  hyper.lr_tensor = lr_tensor_;
   sgd_step(params, grads, buffers, hyper, skip_if_nonzero);
+}
+
+bool SGD::prepare_for_graph_capture(std::string* why) {
+  if (params_.empty() || !params_.front().device().is_cuda()) {
+    if (why) *why = "the parameters are not on a CUDA device";
+    return false;
+  }
+  if (!lr_tensor_.defined()) lr_tensor_ = Tensor::full({1}, lr_, DType::f32, params_.front().device());
+  return true;
 }
 
 NamedTensors SGD::named_state() const {
@@ -125,6 +141,12 @@ void AdamW::step(const Tensor& skip_if_nonzero) {
     hyper.step = count;
     adamw_step(params, grads, m, v, hyper, skip_if_nonzero);
   }
+}
+
+bool AdamW::prepare_for_graph_capture(std::string* why) {
+  if (why)
+    *why = "AdamW counts its bias-correction steps on the host, which a replayed graph would not advance";
+  return false;
 }
 
 NamedTensors AdamW::named_state() const {

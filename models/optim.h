@@ -3,6 +3,7 @@
 // model.to(device)). Parameters whose grad is undefined are skipped by step(), as in PyTorch.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "models/module.h"
@@ -27,7 +28,13 @@ class Optimizer {
   // Drops every parameter gradient (set_to_none, PyTorch's default).
   void zero_grad();
   double lr() const { return lr_; }
-  void set_lr(double lr);  // lr >= 0; what LR schedules drive, once per step
+  // lr >= 0; what LR schedules drive, once per step. With the LR kept on the device, this also queues a
+  // write of the new value there (in stream order, before the next step's kernels).
+  void set_lr(double lr);
+  // CUDA graphs: keeps the learning rate in a one-element device tensor that step() reads on the device,
+  // so a captured step follows set_lr(). False (with the reason in *why) for an optimizer whose step
+  // depends on host state that changes between steps, or parameters not on CUDA. The default says no.
+  virtual bool prepare_for_graph_capture(std::string* why);
   const std::vector<Tensor>& params() const { return params_; }
   // The live state tensors by name ("momentum_buffer.<i>", "exp_avg.<i>", ... with i the parameter's index):
   // a checkpoint writer reads them, a loader copy_()s into them.
@@ -39,6 +46,7 @@ class Optimizer {
 
   std::vector<Tensor> params_;
   double lr_;
+  Tensor lr_tensor_;  // defined once prepare_for_graph_capture succeeded
 };
 
 // torch.optim.SGD (dampening 0): momentum buffers exist only when momentum > 0.
@@ -49,6 +57,7 @@ class SGD : public Optimizer {
   void step() override;
   void step(const Tensor& skip_if_nonzero) override;
   NamedTensors named_state() const override;
+  bool prepare_for_graph_capture(std::string* why) override;
 
  private:
   double momentum_, weight_decay_;
@@ -67,6 +76,8 @@ class AdamW : public Optimizer {
   void step() override;
   void step(const Tensor& skip_if_nonzero) override;
   NamedTensors named_state() const override;
+  // False: the bias correction uses host step counts, which a replayed graph would not advance.
+  bool prepare_for_graph_capture(std::string* why) override;
 
  private:
   double beta1_, beta2_, eps_, weight_decay_;

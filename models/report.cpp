@@ -261,10 +261,15 @@ Verdict diagnose(const RunReport& r, const VerdictThresholds& th) {
     v.evidence += "; device memory peak " + format_bytes(*r.device_memory_peak_reserved) + " of " +
                   format_bytes(*r.device_memory_total);
   }
+  if (r.graphs.used) {
+    v.evidence += "; the step already runs as a CUDA graph (" + std::to_string(r.graphs.nodes) + " nodes)";
+  }
   if (c.batch > 0 && c.batch < th.small_batch && memory_room) {
     v.suggestion = "--batch " + std::to_string(2 * c.batch);
-  } else {
+  } else if (!r.graphs.used) {
     v.suggestion = "CUDA graphs";
+  } else {
+    v.suggestion = "more work per launch: a larger --batch";
   }
   return v;
 }
@@ -518,6 +523,13 @@ std::string RunReport::to_json() const {
                  {"allreduce_exposed_ms", opt(allreduce_exposed_ms)},
                  {"allreduce_overlapped_ms", opt(allreduce_overlapped_ms)}};
   if (!rank_step_ms.empty()) j["ranks"] = {{"step_ms", rank_step_ms}};
+  j["cuda_graphs"] = {{"mode", graphs.mode},
+                      {"used", graphs.used},
+                      {"reason", graphs.reason},
+                      {"captured_at_step", graphs.captured_at_step},
+                      {"graph_steps", graphs.graph_steps},
+                      {"eager_steps", graphs.eager_steps},
+                      {"nodes", graphs.nodes}};
   const bool g = gpu.available && gpu.samples > 0;
   auto gnum = [&](double v) { return g ? json(v) : json(nullptr); };
   j["nvml"] = {{"available", gpu.available},
@@ -640,6 +652,16 @@ RunReport RunReport::from_json(const std::string& text, const std::string& src) 
       r.rank_step_ms.push_back(v.get<double>());
     }
   }
+  if (j.contains("cuda_graphs")) {  // absent in reports written before graphs existed
+    const json& g = j.at("cuda_graphs");
+    r.graphs.mode = get_str(g, "mode", src, "cuda_graphs.");
+    r.graphs.used = get_bool(g, "used", src, "cuda_graphs.");
+    r.graphs.reason = get_str(g, "reason", src, "cuda_graphs.");
+    r.graphs.captured_at_step = get_int(g, "captured_at_step", src, "cuda_graphs.");
+    r.graphs.graph_steps = get_int(g, "graph_steps", src, "cuda_graphs.");
+    r.graphs.eager_steps = get_int(g, "eager_steps", src, "cuda_graphs.");
+    r.graphs.nodes = get_int(g, "nodes", src, "cuda_graphs.");
+  }
 
   const json& n = need(j, "nvml", src, "");
   r.gpu.available = get_bool(n, "available", src, "nvml.");
@@ -749,6 +771,17 @@ std::string RunReport::render_table() const {
     o << "  all-reduce " << fmt("%.3f", *allreduce_exposed_ms) << " ms/step exposed, "
       << (allreduce_overlapped_ms ? fmt("%.3f", *allreduce_overlapped_ms) + " ms/step overlapped\n"
                                   : std::string("overlap not measured (CPU: host wait only)\n"));
+  }
+  if (graphs.used) {
+    o << "  CUDA graphs: " << graphs.graph_steps << " steps replayed one graph of " << graphs.nodes
+      << " nodes (captured at step " << graphs.captured_at_step << "), " << graphs.eager_steps << " eager"
+      << (graphs.reason.empty() ? std::string() : "; then stopped: " + graphs.reason) << "\n";
+  } else if (config.device.rfind("cuda", 0) == 0) {
+    o << "  CUDA graphs: not used ("
+      << (!graphs.reason.empty() ? graphs.reason
+          : graphs.mode == "off" ? std::string("--cuda-graphs off")
+                                 : std::string("no step was captured"))
+      << ")\n";
   }
   if (rank_step_ms.size() > 1) {
     o << "  ranks: step ms";

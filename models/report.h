@@ -94,6 +94,17 @@ struct VerdictThresholds {
   int64_t small_batch = 256;        // host-bound suggestion: batches below this -> larger batch
 };
 
+// Whole-step CUDA graphs in the run (models/trainer.h GraphStatus).
+struct GraphReport {
+  std::string mode = "off";  // auto | on | off
+  bool used = false;         // a step was captured and replayed
+  std::string reason;        // why not used (or why they stopped); empty when used
+  int64_t captured_at_step = -1;
+  int64_t graph_steps = 0;  // optimizer steps run by the graph
+  int64_t eager_steps = 0;  // optimizer steps run eagerly (warm-up, partial batches, fallback)
+  int64_t nodes = 0;        // nodes in the captured graph
+};
+
 struct RunReport {
   std::string schema = kReportSchema;
   std::string created_utc;  // ISO 8601
@@ -120,6 +131,7 @@ struct RunReport {
   std::optional<double> allreduce_overlapped_ms;
   // DDP: every rank's mean step time (index = rank), filled on rank 0 after the run; a straggler shows here.
   std::vector<double> rank_step_ms;
+  GraphReport graphs;
   GpuUtilization gpu;  // NVML, over the measured steps
 
   std::optional<int64_t> device_memory_peak_allocated;  // caching allocator

@@ -33,6 +33,25 @@ GradScaler make_scaler(const TrainerOptions& o, Device device) {
 }
 }  // namespace
 
+GraphMode parse_graph_mode(const std::string& text) {
+  if (text == "off") return GraphMode::off;
+  if (text == "on") return GraphMode::on;
+  if (text == "auto") return GraphMode::automatic;
+  throw ValueError(str_cat("--cuda-graphs: '", text, "' is not one of auto, on, off"));
+}
+
+const char* graph_mode_name(GraphMode mode) {
+  switch (mode) {
+    case GraphMode::off:
+      return "off";
+    case GraphMode::on:
+      return "on";
+    case GraphMode::automatic:
+      return "auto";
+  }
+  return "?";
+}
+
 Trainer::Trainer(Module& model, Optimizer& optimizer, const LRSchedule* schedule, TrainerOptions options)
     : model_(model),
       optimizer_(optimizer),
@@ -40,17 +59,19 @@ Trainer::Trainer(Module& model, Optimizer& optimizer, const LRSchedule* schedule
       options_(options),
       scaler_(make_scaler(options, parameter_device(model))) {
   LIFTOFF_CHECK(options_.accum >= 1, ValueError, "Trainer: accum must be >= 1, got ", options_.accum);
+  graph_status_.mode = options_.cuda_graphs;
+  if (options_.cuda_graphs == GraphMode::off) graph_status_.reason = "--cuda-graphs off";
   LIFTOFF_CHECK(options_.amp == AmpMode::off || parameter_device(model).is_cuda(), ValueError, "--amp ",
                 amp_mode_name(options_.amp),
                 " needs --device cuda: the CPU backend computes in f32/f64 only; use --amp off on the CPU");
 }
 
-void Trainer::optimizer_step() {
+void Trainer::optimizer_step(bool set_lr) {
   if (options_.ddp) {
     options_.ddp->set_require_sync(true);
     options_.ddp->synchronize_gradients();  // the compute stream waits on the buckets, the host does not
   }
-  if (schedule_) optimizer_.set_lr(schedule_->lr_at(global_step_));
+  if (schedule_ && set_lr) optimizer_.set_lr(schedule_->lr_at(global_step_));
   if (options_.ddp && scaler_.enabled()) {
     scaler_.unscale_(optimizer_);
     options_.ddp->sync_found_inf(scaler_);  // every rank skips the same steps
@@ -63,6 +84,142 @@ void Trainer::optimizer_step() {
   ++global_step_;
 }
 
+Tensor Trainer::run_micro_batch(const Tensor& input, const Tensor& labels, bool completes_step) {
+  Profiler* prof = options_.profiler;
+  Tensor loss;
+  {
+    Profiler::StageScope host(prof, Stage::forward);
+    Profiler::DeviceScope dev(prof, Stage::forward);
+    // The loss (log-softmax) is computed in f32 whatever the autocast dtype of the logits.
+    const Tensor logits = cast(model_.forward(input), DType::f32);
+    loss = cross_entropy(logits, labels, options_.label_smoothing);
+  }
+  {
+    Profiler::StageScope host(prof, Stage::backward);
+    Profiler::DeviceScope dev(prof, Stage::backward);
+    // DDP communicates only on the micro-batch that completes an optimizer step.
+    if (options_.ddp) options_.ddp->set_require_sync(completes_step);
+    const double micro_scale = 1.0 / static_cast<double>(options_.accum);
+    scaler_.scale(options_.accum > 1 ? scale(loss, micro_scale) : loss).backward();
+  }
+  return loss.detach();
+}
+
+void Trainer::add_step_loss(const Tensor& step_loss) {
+  if (!loss_sum_.defined()) {
+    loss_sum_ = step_loss.clone();
+  } else {
+    accumulate_into(loss_sum_, step_loss);
+  }
+}
+
+void Trainer::disable_graphs(const std::string& reason) {
+  graphs_possible_ = false;
+  graph_status_.reason = reason;
+  graph_.reset();
+  graph_step_loss_ = Tensor();
+  // static_inputs_ stay: a step staged there runs eagerly from them (they are a few micro-batches).
+}
+
+bool Trainer::graph_step_wanted(const Batch& batch) {
+  if (options_.cuda_graphs == GraphMode::off || !graphs_possible_) return false;
+  if (!graph_) {  // the first time: can this run capture at all?
+    std::string why;
+    if (!batch.input.device().is_cuda()) {
+      why = str_cat("the step runs on ", batch.input.device().str(), " (CUDA graphs need --device cuda)");
+    } else if (options_.ddp) {
+      why = "data-parallel steps run eagerly (the all-reduce is not captured)";
+    } else if (!optimizer_.prepare_for_graph_capture(&why)) {
+      // why is set by the optimizer
+    }
+    if (!why.empty()) {
+      LIFTOFF_CHECK(options_.cuda_graphs != GraphMode::on, ValueError, "--cuda-graphs on: ", why,
+                    "; use --cuda-graphs auto or off");
+      disable_graphs(why);
+      return false;
+    }
+    graph_ = std::make_unique<CudaGraph>(batch.input.device());
+  }
+  if (!graph_->ready() && graph_status_.eager_steps < options_.graph_warmup_steps) return false;
+  if (static_inputs_.empty()) {
+    for (int64_t k = 0; k < options_.accum; ++k) {
+      static_inputs_.push_back(Tensor::empty(batch.input.shape(), batch.input.dtype(), batch.input.device()));
+      static_labels_.push_back(
+          Tensor::empty(batch.labels.shape(), batch.labels.dtype(), batch.labels.device()));
+    }
+  }
+  return batch.input.shape() == static_inputs_[0].shape() &&
+         batch.labels.shape() == static_labels_[0].shape() &&
+         batch.input.dtype() == static_inputs_[0].dtype() &&
+         batch.labels.dtype() == static_labels_[0].dtype();
+}
+
+void Trainer::stage_static_input(int64_t slot, const Batch& batch) {
+  Profiler::StageScope host(options_.profiler, Stage::h2d);
+  Profiler::DeviceScope dev(options_.profiler, Stage::h2d);
+  static_inputs_[static_cast<size_t>(slot)].copy_(batch.input);
+  static_labels_[static_cast<size_t>(slot)].copy_(batch.labels);
+}
+
+Tensor Trainer::run_staged_eagerly(int64_t count) {
+  Tensor step_loss;
+  for (int64_t k = 0; k < count; ++k) {
+    const Tensor loss = run_micro_batch(static_inputs_[static_cast<size_t>(k)],
+                                        static_labels_[static_cast<size_t>(k)], k + 1 == options_.accum);
+    if (!step_loss.defined()) {
+      step_loss = loss.clone();
+    } else {
+      accumulate_into(step_loss, loss);
+    }
+  }
+  return step_loss;
+}
+
+bool Trainer::run_graph_step() {
+  Profiler* prof = options_.profiler;
+  // The learning rate goes to the device before the graph, which reads it there.
+  if (schedule_) optimizer_.set_lr(schedule_->lr_at(global_step_));
+  if (graph_->ready()) {
+    graph_->replay(prof ? prof->replay_graph_marks() : std::vector<void*>{});
+    advance_weight_version();  // what the captured optimizer_step does on the host
+    ++global_step_;
+    ++graph_status_.graph_steps;
+    add_step_loss(graph_step_loss_);
+    return true;
+  }
+  const int64_t step_before = global_step_;
+  try {
+    if (prof) prof->begin_graph_capture();
+    graph_->begin_capture();
+    Tensor step_loss = run_staged_eagerly(options_.accum);
+    {
+      Profiler::StageScope host(prof, Stage::optimizer);
+      Profiler::DeviceScope dev(prof, Stage::optimizer);
+      optimizer_step(/*set_lr=*/false);
+    }
+    graph_->end_capture(prof ? prof->end_graph_capture() : std::vector<void*>{});
+    graph_step_loss_ = step_loss;
+  } catch (const Error& e) {
+    // Nothing captured ran: undo the host-side effects of the half-recorded step.
+    graph_->abort_capture();
+    if (prof) prof->abort_graph_capture();
+    global_step_ = step_before;
+    optimizer_.zero_grad();
+    scaler_.abandon_step();
+    advance_weight_version();
+    LIFTOFF_CHECK(options_.cuda_graphs != GraphMode::on, GraphCaptureError, "--cuda-graphs on: ", e.what());
+    disable_graphs(str_cat("capture failed: ", e.what()));
+    return false;
+  }
+  graph_->replay();  // the first launch records the capture's own events
+  graph_status_.used = true;
+  graph_status_.captured_at_step = step_before;
+  graph_status_.nodes = static_cast<int64_t>(graph_->num_nodes());
+  ++graph_status_.graph_steps;
+  add_step_loss(graph_step_loss_);
+  return true;
+}
+
 EpochResult Trainer::train_epoch(BatchSource& source, int64_t epoch,
                                  const std::function<void(const StepProgress&)>& on_step,
                                  int64_t skip_micro_batches) {
@@ -73,18 +230,26 @@ EpochResult Trainer::train_epoch(BatchSource& source, int64_t epoch,
   source.start_epoch(epoch);
   loss_sum_ = Tensor();
   loss_count_ = 0;
-  const double micro_scale = 1.0 / static_cast<double>(options_.accum);
   int64_t pending = 0;  // micro-batches accumulated since the last optimizer step
+  bool staged = false;  // this step's micro-batches are staged in the static inputs (graph step)
+  Tensor step_loss;     // eager: sum of this step's micro-batch losses so far
   Device device = Device::cpu();
   const AutocastGuard autocast(autocast_dtype_for(options_.amp));
   Batch batch;
   for (int64_t i = 0; i < skip_micro_batches && source.next(batch); ++i) ++result.micro_batches;
   Profiler* prof = options_.profiler;
   int64_t step_images = 0;
-  auto timed_optimizer_step = [&] {
-    Profiler::StageScope host(prof, Stage::optimizer);
-    Profiler::DeviceScope dev(prof, Stage::optimizer);
-    optimizer_step();
+  auto eager_optimizer_step = [&] {
+    if (staged) step_loss = run_staged_eagerly(pending);
+    staged = false;
+    {
+      Profiler::StageScope host(prof, Stage::optimizer);
+      Profiler::DeviceScope dev(prof, Stage::optimizer);
+      optimizer_step();
+    }
+    add_step_loss(step_loss);
+    step_loss = Tensor();
+    ++graph_status_.eager_steps;
   };
   while (!finished()) {
     if (prof) prof->begin_step();
@@ -95,25 +260,22 @@ EpochResult Trainer::train_epoch(BatchSource& source, int64_t epoch,
     }
     if (!got) break;
     device = batch.input.device();
-    Tensor loss;
-    {
-      Profiler::StageScope host(prof, Stage::forward);
-      Profiler::DeviceScope dev(prof, Stage::forward);
-      // The loss (log-softmax) is computed in f32 whatever the autocast dtype of the logits.
-      const Tensor logits = cast(model_.forward(batch.input), DType::f32);
-      loss = cross_entropy(logits, batch.labels, options_.label_smoothing);
+    if (pending == 0) {
+      staged = graph_step_wanted(batch);
+    } else if (staged && !graph_step_wanted(batch)) {
+      // A shape change inside a staged step: what was staged runs eagerly, and so does the rest.
+      step_loss = run_staged_eagerly(pending);
+      staged = false;
     }
-    {
-      Profiler::StageScope host(prof, Stage::backward);
-      Profiler::DeviceScope dev(prof, Stage::backward);
-      // DDP communicates only on the micro-batch that completes an optimizer step.
-      if (options_.ddp) options_.ddp->set_require_sync(pending + 1 == options_.accum);
-      scaler_.scale(options_.accum > 1 ? scale(loss, micro_scale) : loss).backward();
-    }
-    if (!loss_sum_.defined()) {
-      loss_sum_ = loss.detach().clone();
+    if (staged) {
+      stage_static_input(pending, batch);
     } else {
-      accumulate_into(loss_sum_, loss.detach());
+      const Tensor loss = run_micro_batch(batch.input, batch.labels, pending + 1 == options_.accum);
+      if (!step_loss.defined()) {
+        step_loss = loss.clone();
+      } else {
+        accumulate_into(step_loss, loss);
+      }
     }
     ++loss_count_;
     ++pending;
@@ -121,7 +283,12 @@ EpochResult Trainer::train_epoch(BatchSource& source, int64_t epoch,
     result.images += batch.input.size(0);
     step_images += batch.input.size(0);
     if (pending == options_.accum) {
-      timed_optimizer_step();
+      const bool graphed = staged && run_graph_step();
+      if (graphed) {
+        staged = false;
+      } else {
+        eager_optimizer_step();
+      }
       pending = 0;
       ++result.steps;
       if (loss_sum_.dtype() == DType::f32)
@@ -143,7 +310,7 @@ EpochResult Trainer::train_epoch(BatchSource& source, int64_t epoch,
   }
   // A short tail (fewer than accum micro-batches) still updates, with its gradients scaled by 1/accum.
   if (pending > 0) {
-    timed_optimizer_step();
+    eager_optimizer_step();
     ++result.steps;
     if (prof) prof->end_step(step_images);
   } else if (prof) {

@@ -4,6 +4,9 @@
 #pragma once
 #include <chrono>
 #include <functional>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "data/batch_iterator.h"
 #include "models/amp.h"
@@ -12,9 +15,30 @@
 #include "models/optim.h"
 #include "models/schedule.h"
 #include "runtime/async_scalar.h"
+#include "runtime/graph.h"
 #include "runtime/profiler.h"
 
 namespace liftoff {
+
+// Whole-step CUDA graphs (runtime/graph.h). auto: captured after graph_warmup_steps eager steps when the
+// step allows it (CUDA device, single process, an optimizer that reads its LR on the device, no host random
+// draws), eager otherwise with the reason recorded; on: the same, but a step that cannot be captured is an
+// error; off: always eager. A micro-batch whose shapes differ from the captured ones (the last, partial
+// batch of an epoch) runs eagerly.
+enum class GraphMode { off, on, automatic };
+GraphMode parse_graph_mode(const std::string& text);  // "off", "on", "auto"; ValueError otherwise
+const char* graph_mode_name(GraphMode mode);
+
+// What happened to CUDA graphs in a run, for the report.
+struct GraphStatus {
+  GraphMode mode = GraphMode::off;
+  bool used = false;              // a step was captured and replayed
+  std::string reason;             // why graphs were not used (or stopped being used); empty when they were
+  int64_t captured_at_step = -1;  // the optimizer step (global) that was captured
+  int64_t graph_steps = 0;        // optimizer steps run by the graph (the captured one included)
+  int64_t eager_steps = 0;        // optimizer steps run eagerly (warm-up, partial batches, fallbacks)
+  int64_t nodes = 0;              // nodes in the captured graph
+};
 
 struct TrainerOptions {
   int64_t accum = 1;             // micro-batches per optimizer step; the loss is scaled by 1/accum
@@ -32,6 +56,10 @@ struct TrainerOptions {
   distributed::ProcessGroup* group = nullptr;
   // Stage timing for the utilization report (host clocks + CUDA events resolved late); null: not measured.
   Profiler* profiler = nullptr;
+  // Off by default in the library: a custom op launching work on a stream of its own would be left out of
+  // the graph. tools/train defaults to auto (its models are known to capture).
+  GraphMode cuda_graphs = GraphMode::off;
+  int64_t graph_warmup_steps = 3;  // eager optimizer steps before the capture (cuDNN plans, optimizer state)
 };
 
 struct StepProgress {
@@ -92,9 +120,21 @@ class Trainer {
   bool stop_requested() const { return stop_requested_; }
   // Resume: the optimizer steps already done (drives the LR schedule and max_steps).
   void set_global_step(int64_t step) { global_step_ = step; }
+  const GraphStatus& graph_status() const { return graph_status_; }
 
  private:
-  void optimizer_step();
+  void optimizer_step(bool set_lr = true);
+  // Forward + backward of one micro-batch, timed; returns the detached f32 loss.
+  Tensor run_micro_batch(const Tensor& input, const Tensor& labels, bool completes_step);
+  void add_step_loss(const Tensor& step_loss);
+  // Graphs: whether this step's micro-batches go into the static inputs (decided at its first micro-batch).
+  bool graph_step_wanted(const Batch& batch);
+  void disable_graphs(const std::string& reason);
+  void stage_static_input(int64_t slot, const Batch& batch);
+  // Runs staged micro-batches eagerly (a shape change mid-step, a failed capture, the tail of an epoch).
+  Tensor run_staged_eagerly(int64_t count);
+  // Captures the step on its first call, replays afterwards; false when the capture failed (nothing ran).
+  bool run_graph_step();
 
   Module& model_;
   Optimizer& optimizer_;
@@ -106,6 +146,12 @@ class Trainer {
   Tensor loss_sum_;  // device-side sum of micro-batch losses this epoch
   AsyncScalar recent_loss_;
   int64_t loss_count_ = 0;
+
+  GraphStatus graph_status_;
+  bool graphs_possible_ = true;  // false once disabled (the reason is in graph_status_)
+  std::unique_ptr<CudaGraph> graph_;
+  std::vector<Tensor> static_inputs_, static_labels_;  // one per micro-batch of a step, read by the graph
+  Tensor graph_step_loss_;  // written by each replay: the sum of the step's micro-batch losses
 };
 
 }  // namespace liftoff

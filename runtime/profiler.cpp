@@ -78,9 +78,16 @@ struct Profiler::DeviceState {
     bool allreduce;
   };
 
+  // How a mark's event is recorded: now (eager steps), as a node of the graph being captured, or not at all
+  // (a replay: the graph's node records it).
+  enum class MarkMode { record, capture, defer };
+
   int device = 0;
   std::array<cudaStream_t, kNumStreams> streams{};
   std::vector<cudaEvent_t> events;
+  MarkMode mode = MarkMode::record;
+  std::vector<void*> mode_events;  // events captured or deferred since the mode was set
+  int sink = -1;                   // bound to graph nodes whose mark was dropped; never read
   std::vector<int> free_events;
   int anchor = -1;        // a completed event whose time on the host clock is known
   double anchor_s = 0.0;  // that time
@@ -135,7 +142,20 @@ struct Profiler::DeviceState {
   }
 
   void record(int i, StreamKind stream) {
-    LIFTOFF_CUDA_CHECK(cudaEventRecord(events[static_cast<size_t>(i)], streams[static_cast<size_t>(stream)]));
+    cudaEvent_t e = events[static_cast<size_t>(i)];
+    cudaStream_t s = streams[static_cast<size_t>(stream)];
+    switch (mode) {
+      case MarkMode::record:
+        LIFTOFF_CUDA_CHECK(cudaEventRecord(e, s));
+        break;
+      case MarkMode::capture:
+        LIFTOFF_CUDA_CHECK(cudaEventRecordWithFlags(e, s, cudaEventRecordExternal));
+        mode_events.push_back(e);
+        break;
+      case MarkMode::defer:
+        mode_events.push_back(e);
+        break;
+    }
   }
 
   // Non-blocking: true when the event's work is done.
@@ -298,6 +318,7 @@ void Profiler::begin_device_stage(Stage stage, StreamKind stream) {
   const int e = d.take();
   d.record(e, stream);
   d.open[key] = e;
+  if (d.mode == DeviceState::MarkMode::capture) graph_calls_.push_back({stage, stream, true});
 #else
   (void)stage;
   (void)stream;
@@ -318,6 +339,7 @@ void Profiler::end_device_stage(Stage stage, StreamKind stream) {
   }
   const int e = d.take();
   d.record(e, stream);
+  if (d.mode == DeviceState::MarkMode::capture) graph_calls_.push_back({stage, stream, false});
   s.marks.push_back(DeviceState::Mark{stage, stream, d.open[key], e});
   s.last_end[static_cast<size_t>(stream)] = e;
   d.open[key] = -1;
@@ -325,6 +347,67 @@ void Profiler::end_device_stage(Stage stage, StreamKind stream) {
   (void)stage;
   (void)stream;
 #endif
+}
+
+void Profiler::begin_graph_capture() {
+  graph_calls_.clear();
+#if LIFTOFF_WITH_CUDA
+  if (!dev_) return;
+  dev_->mode = DeviceState::MarkMode::capture;
+  dev_->mode_events.clear();
+#endif
+}
+
+std::vector<void*> Profiler::end_graph_capture() {
+  std::vector<void*> out;
+#if LIFTOFF_WITH_CUDA
+  if (!dev_) return out;
+  out.swap(dev_->mode_events);
+  dev_->mode = DeviceState::MarkMode::record;
+#endif
+  return out;
+}
+
+void Profiler::abort_graph_capture() noexcept {
+  graph_calls_.clear();
+#if LIFTOFF_WITH_CUDA
+  if (!dev_) return;
+  dev_->mode_events.clear();
+  dev_->mode = DeviceState::MarkMode::record;
+  // The marks of the failed capture were never recorded: the step's device figures cannot be trusted.
+  if (dev_->count > 0) dev_->slot_at(dev_->count - 1).incomplete = true;
+#endif
+}
+
+std::vector<void*> Profiler::replay_graph_marks() {
+  std::vector<void*> out;
+#if LIFTOFF_WITH_CUDA
+  if (!dev_ || graph_calls_.empty()) return out;
+  DeviceState& d = *dev_;
+  if (d.sink < 0) d.sink = d.take();
+  d.mode = DeviceState::MarkMode::defer;
+  d.mode_events.clear();
+  out.reserve(graph_calls_.size());
+  try {
+    for (const GraphMarkCall& call : graph_calls_) {
+      const size_t before = d.mode_events.size();
+      if (call.begin) {
+        begin_device_stage(call.stage, call.stream);
+      } else {
+        end_device_stage(call.stage, call.stream);
+      }
+      // A mark dropped in this step (too many marks) still needs an event for its node.
+      out.push_back(d.mode_events.size() > before ? d.mode_events.back()
+                                                  : d.events[static_cast<size_t>(d.sink)]);
+    }
+  } catch (...) {
+    d.mode = DeviceState::MarkMode::record;
+    throw;
+  }
+  d.mode = DeviceState::MarkMode::record;
+  d.mode_events.clear();
+#endif
+  return out;
 }
 
 void Profiler::cancel_device_stage(Stage stage, StreamKind stream) noexcept {

@@ -136,6 +136,17 @@ class Profiler {
   // Forgets an open device mark without recording its end (never throws).
   void cancel_device_stage(Stage stage, StreamKind stream) noexcept;
 
+  // CUDA graphs (runtime/graph.h). Between begin_graph_capture and end_graph_capture, device marks become
+  // event-record nodes of the graph being captured on the compute stream, and the mark calls are kept.
+  // end_graph_capture returns the events recorded, in order (for CudaGraph::end_capture); the capture's
+  // first launch records them, so that step is timed like any other. replay_graph_marks issues the kept
+  // calls again for the open step without recording anything and returns one fresh event per node (for
+  // CudaGraph::replay), so every replay is timed on its own events. Empty on a CPU device.
+  void begin_graph_capture();
+  std::vector<void*> end_graph_capture();
+  void abort_graph_capture() noexcept;  // after a failed capture: the kept calls are dropped
+  std::vector<void*> replay_graph_marks();
+
   // Thread-safe: a span on the calling thread (e.g. a loader worker filling a batch), for the trace only.
   // `name` must outlive the profiler (a string literal).
   void record_thread_span(const char* name, std::chrono::steady_clock::time_point begin,
@@ -232,6 +243,12 @@ class Profiler {
   double recent_images_ = 0.0;
 
   std::unique_ptr<DeviceState> dev_;
+  struct GraphMarkCall {
+    Stage stage;
+    StreamKind stream;
+    bool begin;
+  };
+  std::vector<GraphMarkCall> graph_calls_;  // the device-mark calls of the last captured graph
 
   mutable std::mutex trace_mutex_;  // trace_ is also appended to by other threads
   std::vector<TraceSpan> trace_;

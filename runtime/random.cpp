@@ -3,9 +3,15 @@
 #include <cmath>
 
 #include "runtime/dispatch.h"
+#include "runtime/graph.h"
 #include "runtime/philox.h"
 
 namespace liftoff {
+
+uint64_t Generator::next_offset() {
+  check_not_capturing("Drawing random numbers on the host (dropout, random init)");
+  return offset_++;
+}
 
 namespace {
 template <class Fn>
@@ -17,7 +23,9 @@ Tensor generate(const Shape& shape, DType dtype, Device device, Fn&& value_at) {
 }
 
 // Uniform in (0, 1]: never zero, so log() in Box-Muller stays finite.
-double open_uniform(uint32_t bits) { return (static_cast<double>(bits) + 1.0) / 4294967296.0; }
+double open_uniform(uint32_t bits) {
+  return (static_cast<double>(bits) + 1.0) / 4294967296.0;
+}
 }  // namespace
 
 Tensor randn(const Shape& shape, Generator& gen, double mean, double std, DType dtype, Device device) {

@@ -16,8 +16,9 @@ class Generator {
     seed_ = seed;
     offset_ = offset;
   }
-  // Reserves one Philox stream and returns its offset.
-  uint64_t next_offset() { return offset_++; }
+  // Reserves one Philox stream and returns its offset. Not while capturing a CUDA graph: every replay would
+  // reuse the captured offset (the same dropout mask each step), so capture fails instead.
+  uint64_t next_offset();
 
  private:
   uint64_t seed_;
@@ -25,8 +26,8 @@ class Generator {
 };
 
 // Normal(mean, std) and Uniform[low, high) tensors, generated on the host (f32 or f64) then moved to device.
-Tensor randn(const Shape& shape, Generator& gen, double mean = 0.0, double std = 1.0, DType dtype = DType::f32,
-             Device device = Device::cpu());
+Tensor randn(const Shape& shape, Generator& gen, double mean = 0.0, double std = 1.0,
+             DType dtype = DType::f32, Device device = Device::cpu());
 Tensor rand_uniform(const Shape& shape, Generator& gen, double low = 0.0, double high = 1.0,
                     DType dtype = DType::f32, Device device = Device::cpu());
 // A random permutation of 0..n-1 (Fisher-Yates driven by Philox).

@@ -171,6 +171,28 @@ for stage in "$@"; do
       python3 tools/reference/train_reference.py --device cuda --channels-last $R >>"$OUT/tta.log" 2>&1
       note "time to 94%: pytorch $(grep RESULT "$OUT/tta.log" | tail -1)"
       ;;
+    graphs)
+      # Whole-step CUDA graphs: their GPU tests, then Liftoff graphs on/off against PyTorch eager (best settings)
+      # and PyTorch's own whole-step graph, the same call, same data.
+      /tmp/bin/test_models_cuda --gtest_brief=1 >>"$OUT/graphs.log" 2>&1
+      note "test_models_cuda: rc=$? $(tail -3 "$OUT/graphs.log" | grep -E '(PASSED|FAILED)' | tr '\n' ' ')"
+      for cfg in ${GRAPH_CFGS:-"16 4 off 300" "256 1 off 200" "256 1 bf16 200"}; do
+        set -- $cfg
+        tag="b$1x$2-$3"
+        for g in on off; do
+          /tmp/bin/train --device cuda --model resnet20 --data-dir $DATA --batch $1 --accum $2 --amp $3 --cuda-graphs $g \
+            --max-steps $4 --timing-warmup 20 --no-eval --epochs 100 >>"$OUT/graphs_$tag.log" 2>&1
+          note "graphs $tag liftoff graphs=$g: rc=$? $(grep -o 'steady state [0-9.]* images/s' "$OUT/graphs_$tag.log" | tail -1) | $(grep -o 'CUDA graphs: [^;]*' "$OUT/graphs_$tag.log" | tail -1 | cut -c1-90)"
+        done
+        variants=("--channels-last" "--channels-last --cuda-graph")
+        [ "$3" = off ] && variants=("" "--channels-last" "--cuda-graph")
+        for pv in "${variants[@]}"; do
+          python3 tools/reference/train_reference.py --device cuda --data-dir $DATA --batch $1 --accum $2 --amp $3 \
+            $pv --steps $(( $4 - 20 )) --warmup-steps 20 >>"$OUT/graphs_$tag.log" 2>&1
+          note "graphs $tag pytorch [${pv:-eager}]: rc=$? $(grep RESULT "$OUT/graphs_$tag.log" | tail -1)"
+        done
+      done
+      ;;
     examples)
       # The embedding examples on the GPU: the custom op's CUDA kernels against the CPU, the loop with AMP.
       /tmp/bin/custom_op >"$OUT/examples.log" 2>&1

@@ -19,6 +19,7 @@
 #include "runtime/cuda/cuda_types.cuh"
 #include "runtime/determinism.h"
 #include "runtime/env_var.h"
+#include "runtime/graph.h"
 
 namespace liftoff::cuda {
 
@@ -216,6 +217,8 @@ constexpr size_t kMaxSearchWorkspace = size_t{512} << 20;
 class SearchWorkspace {
  public:
   SearchWorkspace(int device, size_t wanted) : bytes_(std::min(wanted, workspace_limit())) {
+    // The search times candidates with host synchronisation: only in eager steps (graphs capture warm plans).
+    check_not_capturing("A cuDNN algorithm search (first use of a convolution shape)");
     while (bytes_ > 0) {
       try {
         ptr_ = CachingAllocator::get().allocate(bytes_, device, compute_stream(device));

@@ -18,7 +18,8 @@ template <class A>
 struct SgdArgs {
   A lr, momentum, weight_decay;
   bool nesterov, use_momentum;
-  const float* skip;  // null, or a device flag: non-zero leaves everything untouched
+  const float* skip;       // null, or a device flag: non-zero leaves everything untouched
+  const float* lr_device;  // null, or the learning rate on the device (then `lr` is unused)
 };
 template <class A>
 struct AdamWArgs {
@@ -42,6 +43,7 @@ __device__ __forceinline__ double sqrt_acc(double v) {
 template <class P, class G>
 __global__ void sgd_kernel(TensorListMeta<3> meta, SgdArgs<P> args) {
   if (args.skip != nullptr && *args.skip != 0.0f) return;  // NaN counts as set
+  const P lr = args.lr_device != nullptr ? static_cast<P>(*args.lr_device) : args.lr;
   const int tensor = meta.block_tensor[blockIdx.x];
   const int64_t start = static_cast<int64_t>(meta.block_chunk[blockIdx.x]) * kChunk;
   const int64_t end = min(meta.sizes[tensor], start + kChunk);
@@ -56,7 +58,7 @@ __global__ void sgd_kernel(TensorListMeta<3> meta, SgdArgs<P> args) {
       buf[i] = b;
       d = args.nesterov ? d + args.momentum * b : b;
     }
-    p[i] -= args.lr * d;
+    p[i] -= lr * d;
   }
 }
 
@@ -81,7 +83,8 @@ __global__ void adamw_kernel(TensorListMeta<4> meta, AdamWArgs<P> args) {
   }
 }
 
-const float* skip_pointer(const Tensor& flag) {
+// The data pointer of a one-element f32 device tensor, or null when it is undefined.
+const float* scalar_pointer(const Tensor& flag) {
   return flag.defined() ? static_cast<const float*>(flag.raw_data()) : nullptr;
 }
 
@@ -111,13 +114,9 @@ void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grad
   dispatch_param_grad(params[0].dtype(), grads[0].dtype(), "sgd_step", [&](auto p_tag, auto g_tag) {
     using P = decltype(p_tag);
     using G = decltype(g_tag);
-    SgdArgs<P> args{static_cast<P>(s.lr),
-                    static_cast<P>(s.momentum),
-                    static_cast<P>(s.weight_decay),
-                    s.nesterov,
-                    use_momentum,
-                    nullptr};
-    args.skip = skip_pointer(s.skip_if_nonzero);
+    SgdArgs<P> args{
+        static_cast<P>(s.lr), static_cast<P>(s.momentum),        static_cast<P>(s.weight_decay), s.nesterov,
+        use_momentum,         scalar_pointer(s.skip_if_nonzero), scalar_pointer(s.lr_tensor)};
     mta::apply<3>({&params, &grads, use_momentum ? &momentum_buffers : nullptr},
                   [&](const TensorListMeta<3>& meta, int blocks) {
                     sgd_kernel<P, G><<<blocks, mta::kBlock, 0, stream>>>(meta, args);
@@ -143,7 +142,7 @@ void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gr
                             static_cast<P>(s.step_size),
                             static_cast<P>(s.bias_correction2_sqrt),
                             static_cast<P>(s.eps),
-                            skip_pointer(s.skip_if_nonzero)};
+                            scalar_pointer(s.skip_if_nonzero)};
     mta::apply<4>({&params, &grads, &exp_avg, &exp_avg_sq}, [&](const TensorListMeta<4>& meta, int blocks) {
       adamw_kernel<P, G><<<blocks, mta::kBlock, 0, stream>>>(meta, args);
       LIFTOFF_LAUNCH_CHECK();

@@ -13,6 +13,8 @@ struct SgdScalars {
   double lr, momentum, weight_decay;
   bool nesterov;
   Tensor skip_if_nonzero;
+  Tensor
+      lr_tensor;  // undefined, or the f32 [1] learning rate on the params' device (CPU: lr holds its value)
 };
 struct AdamWScalars {
   double lr, beta1, beta2, eps, weight_decay;

@@ -107,8 +107,24 @@ void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grad
                            : check_lists("sgd_step", params, grads, {}, {});
   if (lists.params.empty()) return;
   if (check_skip_flag("sgd_step", skip_if_nonzero, lists.params[0])) return;
+  double lr = hyper.lr;
+  if (hyper.lr_tensor.defined()) {
+    const Tensor& t = hyper.lr_tensor;
+    LIFTOFF_CHECK(t.dtype() == DType::f32 && t.numel() == 1, DTypeError, "sgd_step: lr_tensor ", describe(t),
+                  " must be a one-element f32 tensor");
+    LIFTOFF_CHECK(t.device() == lists.params[0].device(), DeviceError, "sgd_step: lr_tensor ", describe(t),
+                  " is not on the device of the parameters ", describe(lists.params[0]));
+    // The CPU kernel takes the value (free to read there); CUDA kernels read the tensor on the device.
+    if (t.device().is_cpu()) lr = static_cast<double>(t.contiguous().data<float>()[0]);
+  }
   const std::vector<Tensor> buffers = use_momentum ? lists.states[0] : std::vector<Tensor>{};
-  const SgdScalars s{hyper.lr, hyper.momentum, hyper.weight_decay, hyper.nesterov, skip_if_nonzero};
+  const SgdScalars s{
+      lr,
+      hyper.momentum,
+      hyper.weight_decay,
+      hyper.nesterov,
+      skip_if_nonzero,
+      hyper.lr_tensor.defined() && hyper.lr_tensor.device().is_cuda() ? hyper.lr_tensor : Tensor()};
   LIFTOFF_DISPATCH(lists.params[0].device(), sgd_step, lists.params, lists.grads, buffers, s);
 }
 

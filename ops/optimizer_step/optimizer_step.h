@@ -18,6 +18,9 @@ namespace liftoff {
 
 struct SgdHyper {
   double lr = 0.1;
+  // Optional: a one-element f32 tensor on the parameters' device holding the learning rate, read when the
+  // step runs (so a captured CUDA graph follows the LR schedule); `lr` is then ignored.
+  Tensor lr_tensor;
   double momentum = 0.0;
   double weight_decay = 0.0;
   bool nesterov = false;  // needs momentum > 0

@@ -12,7 +12,9 @@ namespace {
 constexpr size_t kSmallLimit = 1 << 20;  // requests up to 1 MiB are rounded to 512 bytes
 constexpr size_t kSmallRound = 512;
 
-std::string mib(size_t bytes) { return str_cat(bytes / (1024 * 1024), " MiB"); }
+std::string mib(size_t bytes) {
+  return str_cat(bytes / (1024 * 1024), " MiB");
+}
 }  // namespace
 
 CachingAllocator& CachingAllocator::get() {
@@ -31,7 +33,9 @@ size_t CachingAllocator::size_class(size_t nbytes) {
   return (nbytes + step - 1) / step * step;
 }
 
-AllocatorStats& CachingAllocator::stats_locked(int device) { return stats_[device]; }
+AllocatorStats& CachingAllocator::stats_locked(int device) {
+  return stats_[device];
+}
 
 void* CachingAllocator::allocate(size_t nbytes, int device, cudaStream_t stream) {
   if (stream == nullptr) stream = compute_stream(device);
@@ -40,8 +44,12 @@ void* CachingAllocator::allocate(size_t nbytes, int device, cudaStream_t stream)
   AllocatorStats& st = stats_locked(device);
   ++st.num_allocs;
   void* ptr = nullptr;
-  auto it = cache_.find(PoolKey{device, stream, size});
+  const auto active = active_pool_.find({device, stream});
+  const int pool = active == active_pool_.end() ? 0 : active->second;
+  auto it = cache_.find(PoolKey{device, stream, size, pool});
+  bool counted = false;  // a private-pool block stays counted as allocated while cached (see free())
   if (it != cache_.end() && !it->second.empty()) {
+    counted = pool != 0;
     ptr = it->second.back();
     it->second.pop_back();
   } else {
@@ -68,8 +76,8 @@ void* CachingAllocator::allocate(size_t nbytes, int device, cudaStream_t stream)
     st.peak_reserved = std::max(st.peak_reserved, st.reserved);
   }
   if (poison_) LIFTOFF_CUDA_CHECK(cudaMemsetAsync(ptr, 0xFF, size, stream));
-  live_[ptr] = Block{size, device, stream};
-  st.allocated += size;
+  live_[ptr] = Block{size, device, stream, pool};
+  if (!counted) st.allocated += size;
   st.peak_allocated = std::max(st.peak_allocated, st.allocated);
   return ptr;
 }
@@ -86,14 +94,34 @@ void CachingAllocator::free(void* ptr) {
   if (it == live_.end()) return;
   const Block block = it->second;
   live_.erase(it);
-  stats_locked(block.device).allocated -= block.size;
+  // A graph's private blocks are written by every replay even while no tensor holds them: they stay
+  // "allocated" (in use, unavailable to others), so peaks measured over replays are true.
+  if (block.pool == 0) stats_locked(block.device).allocated -= block.size;
   // Work queued on block.stream that still reads this memory runs before any later use on that stream.
-  cache_[PoolKey{block.device, block.stream, block.size}].push_back(ptr);
+  cache_[PoolKey{block.device, block.stream, block.size, block.pool}].push_back(ptr);
+}
+
+int CachingAllocator::create_private_pool() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return next_pool_++;
+}
+
+void CachingAllocator::begin_private_pool(int device, cudaStream_t stream, int pool) {
+  LIFTOFF_CHECK(pool > 0, ValueError, "CachingAllocator: private pool ids are > 0, got ", pool);
+  std::lock_guard<std::mutex> lock(mutex_);
+  const bool inserted = active_pool_.emplace(std::make_pair(device, stream), pool).second;
+  LIFTOFF_CHECK(inserted, ValueError, "CachingAllocator: cuda:", device,
+                " already has a private pool active on this stream (one graph capture at a time)");
+}
+
+void CachingAllocator::end_private_pool(int device, cudaStream_t stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  active_pool_.erase({device, stream});
 }
 
 void CachingAllocator::release_cached_locked() {
   for (auto& [key, ptrs] : cache_) {
-    if (ptrs.empty()) continue;
+    if (ptrs.empty() || key.pool != 0) continue;  // a graph may still replay on private-pool blocks
     DeviceGuard guard(key.device);
     cudaDeviceSynchronize();  // cached blocks may still be read by queued kernels
     for (void* p : ptrs) {
@@ -102,7 +130,6 @@ void CachingAllocator::release_cached_locked() {
     }
     ptrs.clear();
   }
-  cache_.clear();
 }
 
 void CachingAllocator::empty_cache() {

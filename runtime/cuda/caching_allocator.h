@@ -1,6 +1,11 @@
 // Caching device allocator: freed blocks return to a per-device, per-stream cache keyed by size class and
 // are reused without cudaMalloc/cudaFree (which synchronize the device). On OOM the cache is released and the
 // allocation retried once; then an OutOfMemoryError says what was asked, what is used and what to try.
+//
+// CUDA graphs: memory a captured graph uses must not be handed to anyone else while the graph may replay.
+// While a private pool is active on a (device, stream), allocations there come from that pool, and blocks
+// of the pool go back to it when freed (also after the capture); empty_cache() keeps them, and they count as
+// allocated from their first allocation on (every replay writes them).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -19,7 +24,7 @@ struct AllocatorStats {
   size_t reserved = 0;        // bytes obtained from cudaMalloc (allocated + cached)
   size_t peak_allocated = 0;  // high-water mark of `allocated` since the last reset
   size_t peak_reserved = 0;
-  uint64_t num_allocs = 0;    // allocate() calls
+  uint64_t num_allocs = 0;        // allocate() calls
   uint64_t num_cuda_mallocs = 0;  // of which needed a cudaMalloc
   uint64_t num_ooms = 0;
 };
@@ -34,8 +39,14 @@ class CachingAllocator {
   void* allocate(size_t nbytes, int device, cudaStream_t stream = nullptr);
   void free(void* ptr);
 
-  // Returns every cached (unused) block to the driver.
+  // Returns every cached (unused) block of the shared pool to the driver (private pools keep theirs).
   void empty_cache();
+
+  // A new private pool id (> 0), for one CUDA graph (or several replayed in a fixed order).
+  int create_private_pool();
+  // Routes allocations on (device, stream) to `pool` until end_private_pool; one pool per stream at a time.
+  void begin_private_pool(int device, cudaStream_t stream, int pool);
+  void end_private_pool(int device, cudaStream_t stream);
   AllocatorStats stats(int device) const;
   void reset_peak(int device);
   // Tests: fill every new allocation with 0xFF bytes (NaN for floats) so unwritten outputs show up.
@@ -49,12 +60,15 @@ class CachingAllocator {
     size_t size;
     int device;
     cudaStream_t stream;
+    int pool;  // 0: shared
   };
   struct PoolKey {
     int device;
     cudaStream_t stream;
     size_t size;
+    int pool;
     bool operator<(const PoolKey& o) const {
+      if (pool != o.pool) return pool < o.pool;
       if (device != o.device) return device < o.device;
       if (stream != o.stream) return stream < o.stream;
       return size < o.size;
@@ -67,6 +81,8 @@ class CachingAllocator {
   mutable std::mutex mutex_;
   std::unordered_map<void*, Block> live_;
   std::map<PoolKey, std::vector<void*>> cache_;
+  std::map<std::pair<int, cudaStream_t>, int> active_pool_;  // (device, stream) -> private pool
+  int next_pool_ = 1;
   mutable std::unordered_map<int, AllocatorStats> stats_;
 };
 

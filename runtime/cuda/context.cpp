@@ -7,6 +7,7 @@
 #include "runtime/cuda/caching_allocator.h"
 #include "runtime/cuda/check.h"
 #include "runtime/error.h"
+#include "runtime/graph.h"
 
 namespace liftoff::cuda {
 
@@ -36,8 +37,9 @@ DeviceContext& context(int device) {
   std::lock_guard<std::mutex> lock(contexts_mutex());
   auto& all = contexts();
   const int count = device_count();
-  LIFTOFF_CHECK(device >= 0 && device < count, DeviceError, "cuda:", device, " does not exist: this machine has ",
-                count, " CUDA device(s); pick --device cuda:0..", count - 1);
+  LIFTOFF_CHECK(device >= 0 && device < count, DeviceError, "cuda:", device,
+                " does not exist: this machine has ", count, " CUDA device(s); pick --device cuda:0..",
+                count - 1);
   if (all.size() < static_cast<size_t>(count)) all.resize(static_cast<size_t>(count));
   auto& slot = all[static_cast<size_t>(device)];
   if (!slot) {
@@ -76,15 +78,27 @@ DeviceGuard::~DeviceGuard() {
   if (cudaGetDevice(&now) == cudaSuccess && now != previous_ && previous_ >= 0) cudaSetDevice(previous_);
 }
 
-cudaStream_t compute_stream(int device) { return context(device).compute; }
-cudaStream_t copy_stream(int device) { return context(device).copy; }
-cudaStream_t comm_stream(int device) { return context(device).comm; }
-cublasHandle_t cublas_handle(int device) { return context(device).cublas; }
-cudnnHandle_t cudnn_handle(int device) { return context(device).cudnn; }
+cudaStream_t compute_stream(int device) {
+  return context(device).compute;
+}
+cudaStream_t copy_stream(int device) {
+  return context(device).copy;
+}
+cudaStream_t comm_stream(int device) {
+  return context(device).comm;
+}
+cublasHandle_t cublas_handle(int device) {
+  return context(device).cublas;
+}
+cudnnHandle_t cudnn_handle(int device) {
+  return context(device).cudnn;
+}
 
 void* workspace(int device, size_t nbytes) {
   DeviceContext& ctx = context(device);
   if (nbytes > ctx.workspace_bytes) {
+    // Growing would free the old buffer while captured kernels still name it.
+    check_not_capturing("Growing the cuBLAS/cuDNN workspace");
     // Grow geometrically; the old buffer goes back to the cache in stream order.
     const size_t grown = std::max(nbytes, ctx.workspace_bytes * 2);
     if (ctx.workspace) CachingAllocator::get().free(ctx.workspace);

@@ -1,8 +1,9 @@
 #include <cstring>
 
-#include "runtime/cuda/context.h"
 #include "runtime/cuda/check.h"
+#include "runtime/cuda/context.h"
 #include "runtime/cuda/cuda_types.cuh"
+#include "runtime/graph.h"
 #include "runtime/tensor_kernels.h"
 
 namespace liftoff::kernels::cuda {
@@ -23,8 +24,8 @@ struct StridedLayout {
 };
 
 StridedLayout layout_of(const Tensor& t) {
-  LIFTOFF_CHECK(t.dim() <= kMaxDims, ShapeError, "CUDA copy supports up to ", kMaxDims, " dimensions, got shape ",
-                shape_str(t.shape()));
+  LIFTOFF_CHECK(t.dim() <= kMaxDims, ShapeError, "CUDA copy supports up to ", kMaxDims,
+                " dimensions, got shape ", shape_str(t.shape()));
   StridedLayout l{};
   l.dims = static_cast<int>(t.dim());
   for (int d = 0; d < l.dims; ++d) {
@@ -82,7 +83,8 @@ void device_copy(const Tensor& src, const Tensor& dst) {
   const int64_t n = src.numel();
   if (n == 0) return;
   if (src.dtype() == dst.dtype() && src.is_contiguous() && dst.is_contiguous()) {
-    LIFTOFF_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), dst.nbytes(), cudaMemcpyDeviceToDevice, stream));
+    LIFTOFF_CUDA_CHECK(
+        cudaMemcpyAsync(dst.raw_data(), src.raw_data(), dst.nbytes(), cudaMemcpyDeviceToDevice, stream));
     return;
   }
   dispatch_device_all(src.dtype(), [&](auto src_tag) {
@@ -90,8 +92,8 @@ void device_copy(const Tensor& src, const Tensor& dst) {
     dispatch_device_all(dst.dtype(), [&](auto dst_tag) {
       using D = decltype(dst_tag);
       copy_kernel<S, D><<<grid_for(n), kBlock, 0, stream>>>(
-          static_cast<const S*>(src.raw_data()), layout_of(src), src.is_contiguous(), static_cast<D*>(dst.raw_data()),
-          layout_of(dst), dst.is_contiguous(), n);
+          static_cast<const S*>(src.raw_data()), layout_of(src), src.is_contiguous(),
+          static_cast<D*>(dst.raw_data()), layout_of(dst), dst.is_contiguous(), n);
       LIFTOFF_LAUNCH_CHECK();
     });
   });
@@ -102,6 +104,7 @@ void copy(const Tensor& src, const Tensor& dst) {
   const Device sd = src.device();
   const Device dd = dst.device();
   if (sd.is_cuda() && dd.is_cuda() && sd == dd) return device_copy(src, dst);
+  check_not_capturing("A copy between host and device (e.g. item(), to(cpu), a host tensor as op input)");
   if (sd.is_cpu()) {
     // Host -> device: pack on the host in the source dtype, upload, then cast/scatter on the device.
     const Tensor packed = src.contiguous();
@@ -109,8 +112,8 @@ void copy(const Tensor& src, const Tensor& dst) {
     Tensor staging = direct ? dst : Tensor::empty(src.shape(), src.dtype(), dd);
     DeviceGuard guard(dd.index);
     cudaStream_t stream = compute_stream(dd.index);
-    LIFTOFF_CUDA_CHECK(
-        cudaMemcpyAsync(staging.raw_data(), packed.raw_data(), packed.nbytes(), cudaMemcpyHostToDevice, stream));
+    LIFTOFF_CUDA_CHECK(cudaMemcpyAsync(staging.raw_data(), packed.raw_data(), packed.nbytes(),
+                                       cudaMemcpyHostToDevice, stream));
     // The host buffer may be pageable and freed by the caller right after we return.
     LIFTOFF_CUDA_CHECK(cudaStreamSynchronize(stream));
     if (!direct) device_copy(staging, dst);
@@ -135,8 +138,8 @@ void copy(const Tensor& src, const Tensor& dst) {
   liftoff::cuda::synchronize(sd.index);
   {
     DeviceGuard guard(dd.index);
-    LIFTOFF_CUDA_CHECK(cudaMemcpyPeerAsync(staging.raw_data(), dd.index, packed.raw_data(), sd.index, packed.nbytes(),
-                                           compute_stream(dd.index)));
+    LIFTOFF_CUDA_CHECK(cudaMemcpyPeerAsync(staging.raw_data(), dd.index, packed.raw_data(), sd.index,
+                                           packed.nbytes(), compute_stream(dd.index)));
   }
   device_copy(staging, dst);
 }

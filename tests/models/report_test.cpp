@@ -164,6 +164,12 @@ TEST(Verdict, HostLaunchBound) {
   r.device_memory_peak_reserved.reset();
   r.config.batch = 512;
   EXPECT_EQ(diagnose(r).suggestion, "CUDA graphs");
+  // Already replaying a graph: the evidence says so and the hint is more work per launch.
+  r.graphs.used = true;
+  r.graphs.nodes = 812;
+  v = diagnose(r);
+  EXPECT_EQ(v.suggestion, "more work per launch: a larger --batch");
+  EXPECT_NE(v.evidence.find("already runs as a CUDA graph (812 nodes)"), std::string::npos) << v.evidence;
 }
 
 TEST(Verdict, CommunicationBound) {
@@ -367,8 +373,15 @@ TEST(Report, DdpCommunicationAndRanksReachTheReport) {
       table.find("ranks: step ms 20.00 (rank 0), 25.00 (rank 1); slowest rank 1, +25.0% over the fastest"),
       std::string::npos)
       << table;
+  r.graphs = GraphReport{"auto", true, "", 3, 97, 4, 640};
+  EXPECT_NE(r.render_table().find(
+                "CUDA graphs: 97 steps replayed one graph of 640 nodes (captured at step 3), 4 eager"),
+            std::string::npos)
+      << r.render_table();
   const RunReport back = RunReport::from_json(r.to_json(), "mem");
   EXPECT_EQ(back.rank_step_ms, r.rank_step_ms);
+  EXPECT_EQ(back.graphs.nodes, 640);
+  EXPECT_EQ(back.graphs.captured_at_step, 3);
   EXPECT_EQ(back.to_json(), r.to_json());
   // A CPU (MPI) run knows only the host wait: no overlap figure, no device column.
   m.comm = CommTimes{false, 0.0, 3.0, 0.0};
@@ -406,6 +419,11 @@ TEST(Report, JsonSchemaHasTheDocumentedFieldsAndTypes) {
   EXPECT_TRUE(j.at("loader").at("worker_busy_pct").is_array());
   for (const char* k : {"kind", "rule", "evidence", "suggestion"})
     EXPECT_TRUE(j.at("verdict").at(k).is_string()) << k;
+  EXPECT_TRUE(j.at("cuda_graphs").at("used").is_boolean());
+  EXPECT_TRUE(j.at("cuda_graphs").at("mode").is_string());
+  EXPECT_TRUE(j.at("cuda_graphs").at("reason").is_string());
+  for (const char* k : {"captured_at_step", "graph_steps", "eager_steps", "nodes"})
+    EXPECT_TRUE(j.at("cuda_graphs").at(k).is_number_integer()) << k;
 }
 
 TEST(Report, NvmlAbsentIsNullNotZero) {

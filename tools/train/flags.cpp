@@ -146,6 +146,13 @@ void add_flags(CLI::App& app, Flags& f) {
       ->capture_default_str()
       ->check(CLI::IsMember({"off", "bf16", "fp16"}))
       ->group(g_perf);
+  app.add_option("--cuda-graphs", f.cuda_graphs,
+                 "auto | on | off: capture the whole training step once (after 3 eager steps) and replay it "
+                 "as one CUDA graph; auto falls back to eager steps, with the reason in the report, when the "
+                 "step cannot be captured (CPU, DDP, AdamW)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->group(g_perf);
   app.add_option("--loss-scale", f.loss_scale, "--amp fp16: a static loss scale (0: dynamic, from 2^16)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e30))

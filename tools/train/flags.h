@@ -41,6 +41,7 @@ struct Flags {
   double target_accuracy = 0.0;  // > 0: stop at the first evaluation reaching it (time to accuracy)
   int64_t timing_warmup = 5;
   std::string amp = "off";
+  std::string cuda_graphs = "auto";
   double loss_scale = 0.0;
   int gpus = 0;
   double bucket_mb = 25.0;

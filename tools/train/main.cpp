@@ -152,6 +152,7 @@ int run(const Flags& f) {
   trainer_opts.group = group.get();
   trainer_opts.profiler = f.profile ? &monitor.profiler() : nullptr;
   trainer_opts.skip_nonfinite_steps = f.on_nan == "skip";
+  trainer_opts.cuda_graphs = parse_graph_mode(f.cuda_graphs);
   Trainer trainer(*model, *optimizer, schedule.get(), trainer_opts);
 
   // Rank 0 alone writes checkpoints; every rank resumes from the same file.
@@ -182,6 +183,10 @@ int run(const Flags& f) {
                 static_cast<long long>(f.batch * f.accum * placement.env.world_size), f.optimizer.c_str(), lr,
                 f.schedule.c_str(), f.warmup > 0 ? (", warm-up " + std::to_string(f.warmup)).c_str() : "",
                 f.wd, f.amp.c_str());
+    if (device.is_cuda()) {
+      std::printf("  CUDA graphs: %s%s\n", f.cuda_graphs.c_str(),
+                  f.cuda_graphs == "off" ? "" : " (the step is captured after 3 eager steps when it can be)");
+    }
     std::printf("  loader: %d workers, prefetch %d, %s memory, augment %s\n", f.workers, rc.prefetch,
                 !device.is_cuda() ? "host"
                 : f.pin_memory    ? "pinned"
@@ -320,6 +325,9 @@ int run(const Flags& f) {
     }
   }
   RunReport report = f.profile ? monitor.finish(&loader_stats, comm) : RunReport{};
+  const GraphStatus& gs = trainer.graph_status();
+  report.graphs = GraphReport{graph_mode_name(gs.mode), gs.used,        gs.reason, gs.captured_at_step,
+                              gs.graph_steps,           gs.eager_steps, gs.nodes};
   // Every rank's step time on rank 0 (a collective: all ranks profile or none do, since flags are shared).
   if (group && f.profile) report.rank_step_ms = all_gather_value(*group, report.step_ms_mean);
   if (nan_step >= 0) {
@@ -378,6 +386,12 @@ int run(const Flags& f) {
                 " images/s (after the first " + std::to_string(f.timing_warmup) + " steps)"
           : "";
   if (f.profile) std::printf("%s", report.render_table().c_str());
+  if (!f.profile && device.is_cuda()) {  // the table says it otherwise
+    std::printf("CUDA graphs: %s\n", gs.used ? str_cat(gs.graph_steps, " steps replayed, ", gs.eager_steps,
+                                                       " eager (captured at step ", gs.captured_at_step, ")")
+                                                   .c_str()
+                                             : str_cat("not used (", gs.reason, ")").c_str());
+  }
   if (trainer.scaler().enabled()) {
     std::printf("amp: %s, loss scale %g (%s), %lld optimizer steps skipped for inf/NaN gradients\n",
                 f.amp.c_str(), trainer.scaler().current_scale(), f.loss_scale > 0 ? "static" : "dynamic",

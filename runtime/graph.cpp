@@ -1,0 +1,179 @@
+#include "runtime/graph.h"
+
+#include <algorithm>
+#include <string>
+
+#if LIFTOFF_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include "runtime/cuda/caching_allocator.h"
+#include "runtime/cuda/check.h"
+#include "runtime/cuda/context.h"
+#endif
+
+namespace liftoff {
+
+namespace {
+thread_local bool capturing_on_this_thread = false;
+}  // namespace
+
+bool graph_capture_active() {
+  return capturing_on_this_thread;
+}
+
+void check_not_capturing(const char* what) {
+  if (!capturing_on_this_thread) return;
+  throw GraphCaptureError(
+      str_cat(what,
+              " cannot be captured in a CUDA graph (a replay would repeat the captured value "
+              "or skip the host work); run this step eagerly (--cuda-graphs off)"));
+}
+
+#if LIFTOFF_WITH_CUDA
+struct CudaGraph::Impl {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  int pool = 0;
+  bool capturing = false;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  std::vector<cudaGraphNode_t> event_nodes;  // event-record nodes in capture order
+  size_t nodes = 0;
+  int64_t replays = 0;
+
+  void stop_capture(cudaGraph_t* out) noexcept {
+    cuda::CachingAllocator::get().end_private_pool(device, stream);
+    capturing_on_this_thread = false;
+    capturing = false;
+    const cudaError_t err = cudaStreamEndCapture(stream, out);
+    if (err != cudaSuccess) cudaGetLastError();  // an invalidated capture reports here; the caller explains
+  }
+};
+
+CudaGraph::CudaGraph(Device device) : impl_(std::make_unique<Impl>()) {
+  LIFTOFF_CHECK(device.is_cuda(), DeviceError, "CUDA graphs need a CUDA device, got ", device.str());
+  impl_->device = device.index;
+  impl_->stream = cuda::compute_stream(device.index);
+  impl_->pool = cuda::CachingAllocator::get().create_private_pool();
+}
+
+CudaGraph::~CudaGraph() {
+  // No checks: destructors must not throw. Blocks of the private pool stay cached (they are few and small
+  // next to a step's activations, and a replay may still be queued).
+  if (impl_->capturing) impl_->stop_capture(&impl_->graph);
+  if (impl_->exec) cudaGraphExecDestroy(impl_->exec);
+  if (impl_->graph) cudaGraphDestroy(impl_->graph);
+}
+
+void CudaGraph::begin_capture() {
+  LIFTOFF_CHECK(!impl_->capturing && impl_->exec == nullptr, ValueError,
+                "CudaGraph: begin_capture on a graph that is capturing or already captured");
+  LIFTOFF_CHECK(!capturing_on_this_thread, ValueError, "CudaGraph: this thread is already capturing a graph");
+  cuda::DeviceGuard guard(impl_->device);
+  cuda::CachingAllocator::get().begin_private_pool(impl_->device, impl_->stream, impl_->pool);
+  // Relaxed: the caching allocator may cudaMalloc new blocks for the graph's pool while capturing (the other
+  // modes forbid it). Host reads and copies are refused by check_not_capturing() instead.
+  const cudaError_t err = cudaStreamBeginCapture(impl_->stream, cudaStreamCaptureModeRelaxed);
+  if (err != cudaSuccess) {
+    cuda::CachingAllocator::get().end_private_pool(impl_->device, impl_->stream);
+    LIFTOFF_CUDA_CHECK(err);
+  }
+  impl_->capturing = true;
+  capturing_on_this_thread = true;
+}
+
+void CudaGraph::end_capture(const std::vector<void*>& record_events) {
+  LIFTOFF_CHECK(impl_->capturing, ValueError, "CudaGraph: end_capture without begin_capture");
+  cuda::DeviceGuard guard(impl_->device);
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaError_t query = cudaStreamIsCapturing(impl_->stream, &status);
+  impl_->stop_capture(&impl_->graph);
+  if (query != cudaSuccess || status != cudaStreamCaptureStatusActive || impl_->graph == nullptr) {
+    throw GraphCaptureError(str_cat(
+        "CUDA graph capture on cuda:", impl_->device,
+        " was invalidated: the captured code made a call that cannot be captured (a host synchronisation, "
+        "a legacy-stream copy, or work on another stream without an event); run eagerly (--cuda-graphs "
+        "off)"));
+  }
+  size_t count = 0;
+  LIFTOFF_CUDA_CHECK(cudaGraphGetNodes(impl_->graph, nullptr, &count));
+  std::vector<cudaGraphNode_t> nodes(count);
+  if (count > 0) LIFTOFF_CUDA_CHECK(cudaGraphGetNodes(impl_->graph, nodes.data(), &count));
+  impl_->nodes = count;
+  // Map each event the caller recorded to its node, so replays can bind fresh events in the same order.
+  impl_->event_nodes.assign(record_events.size(), nullptr);
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type{};
+    LIFTOFF_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+    if (type != cudaGraphNodeTypeEventRecord) continue;
+    cudaEvent_t event = nullptr;
+    LIFTOFF_CUDA_CHECK(cudaGraphEventRecordNodeGetEvent(node, &event));
+    const auto it = std::find(record_events.begin(), record_events.end(), static_cast<void*>(event));
+    if (it != record_events.end()) impl_->event_nodes[static_cast<size_t>(it - record_events.begin())] = node;
+  }
+  for (size_t i = 0; i < impl_->event_nodes.size(); ++i) {
+    LIFTOFF_CHECK(impl_->event_nodes[i] != nullptr, GraphCaptureError, "CudaGraph: recorded event ", i,
+                  " has no event-record node in the captured graph (was it recorded with "
+                  "cudaEventRecordExternal on the captured stream?)");
+  }
+  LIFTOFF_CUDA_CHECK(cudaGraphInstantiate(&impl_->exec, impl_->graph, 0));
+}
+
+void CudaGraph::abort_capture() noexcept {
+  if (!impl_->capturing) return;
+  cudaGraph_t partial = nullptr;
+  impl_->stop_capture(&partial);
+  if (partial) cudaGraphDestroy(partial);
+  cudaGetLastError();
+}
+
+bool CudaGraph::ready() const {
+  return impl_->exec != nullptr;
+}
+
+void CudaGraph::replay(const std::vector<void*>& record_events) {
+  LIFTOFF_CHECK(impl_->exec != nullptr, ValueError, "CudaGraph: replay before a successful capture");
+  LIFTOFF_CHECK(record_events.empty() || record_events.size() == impl_->event_nodes.size(), ValueError,
+                "CudaGraph: replay with ", record_events.size(), " events for ", impl_->event_nodes.size(),
+                " event-record nodes");
+  cuda::DeviceGuard guard(impl_->device);
+  for (size_t i = 0; i < record_events.size(); ++i) {
+    LIFTOFF_CUDA_CHECK(cudaGraphExecEventRecordNodeSetEvent(impl_->exec, impl_->event_nodes[i],
+                                                            static_cast<cudaEvent_t>(record_events[i])));
+  }
+  LIFTOFF_CUDA_CHECK(cudaGraphLaunch(impl_->exec, impl_->stream));
+  ++impl_->replays;
+}
+
+size_t CudaGraph::num_nodes() const {
+  return impl_->nodes;
+}
+int64_t CudaGraph::replays() const {
+  return impl_->replays;
+}
+
+#else  // a build without CUDA
+
+struct CudaGraph::Impl {};
+
+CudaGraph::CudaGraph(Device device) {
+  throw DeviceError(str_cat("CUDA graphs need a CUDA device (", device.str(),
+                            " asked), and this build of Liftoff has no CUDA support"));
+}
+CudaGraph::~CudaGraph() = default;
+void CudaGraph::begin_capture() {}
+void CudaGraph::end_capture(const std::vector<void*>&) {}
+void CudaGraph::abort_capture() noexcept {}
+bool CudaGraph::ready() const {
+  return false;
+}
+void CudaGraph::replay(const std::vector<void*>&) {}
+size_t CudaGraph::num_nodes() const {
+  return 0;
+}
+int64_t CudaGraph::replays() const {
+  return 0;
+}
+#endif
+
+}  // namespace liftoff

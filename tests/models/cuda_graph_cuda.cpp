@@ -1,0 +1,225 @@
+// Whole-step CUDA graphs against eager steps on the same data: the parameters after training must be
+// identical (deterministic cuDNN algorithms), whatever the accumulation, AMP mode or LR schedule.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "data/batch_iterator.h"
+#include "data/dataset.h"
+#include "models/layers.h"
+#include "models/optim.h"
+#include "models/schedule.h"
+#include "models/trainer.h"
+#include "models/zoo.h"
+#include "runtime/cuda/caching_allocator.h"
+#include "runtime/cuda/context.h"
+#include "runtime/determinism.h"
+#include "runtime/graph.h"
+#include "runtime/profiler.h"
+#include "tests/common/cuda_test.h"
+#include "tests/common/gradcheck.h"
+
+namespace liftoff {
+namespace {
+
+struct RunSpec {
+  GraphMode graphs = GraphMode::off;
+  int64_t batch = 16;
+  int64_t accum = 1;
+  int64_t samples = 16 * 12;  // 12 micro-batches
+  AmpMode amp = AmpMode::off;
+  Profiler* profiler = nullptr;
+};
+
+struct RunOutcome {
+  std::vector<Tensor> params;
+  GraphStatus status;
+  double mean_loss = 0.0;
+};
+
+RunOutcome train_resnet(const RunSpec& spec) {
+  set_deterministic_algorithms(true);
+  const Device cuda = Device::cuda(0);
+  auto model = make_model("resnet20", 1, 10, 12, 7);
+  model->to(cuda);
+  InOrderOptions data;
+  data.batch = spec.batch;
+  data.shuffle = true;
+  data.augment = true;
+  data.seed = 3;
+  data.device = cuda;
+  InOrderBatches batches(make_synthetic_dataset(spec.samples, 1, 12, 12, 10, 11), data);
+  SGD sgd(model->parameters(), 0.05, 0.9, 5e-4, true);
+  const int64_t steps_per_epoch = (batches.batches_per_epoch() + spec.accum - 1) / spec.accum;
+  const auto schedule = make_schedule("onecycle", 0.05, 2 * steps_per_epoch);  // the LR changes every step
+  TrainerOptions options;
+  options.accum = spec.accum;
+  options.amp = spec.amp;
+  options.label_smoothing = 0.1;
+  options.cuda_graphs = spec.graphs;
+  options.graph_warmup_steps = 2;
+  options.profiler = spec.profiler;
+  Trainer trainer(*model, sgd, schedule.get(), options);
+  RunOutcome out;
+  for (int64_t epoch = 0; epoch < 2; ++epoch) out.mean_loss = trainer.train_epoch(batches, epoch).mean_loss;
+  set_deterministic_algorithms(false);
+  out.params = model->parameters();
+  out.status = trainer.graph_status();
+  return out;
+}
+
+void expect_same_parameters(const RunOutcome& a, const RunOutcome& b, double tolerance) {
+  ASSERT_EQ(a.params.size(), b.params.size());
+  for (size_t i = 0; i < a.params.size(); ++i) {
+    EXPECT_TRUE(testing::all_close(a.params[i].to(Device::cpu()), b.params[i].to(Device::cpu()), tolerance,
+                                   tolerance))
+        << "parameter " << i;
+  }
+}
+
+TEST(CudaGraphTraining, ReplayedStepsMatchEagerSteps) {
+  LIFTOFF_REQUIRE_CUDA();
+  RunSpec spec;
+  const RunOutcome eager = train_resnet(spec);
+  spec.graphs = GraphMode::on;
+  const RunOutcome graphed = train_resnet(spec);
+  ASSERT_TRUE(graphed.status.used) << graphed.status.reason;
+  EXPECT_EQ(graphed.status.captured_at_step, 2);
+  EXPECT_EQ(graphed.status.eager_steps, 2);
+  EXPECT_EQ(graphed.status.graph_steps, 22);
+  EXPECT_GT(graphed.status.nodes, 100);
+  EXPECT_FALSE(eager.status.used);
+  expect_same_parameters(eager, graphed, 0.0);
+  EXPECT_DOUBLE_EQ(eager.mean_loss, graphed.mean_loss);
+}
+
+TEST(CudaGraphTraining, AccumulationWithPartialLastStepMatchesEager) {
+  LIFTOFF_REQUIRE_CUDA();
+  RunSpec spec;
+  spec.accum = 4;
+  spec.samples = 16 * 13 + 5;  // 14 micro-batches per epoch, the last one 5 images: a partial eager step
+  const RunOutcome eager = train_resnet(spec);
+  spec.graphs = GraphMode::on;
+  const RunOutcome graphed = train_resnet(spec);
+  ASSERT_TRUE(graphed.status.used) << graphed.status.reason;
+  // Per epoch: 3 full steps and one of 2 micro-batches (eager); the first two full steps warm up.
+  EXPECT_EQ(graphed.status.graph_steps + graphed.status.eager_steps, 8);
+  EXPECT_EQ(graphed.status.eager_steps, 2 + 2);
+  expect_same_parameters(eager, graphed, 0.0);
+}
+
+TEST(CudaGraphTraining, MixedPrecisionWithLossScalingMatchesEager) {
+  LIFTOFF_REQUIRE_CUDA();
+  for (AmpMode amp : {AmpMode::fp16, AmpMode::bf16}) {
+    RunSpec spec;
+    spec.amp = amp;
+    spec.accum = 2;
+    const RunOutcome eager = train_resnet(spec);
+    spec.graphs = GraphMode::on;
+    const RunOutcome graphed = train_resnet(spec);
+    ASSERT_TRUE(graphed.status.used) << amp_mode_name(amp) << ": " << graphed.status.reason;
+    expect_same_parameters(eager, graphed, 0.0);
+  }
+}
+
+TEST(CudaGraphTraining, ReplaysAreTimedStageByStage) {
+  LIFTOFF_REQUIRE_CUDA();
+  ProfilerOptions po;
+  po.warmup_steps = 4;  // past the capture
+  Profiler profiler(po);
+  profiler.set_device(Device::cuda(0));
+  RunSpec spec;
+  spec.graphs = GraphMode::on;
+  spec.profiler = &profiler;
+  const RunOutcome graphed = train_resnet(spec);
+  ASSERT_TRUE(graphed.status.used) << graphed.status.reason;
+  profiler.finish();
+  const ProfileSummary s = profiler.summary();
+  EXPECT_EQ(s.device_steps_dropped, 0);
+  ASSERT_GT(s.totals.device_steps, 10);
+  for (Stage stage : {Stage::h2d, Stage::forward, Stage::backward, Stage::optimizer}) {
+    EXPECT_GT(s.totals.device_ms[static_cast<size_t>(stage)], 0.0) << stage_name(stage);
+    EXPECT_EQ(s.totals.device_marks[static_cast<size_t>(stage)], s.totals.device_steps) << stage_name(stage);
+  }
+}
+
+TEST(CudaGraphTraining, HostRandomDrawsFallBackToEagerOrFailWhenGraphsAreRequired) {
+  LIFTOFF_REQUIRE_CUDA();
+  const Device cuda = Device::cuda(0);
+  for (GraphMode mode : {GraphMode::automatic, GraphMode::on}) {
+    Generator gen(1);
+    Sequential model({std::make_shared<Flatten>(), std::make_shared<Linear>(64, 32, true, gen),
+                      std::make_shared<Dropout>(0.5, 9), std::make_shared<Linear>(32, 10, true, gen)});
+    model.to(cuda);
+    InOrderOptions data;
+    data.batch = 8;
+    data.augment = false;
+    data.device = cuda;
+    InOrderBatches batches(make_synthetic_dataset(64, 1, 8, 8, 10, 3), data);
+    SGD sgd(model.parameters(), 0.1);
+    TrainerOptions options;
+    options.cuda_graphs = mode;
+    options.graph_warmup_steps = 1;
+    Trainer trainer(model, sgd, nullptr, options);
+    if (mode == GraphMode::on) {
+      EXPECT_THROW(trainer.train_epoch(batches, 0), GraphCaptureError);
+      continue;
+    }
+    const EpochResult r = trainer.train_epoch(batches, 0);
+    EXPECT_EQ(r.steps, 8);  // every step ran, eagerly after the failed capture
+    EXPECT_FALSE(trainer.graph_status().used);
+    EXPECT_NE(trainer.graph_status().reason.find("random"), std::string::npos)
+        << trainer.graph_status().reason;
+    EXPECT_EQ(trainer.graph_status().eager_steps, 8);
+  }
+}
+
+TEST(CudaGraph, MemoryAllocatedDuringCaptureIsNotHandedOutAfterwards) {
+  LIFTOFF_REQUIRE_CUDA();
+  const Device cuda = Device::cuda(0);
+  const Tensor x = Tensor::full({1000}, 2.0, DType::f32, cuda);
+  CudaGraph graph(cuda);
+  void* captured_ptr = nullptr;
+  Tensor out = Tensor::empty({1000}, DType::f32, cuda);
+  const size_t allocated_before = cuda::CachingAllocator::get().stats(0).allocated;
+  graph.begin_capture();
+  {
+    Tensor scratch = Tensor::empty({1000}, DType::f32, cuda);  // private pool
+    captured_ptr = scratch.raw_data();
+    scratch.copy_(x);
+    accumulate_into(scratch, x);
+    out.copy_(scratch);
+  }  // freed during the capture: back to the graph's pool, not the shared one
+  graph.end_capture();
+  EXPECT_GT(graph.num_nodes(), 0u);
+  // The graph's block counts as allocated even with no tensor holding it: every replay writes it.
+  EXPECT_GE(cuda::CachingAllocator::get().stats(0).allocated, allocated_before + 4000);
+  for (int i = 0; i < 4; ++i) {
+    const Tensor other = Tensor::full({1000}, 7.0, DType::f32, cuda);  // same size class, shared pool
+    EXPECT_NE(other.raw_data(), captured_ptr);
+  }
+  graph.replay();
+  graph.replay();
+  const std::vector<float> got = out.to_vector<float>();
+  EXPECT_EQ(got.front(), 4.0f);
+  EXPECT_EQ(got.back(), 4.0f);
+  EXPECT_EQ(graph.replays(), 2);
+}
+
+TEST(CudaGraph, HostReadInsideCaptureFailsCleanly) {
+  LIFTOFF_REQUIRE_CUDA();
+  const Device cuda = Device::cuda(0);
+  const Tensor x = Tensor::full({4}, 1.0, DType::f32, cuda);
+  CudaGraph graph(cuda);
+  graph.begin_capture();
+  EXPECT_TRUE(graph_capture_active());
+  EXPECT_THROW(x.to_vector<float>(), GraphCaptureError);
+  graph.abort_capture();
+  EXPECT_FALSE(graph_capture_active());
+  // The stream and the allocator work normally afterwards.
+  EXPECT_EQ(x.to_vector<float>()[0], 1.0f);
+}
+
+}  // namespace
+}  // namespace liftoff
