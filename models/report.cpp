@@ -134,8 +134,11 @@ Verdict diagnose(const RunReport& r, const VerdictThresholds& th) {
 
   // R1 copy-bound: H2D copies take a large share of the step and the GPU is not kept busy meanwhile.
   const bool r1 = has_h2d && h2d_share >= th.copy_share && (!busy || *busy < th.gpu_idle_for_copy);
-  // R2 input-bound: the training thread waits for data.
-  const bool r2 = wait_share >= th.input_share;
+  // The device finishing steps more than a step's time after the host issued them is behind the host: a
+  // data wait then is back-pressure (the loader's buffers are still in the device's queue), not a slow input.
+  const bool device_behind = cuda && r.device_lag_ms && *r.device_lag_ms > wall;
+  // R2 input-bound: the training thread waits for data, and the device is not what holds it back.
+  const bool r2 = wait_share >= th.input_share && !device_behind;
   // R3 communication-bound: all-reduce time not hidden behind backward.
   const bool r3 = has_comm && comm_share >= th.comm_share;
   // Among R1-R3, the largest share wins.
@@ -236,12 +239,14 @@ Verdict diagnose(const RunReport& r, const VerdictThresholds& th) {
     v.evidence = busy_text + "; " + shares + ": cannot tell compute-bound from host-bound";
     return v;
   }
-  if (*busy >= th.gpu_busy) {
+  if (*busy >= th.gpu_busy || device_behind) {
     v.kind = "compute-bound";
     v.rule = "R4 compute";
     v.evidence = busy_text + "; " + shares;
     if (r.device_lag_ms)
       v.evidence += "; the device ran " + fmt("%.2f", *r.device_lag_ms) + " ms behind the host";
+    if (device_behind && wait_share >= th.input_share)
+      v.evidence += " (the data wait is back-pressure: the loader waits for the device to release buffers)";
     if (c.amp == "off" || c.amp.empty()) v.suggestion = "--amp bf16";
     return v;
   }

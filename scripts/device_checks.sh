@@ -193,6 +193,20 @@ for stage in "$@"; do
         done
       done
       ;;
+    kernels)
+      # Per-kernel device time (ncu, one metric, clocks left alone) over a couple of steady-state eager steps:
+      # Liftoff bf16 against PyTorch bf16 channels-last. Kernel launches after SKIP are profiled.
+      M="--csv --metrics gpu__time_duration.sum --clock-control none"
+      timeout 200 ncu $M --launch-skip ${LSKIP:-6000} --launch-count 1200 /tmp/bin/train --device cuda --model resnet20 \
+        --data-dir $DATA --batch 256 --amp bf16 --cuda-graphs off --no-profile --max-steps 40 --timing-warmup 5 --no-eval \
+        --epochs 100 >"$OUT/ncu_liftoff_bf16.csv" 2>"$OUT/ncu_liftoff.err"
+      note "ncu liftoff bf16: rc=$? $(grep -c gpu__time_duration "$OUT/ncu_liftoff_bf16.csv") kernels"
+      timeout 200 ncu $M --launch-skip ${PSKIP:-15000} --launch-count 1500 python3 tools/reference/train_reference.py \
+        --device cuda --data-dir $DATA --batch 256 --amp bf16 --channels-last --steps 20 --warmup-steps 25 \
+        >"$OUT/ncu_torch_bf16.csv" 2>"$OUT/ncu_torch.err"
+      note "ncu pytorch bf16: rc=$? $(grep -c gpu__time_duration "$OUT/ncu_torch_bf16.csv") kernels"
+      gzip -f "$OUT"/ncu_*.csv
+      ;;
     examples)
       # The embedding examples on the GPU: the custom op's CUDA kernels against the CPU, the loop with AMP.
       /tmp/bin/custom_op >"$OUT/examples.log" 2>&1

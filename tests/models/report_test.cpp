@@ -71,6 +71,28 @@ TEST(Verdict, ComputeBound) {
   EXPECT_EQ(v.suggestion, "");
 }
 
+// Recorded on the H200 (resnet20, batch 256, bf16, CUDA graphs): the host waited 98% of the step in next()
+// with idle workers because the device ran 82 ms behind and had not released the loader's buffers.
+TEST(Verdict, DataWaitBehindABusyDeviceIsBackPressureNotInput) {
+  RunReport r = cuda_report();
+  r.step_ms_mean = 4.605;
+  r.stages[static_cast<size_t>(Stage::data_wait)].host_ms = 4.529;
+  r.device_busy_pct = 100.0;
+  r.gpu.util_mean_pct = 84.0;
+  r.device_lag_ms = 82.21;
+  r.loader.worker_busy_pct_mean = 0.0;
+  r.config.amp = "bf16";
+  Verdict v = diagnose(r);
+  EXPECT_EQ(v.kind, "compute-bound") << v.evidence;
+  EXPECT_NE(v.evidence.find("back-pressure"), std::string::npos) << v.evidence;
+  EXPECT_NE(v.evidence.find("82.21 ms behind"), std::string::npos) << v.evidence;
+  // The same wait with the device keeping up (no lag) is a slow input.
+  r.device_lag_ms = 0.02;
+  r.device_busy_pct = 20.0;
+  r.gpu.util_mean_pct = 20.0;
+  EXPECT_EQ(diagnose(r).kind, "input-bound");
+}
+
 TEST(Verdict, InputBoundSuggestsMoreWorkersWhenTheyAreBusy) {
   RunReport r = cuda_report();
   stage(r, Stage::data_wait).host_ms = 12.2;
