@@ -2,8 +2,10 @@
 // Eigen), images split across the thread pool (each thread owns its column buffers and its partial weight
 // gradient). Stride-1 square kernels take their input gradient as a convolution of gy with the flipped kernel
 // and their weight gradient from gy's columns; "same" convolutions on the AVX-512 kernel read those columns
-// implicitly from zero-padded planes (no column matrix). docs/perf.md ("CPU conv2d strategies", "CPU training
-// speed vs PyTorch") has the measurements behind these choices.
+// implicitly from zero-padded planes (no column matrix). For f32 3x3 "same" convolutions with 8 or more
+// channels on both sides, the input and weight gradients (and, with LIFTOFF_CPU_WINOGRAD=2, the forward) go
+// to Winograd F(2x2, 3x3) instead (cpu_winograd.cpp, winograd.h). docs/perf.md ("CPU conv2d strategies", "CPU
+// training speed vs PyTorch") has the measurements behind these choices.
 #include <Eigen/Core>
 #include <algorithm>
 #include <type_traits>
@@ -11,6 +13,7 @@
 
 #include "ops/common/cpu_gemm.h"
 #include "ops/conv2d/kernels.h"
+#include "ops/conv2d/winograd.h"
 #include "runtime/dispatch.h"
 #include "runtime/parallel.h"
 
@@ -257,6 +260,12 @@ void forward_impl(const Tensor& x, const Tensor& w, const Tensor& bias, const Te
   const T* xd = x.data<T>();
   const T* bd = bias.defined() ? bias.data<T>() : nullptr;
   T* yd = y.data<T>();
+  if constexpr (std::is_same_v<T, float>) {
+    if (winograd::use_forward(g)) {
+      winograd::forward(xd, w.data<T>(), bd, yd, g);
+      return;
+    }
+  }
   // Eigen's GEMM is single-threaded (runtime/parallel.h). Fewer images than threads (batch-1 inference):
   // one image at a time, its output columns split across the threads.
   if (g.n < num_threads()) {
@@ -329,6 +338,13 @@ void backward_impl(const Tensor& x, const Tensor& w, const Tensor& gy, const Ten
   if (g.n == 0) {
     if (gw.defined()) gw.zero_();
     return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (winograd::use_backward(g)) {
+      if (gx.defined()) winograd::input_grad(gyd, w.data<T>(), gx.data<T>(), g);
+      if (gw.defined()) winograd::weight_grad(x.data<T>(), gyd, gw.data<T>(), g);
+      return;
+    }
   }
   // Fixed image chunks with one partial weight gradient each, summed in chunk order: deterministic for a
   // given thread count.

@@ -1,0 +1,606 @@
+// Winograd F(2x2, 3x3) for f32 "same" 3x3 convolutions on the CPU (see winograd.h).
+//
+// Matrices (the standard F(2x2, 3x3) choice, interpolation points 0, 1, -1, infinity):
+//   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]   input tile d (4x4)     -> V = B^T d B
+//   G   = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1]        kernel g (3x3)         -> U = G g G^T
+//   A^T = [1 1 1 0; 0 1 -1 -1]                       product M (4x4)        -> Y = A^T M A (2x2)
+// Tiles: output tile (ty, tx) covers output rows 2ty, 2ty+1 and columns 2tx, 2tx+1 and reads input rows
+// 2ty-1 .. 2ty+2 (zero outside the image). Odd sizes get a last tile whose second row or column is dropped.
+//
+// Work is split into blocks of NB tiles taken in order over all images (a block may span images), so the 16
+// GEMMs of a block have NB columns even for 7x7 maps (16 tiles per image). Layouts per block:
+//   V[xi][c][j]  (16 x C x NB), M[xi][k][j] (16 x K x NB): forward and input gradient;
+//   D[xi][j][k]  (16 x NB x K): the transformed output gradient of the weight gradient (tile-major, so that
+//   dU^T[xi] (C x K) += V[xi] (C x NB) * D[xi] (NB x K) is a product of two row-major matrices).
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "ops/common/cpu_gemm.h"
+#include "ops/conv2d/winograd.h"
+#include "runtime/env_var.h"
+#include "runtime/error.h"
+#include "runtime/parallel.h"
+
+namespace liftoff::cpu::winograd {
+
+namespace {
+
+constexpr int64_t kMinChannels = 8;
+// Leading-dimension padding of the block buffers (floats): keeps the 16 streams of a transform (one per xi)
+// off a common 4 KiB alias.
+constexpr int64_t kPad = 16;
+
+struct Tiles {
+  int64_t h, w;       // image
+  int64_t th, tw;     // tiles per column and row
+  int64_t per_image;  // th * tw
+  int64_t total;      // n * per_image
+};
+
+Tiles make_tiles(const Conv2dShape& g) {
+  Tiles t{};
+  t.h = g.h;
+  t.w = g.w;
+  t.th = (g.h + 1) / 2;
+  t.tw = (g.w + 1) / 2;
+  t.per_image = t.th * t.tw;
+  t.total = g.n * t.per_image;
+  return t;
+}
+
+// Tiles per block: the block's V and M (or V and D) together about 1 MiB, so they stay in L2 (2 MiB per core
+// on the development VM) next to U; a multiple of 32 (the GEMM's column strips), 32 to 1024.
+int64_t block_tiles(int64_t cin, int64_t cout) {
+  constexpr int64_t kBudgetFloats = 256 * 1024;
+  const int64_t nb = kBudgetFloats / (16 * (cin + cout)) / 32 * 32;
+  return std::clamp<int64_t>(nb, 32, 1024);
+}
+
+// Per-thread buffers, grown and reused across calls (every entry read is written first).
+float* buffer(int slot, int64_t size) {
+  thread_local std::vector<float> buffers[3];
+  std::vector<float>& b = buffers[slot];
+  if (b.size() < static_cast<size_t>(size)) {
+    b.clear();
+    b.shrink_to_fit();
+    b.resize(static_cast<size_t>(size));
+  }
+  return b.data();
+}
+
+// Calls fn(image, ty, tx0, tx1, j0) for the runs of tiles of one tile row that make up [t0, t1); j0 is the
+// first run tile's index in the block.
+template <class Fn>
+void for_each_run(const Tiles& tl, int64_t t0, int64_t t1, Fn&& fn) {
+  for (int64_t t = t0; t < t1;) {
+    const int64_t img = t / tl.per_image, rem = t % tl.per_image;
+    const int64_t ty = rem / tl.tw, tx0 = rem % tl.tw;
+    const int64_t tx1 = std::min(tl.tw, tx0 + (t1 - t));
+    fn(img, ty, tx0, tx1, t - t0);
+    t += tx1 - tx0;
+  }
+}
+
+// The run of tiles that starts at tile t of the block [t0, t1) (for_each_run without a lambda: the AVX-512
+// functions below cannot pass their target to one).
+struct Run {
+  int64_t img, ty, tx0, tx1, j0;
+};
+inline Run run_at(const Tiles& tl, int64_t t, int64_t t0, int64_t t1) {
+  const int64_t img = t / tl.per_image, rem = t % tl.per_image;
+  const int64_t ty = rem / tl.tw, tx0 = rem % tl.tw;
+  return {img, ty, tx0, std::min(tl.tw, tx0 + (t1 - t)), t - t0};
+}
+
+// U[xi][o][i] = (G g G^T)[xi] with g = w[o, i] (forward) or, for the input gradient, g[r][s] =
+// w[i, o, 2-r, 2-s] (flipped kernel, channels swapped). w is [K, C, 3, 3]; the forward has cout = K, cin = C.
+void transform_weights(const float* w, int64_t cout, int64_t cin, bool flipped, float* u) {
+  for (int64_t o = 0; o < cout; ++o) {
+    for (int64_t i = 0; i < cin; ++i) {
+      float g[3][3];
+      const float* src = flipped ? w + (i * cout + o) * 9 : w + (o * cin + i) * 9;
+      for (int r = 0; r < 3; ++r)
+        for (int s = 0; s < 3; ++s) g[r][s] = flipped ? src[(2 - r) * 3 + (2 - s)] : src[r * 3 + s];
+      float q[4][3];  // G g
+      for (int s = 0; s < 3; ++s) {
+        q[0][s] = g[0][s];
+        q[1][s] = 0.5f * (g[0][s] + g[1][s] + g[2][s]);
+        q[2][s] = 0.5f * (g[0][s] - g[1][s] + g[2][s]);
+        q[3][s] = g[2][s];
+      }
+      for (int r = 0; r < 4; ++r) {
+        const float v[4] = {q[r][0], 0.5f * (q[r][0] + q[r][1] + q[r][2]),
+                            0.5f * (q[r][0] - q[r][1] + q[r][2]), q[r][2]};
+        for (int s = 0; s < 4; ++s) u[((r * 4 + s) * cout + o) * cin + i] = v[s];
+      }
+    }
+  }
+}
+
+// V[xi][c][j] = (B^T d B)[xi] for the tiles [t0, t1) of x [n, channels, h, w]; ldv = the block's NB.
+void input_transform_portable(const float* x, int64_t channels, const Tiles& tl, int64_t t0, int64_t t1,
+                              float* v, int64_t ldv) {
+  const int64_t len = tl.tw + 1;
+  // Input rows 2ty-1+i, split into the columns of the padded row at even (input column 2m-1) and odd (2m)
+  // positions, zero outside the image: the transform then reads unit-stride.
+  float* rows = buffer(2, 8 * len);
+  for_each_run(tl, t0, t1, [&](int64_t img, int64_t ty, int64_t tx0, int64_t tx1, int64_t j0) {
+    for (int64_t c = 0; c < channels; ++c) {
+      const float* plane = x + (img * channels + c) * tl.h * tl.w;
+      for (int i = 0; i < 4; ++i) {
+        float* __restrict ev = rows + (2 * i) * len;
+        float* __restrict od = rows + (2 * i + 1) * len;
+        const int64_t ih = 2 * ty - 1 + i;
+        if (ih < 0 || ih >= tl.h) {
+          for (int64_t m = tx0; m <= tx1; ++m) ev[m] = od[m] = 0.0f;
+          continue;
+        }
+        const float* __restrict src = plane + ih * tl.w;
+        // m with both columns 2m-1 and 2m inside: 1 <= m <= (w-1)/2.
+        const int64_t lo = std::max<int64_t>(tx0, 1), hi = std::min<int64_t>(tx1, (tl.w - 1) / 2);
+        for (int64_t m = tx0; m < std::min(lo, tx1 + 1); ++m) {
+          ev[m] = (2 * m - 1 >= 0 && 2 * m - 1 < tl.w) ? src[2 * m - 1] : 0.0f;
+          od[m] = 2 * m < tl.w ? src[2 * m] : 0.0f;
+        }
+        for (int64_t m = lo; m <= hi; ++m) {
+          ev[m] = src[2 * m - 1];
+          od[m] = src[2 * m];
+        }
+        for (int64_t m = std::max(lo, hi + 1); m <= tx1; ++m) {
+          ev[m] = (2 * m - 1 >= 0 && 2 * m - 1 < tl.w) ? src[2 * m - 1] : 0.0f;
+          od[m] = 2 * m < tl.w ? src[2 * m] : 0.0f;
+        }
+      }
+      const float* __restrict e0 = rows;
+      const float* __restrict o0 = rows + len;
+      const float* __restrict e1 = rows + 2 * len;
+      const float* __restrict o1 = rows + 3 * len;
+      const float* __restrict e2 = rows + 4 * len;
+      const float* __restrict o2 = rows + 5 * len;
+      const float* __restrict e3 = rows + 6 * len;
+      const float* __restrict o3 = rows + 7 * len;
+      float* __restrict out = v + c * ldv + j0 - tx0;
+      const int64_t xs = channels * ldv;  // between consecutive xi
+      for (int64_t m = tx0; m < tx1; ++m) {
+        // B^T d: rows r0 - r2, r1 + r2, r2 - r1, r1 - r3, at padded columns 2m, 2m+1, 2m+2, 2m+3.
+        float t[4][4];
+        const float a0 = e0[m], a1 = o0[m], a2 = e0[m + 1], a3 = o0[m + 1];
+        const float b0 = e1[m], b1 = o1[m], b2 = e1[m + 1], b3 = o1[m + 1];
+        const float c0 = e2[m], c1 = o2[m], c2 = e2[m + 1], c3 = o2[m + 1];
+        const float d0 = e3[m], d1 = o3[m], d2 = e3[m + 1], d3 = o3[m + 1];
+        t[0][0] = a0 - c0, t[0][1] = a1 - c1, t[0][2] = a2 - c2, t[0][3] = a3 - c3;
+        t[1][0] = b0 + c0, t[1][1] = b1 + c1, t[1][2] = b2 + c2, t[1][3] = b3 + c3;
+        t[2][0] = c0 - b0, t[2][1] = c1 - b1, t[2][2] = c2 - b2, t[2][3] = c3 - b3;
+        t[3][0] = b0 - d0, t[3][1] = b1 - d1, t[3][2] = b2 - d2, t[3][3] = b3 - d3;
+        for (int r = 0; r < 4; ++r) {
+          out[(r * 4 + 0) * xs + m] = t[r][0] - t[r][2];
+          out[(r * 4 + 1) * xs + m] = t[r][1] + t[r][2];
+          out[(r * 4 + 2) * xs + m] = t[r][2] - t[r][1];
+          out[(r * 4 + 3) * xs + m] = t[r][1] - t[r][3];
+        }
+      }
+    }
+  });
+}
+
+// y[img, o, 2ty+a, 2tx+b] = (A^T M A)[a][b] + bias[o] for the tiles [t0, t1); M[xi][o][j] with ldm = NB.
+void output_transform_portable(const float* mm, int64_t ldm, int64_t channels, const Tiles& tl, int64_t t0,
+                               int64_t t1, const float* bias, float* y) {
+  float* rows = buffer(2, 4 * tl.tw + 2);
+  for_each_run(tl, t0, t1, [&](int64_t img, int64_t ty, int64_t tx0, int64_t tx1, int64_t j0) {
+    for (int64_t o = 0; o < channels; ++o) {
+      const float bo = bias ? bias[o] : 0.0f;
+      const float* __restrict in = mm + o * ldm + j0 - tx0;
+      const int64_t xs = channels * ldm;
+      float* __restrict row0 = rows;
+      float* __restrict row1 = rows + 2 * tl.tw + 1;
+      for (int64_t m = tx0; m < tx1; ++m) {
+        float s[2][4];  // A^T M
+        for (int q = 0; q < 4; ++q) {
+          const float m0 = in[(0 * 4 + q) * xs + m], m1 = in[(1 * 4 + q) * xs + m];
+          const float m2 = in[(2 * 4 + q) * xs + m], m3 = in[(3 * 4 + q) * xs + m];
+          s[0][q] = m0 + m1 + m2;
+          s[1][q] = m1 - m2 - m3;
+        }
+        row0[2 * m] = s[0][0] + s[0][1] + s[0][2] + bo;
+        row0[2 * m + 1] = s[0][1] - s[0][2] - s[0][3] + bo;
+        row1[2 * m] = s[1][0] + s[1][1] + s[1][2] + bo;
+        row1[2 * m + 1] = s[1][1] - s[1][2] - s[1][3] + bo;
+      }
+      float* plane = y + (img * channels + o) * tl.h * tl.w;
+      const int64_t q0 = 2 * tx0, q1 = std::min(2 * tx1, tl.w);
+      float* __restrict dst0 = plane + 2 * ty * tl.w;
+      for (int64_t q = q0; q < q1; ++q) dst0[q] = row0[q];
+      if (2 * ty + 1 < tl.h) {
+        float* __restrict dst1 = dst0 + tl.w;
+        for (int64_t q = q0; q < q1; ++q) dst1[q] = row1[q];
+      }
+    }
+  });
+}
+
+// D[xi][j][k] = (A dY A^T)[xi] for the tiles [t0, t1) of gy [n, channels, h, w], dY the 2x2 output tile
+// (zero past the image edge): the adjoint of the output transform.
+void grad_transform_portable(const float* gy, int64_t channels, const Tiles& tl, int64_t t0, int64_t t1,
+                             float* d, int64_t ldd) {
+  const int64_t len = tl.tw;
+  float* rows = buffer(2, 4 * len);
+  for_each_run(tl, t0, t1, [&](int64_t img, int64_t ty, int64_t tx0, int64_t tx1, int64_t j0) {
+    for (int64_t k = 0; k < channels; ++k) {
+      const float* plane = gy + (img * channels + k) * tl.h * tl.w;
+      // Output rows 2ty, 2ty+1 split into even (2m) and odd (2m+1) columns, zero past the edge.
+      for (int i = 0; i < 2; ++i) {
+        float* __restrict ev = rows + (2 * i) * len;
+        float* __restrict od = rows + (2 * i + 1) * len;
+        const int64_t oh = 2 * ty + i;
+        if (oh >= tl.h) {
+          for (int64_t m = tx0; m < tx1; ++m) ev[m] = od[m] = 0.0f;
+          continue;
+        }
+        const float* __restrict src = plane + oh * tl.w;
+        const int64_t full = std::min<int64_t>(tx1, tl.w / 2);  // tiles with both columns inside
+        for (int64_t m = tx0; m < full; ++m) {
+          ev[m] = src[2 * m];
+          od[m] = src[2 * m + 1];
+        }
+        for (int64_t m = std::max(tx0, full); m < tx1; ++m) {
+          ev[m] = src[2 * m];
+          od[m] = 0.0f;
+        }
+      }
+      const float* __restrict ea = rows;
+      const float* __restrict ob = rows + len;
+      const float* __restrict ec = rows + 2 * len;
+      const float* __restrict od = rows + 3 * len;
+      float* __restrict out = d + (j0 - tx0) * channels + k;
+      const int64_t xs = ldd * channels;
+      for (int64_t m = tx0; m < tx1; ++m) {
+        const float a = ea[m], b = ob[m], c = ec[m], dd = od[m];
+        // A dY: rows [a, b], [a+c, b+d], [a-c, b-d], [-c, -d]; then each [p, q] -> [p, p+q, p-q, -q].
+        const float p[4] = {a, a + c, a - c, -c};
+        const float q[4] = {b, b + dd, b - dd, -dd};
+        for (int r = 0; r < 4; ++r) {
+          float* __restrict at = out + (r * 4) * xs + m * channels;
+          at[0] = p[r];
+          at[xs] = p[r] + q[r];
+          at[2 * xs] = p[r] - q[r];
+          at[3 * xs] = -q[r];
+        }
+      }
+    }
+  });
+}
+
+#if LIFTOFF_HAVE_AVX512_KERNEL
+// The same three transforms with AVX-512, one vector across up to 15 (16 for the output) tiles of a tile row:
+// ResNet's 28, 14 and 7 wide maps have 14, 7 and 4 tiles per row, one masked vector each.
+
+// Lanes [0, n) set.
+inline __mmask16 first_lanes(int64_t n) {
+  return static_cast<__mmask16>(n >= 16 ? 0xFFFF : n <= 0 ? 0 : (1u << n) - 1);
+}
+
+// Lanes q whose column `start + q` lies in [0, w).
+inline __mmask16 column_mask(int64_t start, int64_t w) {
+  const int64_t lo = std::max<int64_t>(0, -start), hi = std::min<int64_t>(16, w - start);
+  return hi <= lo ? 0 : static_cast<__mmask16>(first_lanes(hi) & ~first_lanes(lo));
+}
+
+// Input rows 2ty-1 .. 2ty+2 of one plane as the four column phases of a tile: lane m of phase k holds column
+// 2(m0+m) - 1 + k, zero outside the image. Two loads per row from column `start` (never before the row), one
+// two-source permute per phase (the lane of column -1 is zeroed by `keep`).
+struct Phases {
+  __m512i idx[4];
+  __mmask16 keep[4];
+  __mmask16 l0, l1;
+  int64_t start;
+};
+
+__attribute__((target("avx512f"))) inline Phases make_phases(int64_t m0, int64_t w) {
+  Phases ph;
+  const int64_t first = 2 * m0 - 1;
+  ph.start = std::max<int64_t>(first, 0);
+  const int shift = static_cast<int>(first - ph.start);
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  for (int k = 0; k < 4; ++k) {
+    ph.idx[k] = _mm512_add_epi32(even, _mm512_set1_epi32(k + shift));
+    ph.keep[k] = static_cast<__mmask16>(k + shift < 0 ? 0xFFFE : 0xFFFF);
+  }
+  ph.l0 = column_mask(ph.start, w);
+  ph.l1 = column_mask(ph.start + 16, w);
+  return ph;
+}
+
+// B^T d B for one channel's tile row; the 16 results are stored to out + xi * xs.
+__attribute__((target("avx512f"))) inline void transform_rows(const float* plane, int64_t ty, const Tiles& tl,
+                                                              const Phases& ph, __mmask16 store, float* out,
+                                                              int64_t xs) {
+  __m512 p0[4], p1[4], p2[4], p3[4];  // input rows 2ty-1 .. 2ty+2, by phase
+  auto load = [&](int i, __m512* p) __attribute__((target("avx512f"))) {
+    const int64_t ih = 2 * ty - 1 + i;
+    if (ih < 0 || ih >= tl.h) {
+      for (int k = 0; k < 4; ++k) p[k] = _mm512_setzero_ps();
+      return;
+    }
+    const float* row = plane + ih * tl.w + ph.start;
+    const __m512 r0 = _mm512_maskz_loadu_ps(ph.l0, row);
+    const __m512 r1 = _mm512_maskz_loadu_ps(ph.l1, row + 16);
+    for (int k = 0; k < 4; ++k) p[k] = _mm512_maskz_permutex2var_ps(ph.keep[k], r0, ph.idx[k], r1);
+  };
+  load(0, p0);
+  load(1, p1);
+  load(2, p2);
+  load(3, p3);
+  for (int k = 0; k < 4; ++k) {
+    // B^T d, column k of the tile: rows r0 - r2, r1 + r2, r2 - r1, r1 - r3.
+    const __m512 a = p0[k], b = p1[k], c = p2[k], d = p3[k];
+    p0[k] = _mm512_sub_ps(a, c);
+    p1[k] = _mm512_add_ps(b, c);
+    p2[k] = _mm512_sub_ps(c, b);
+    p3[k] = _mm512_sub_ps(b, d);
+  }
+  const __m512* rows[4] = {p0, p1, p2, p3};
+  for (int r = 0; r < 4; ++r) {
+    const __m512* q = rows[r];
+    _mm512_mask_storeu_ps(out + (r * 4 + 0) * xs, store, _mm512_sub_ps(q[0], q[2]));
+    _mm512_mask_storeu_ps(out + (r * 4 + 1) * xs, store, _mm512_add_ps(q[1], q[2]));
+    _mm512_mask_storeu_ps(out + (r * 4 + 2) * xs, store, _mm512_sub_ps(q[2], q[1]));
+    _mm512_mask_storeu_ps(out + (r * 4 + 3) * xs, store, _mm512_sub_ps(q[1], q[3]));
+  }
+}
+
+__attribute__((target("avx512f"))) void input_transform_avx512(const float* x, int64_t channels,
+                                                               const Tiles& tl, int64_t t0, int64_t t1,
+                                                               float* v, int64_t ldv) {
+  const int64_t xs = channels * ldv;
+  for (int64_t t = t0; t < t1;) {
+    const Run run = run_at(tl, t, t0, t1);
+    t += run.tx1 - run.tx0;
+    for (int64_t m0 = run.tx0; m0 < run.tx1; m0 += 15) {
+      const Phases ph = make_phases(m0, tl.w);
+      const __mmask16 store = first_lanes(std::min<int64_t>(15, run.tx1 - m0));
+      for (int64_t c = 0; c < channels; ++c)
+        transform_rows(x + (run.img * channels + c) * tl.h * tl.w, run.ty, tl, ph, store,
+                       v + c * ldv + run.j0 + (m0 - run.tx0), xs);
+    }
+  }
+}
+
+__attribute__((target("avx512f"))) void output_transform_avx512(const float* mm, int64_t ldm,
+                                                                int64_t channels, const Tiles& tl, int64_t t0,
+                                                                int64_t t1, const float* bias, float* y) {
+  const int64_t xs = channels * ldm;
+  const __m512i lo_idx = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i hi_idx = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+  // Channel by channel: 16 sequential input streams, and y written plane by plane.
+  for (int64_t o = 0; o < channels; ++o) {
+    const __m512 bo = _mm512_set1_ps(bias ? bias[o] : 0.0f);
+    for (int64_t t = t0; t < t1;) {
+      const Run run = run_at(tl, t, t0, t1);
+      const int64_t img = run.img, ty = run.ty, tx0 = run.tx0, tx1 = run.tx1, j0 = run.j0;
+      t += tx1 - tx0;
+      for (int64_t m0 = tx0; m0 < tx1; m0 += 16) {
+        const int64_t nt = std::min<int64_t>(16, tx1 - m0);
+        const __mmask16 load = first_lanes(nt);
+        // Output columns 2*m0 .. 2*(m0+nt), cut at the image edge.
+        const int64_t col = 2 * m0, end = std::min(2 * (m0 + nt), tl.w);
+        const __mmask16 s0 = first_lanes(end - col), s1 = first_lanes(end - col - 16);
+        const bool second_row = 2 * ty + 1 < tl.h;
+        const float* in = mm + o * ldm + j0 + (m0 - tx0);
+        __m512 s[2][4];  // A^T M
+        for (int q = 0; q < 4; ++q) {
+          const __m512 a = _mm512_maskz_loadu_ps(load, in + (0 * 4 + q) * xs);
+          const __m512 b = _mm512_maskz_loadu_ps(load, in + (1 * 4 + q) * xs);
+          const __m512 c = _mm512_maskz_loadu_ps(load, in + (2 * 4 + q) * xs);
+          const __m512 d = _mm512_maskz_loadu_ps(load, in + (3 * 4 + q) * xs);
+          s[0][q] = _mm512_add_ps(_mm512_add_ps(a, b), c);
+          s[1][q] = _mm512_sub_ps(_mm512_sub_ps(b, c), d);
+        }
+        float* dst = y + ((img * channels + o) * tl.h + 2 * ty) * tl.w + col;
+        for (int r = 0; r < (second_row ? 2 : 1); ++r) {
+          const __m512 e = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(s[r][0], s[r][1]), s[r][2]), bo);
+          const __m512 f = _mm512_add_ps(_mm512_sub_ps(_mm512_sub_ps(s[r][1], s[r][2]), s[r][3]), bo);
+          _mm512_mask_storeu_ps(dst + r * tl.w, s0, _mm512_permutex2var_ps(e, lo_idx, f));
+          if (s1) _mm512_mask_storeu_ps(dst + r * tl.w + 16, s1, _mm512_permutex2var_ps(e, hi_idx, f));
+        }
+      }
+    }
+  }
+}
+
+// One tile at a time, 16 channels per vector: the 2x2 gy values are gathered across channel planes, so the
+// 16 results per tile are stored channel-contiguous (the tile-major D).
+__attribute__((target("avx512f"))) void grad_transform_avx512(const float* gy, int64_t channels,
+                                                              const Tiles& tl, int64_t t0, int64_t t1,
+                                                              float* d, int64_t ldd) {
+  const int64_t xs = ldd * channels;
+  const int plane = static_cast<int>(tl.h * tl.w);
+  const __m512i planes = _mm512_mullo_epi32(
+      _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32(plane));
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t t = t0; t < t1;) {
+    const Run run = run_at(tl, t, t0, t1);
+    const int64_t img = run.img, ty = run.ty, tx0 = run.tx0, tx1 = run.tx1, j0 = run.j0;
+    t += tx1 - tx0;
+    const bool row1 = 2 * ty + 1 < tl.h;
+    for (int64_t m = tx0; m < tx1; ++m) {
+      const bool col1 = 2 * m + 1 < tl.w;
+      float* out = d + (j0 + m - tx0) * channels;
+      for (int64_t k0 = 0; k0 < channels; k0 += 16) {
+        const __mmask16 kmask = first_lanes(channels - k0);
+        const float* base = gy + ((img * channels + k0) * tl.h + 2 * ty) * tl.w + 2 * m;
+        const __m512 a = _mm512_mask_i32gather_ps(zero, kmask, planes, base, 4);
+        const __m512 b = col1 ? _mm512_mask_i32gather_ps(zero, kmask, planes, base + 1, 4) : zero;
+        const __m512 c = row1 ? _mm512_mask_i32gather_ps(zero, kmask, planes, base + tl.w, 4) : zero;
+        const __m512 e =
+            row1 && col1 ? _mm512_mask_i32gather_ps(zero, kmask, planes, base + tl.w + 1, 4) : zero;
+        // A dY: rows [a, b], [a+c, b+e], [a-c, b-e], [-c, -e]; then each [p, q] -> [p, p+q, p-q, -q].
+        const __m512 p[4] = {a, _mm512_add_ps(a, c), _mm512_sub_ps(a, c), _mm512_sub_ps(zero, c)};
+        const __m512 q[4] = {b, _mm512_add_ps(b, e), _mm512_sub_ps(b, e), _mm512_sub_ps(zero, e)};
+        for (int r = 0; r < 4; ++r) {
+          float* at = out + (r * 4) * xs + k0;
+          _mm512_mask_storeu_ps(at, kmask, p[r]);
+          _mm512_mask_storeu_ps(at + xs, kmask, _mm512_add_ps(p[r], q[r]));
+          _mm512_mask_storeu_ps(at + 2 * xs, kmask, _mm512_sub_ps(p[r], q[r]));
+          _mm512_mask_storeu_ps(at + 3 * xs, kmask, _mm512_sub_ps(zero, q[r]));
+        }
+      }
+    }
+  }
+}
+#endif
+
+// Set by tests to run the portable transforms on an AVX-512 host.
+bool g_portable = false;
+
+bool vectorised() {
+#if LIFTOFF_HAVE_AVX512_KERNEL
+  return !g_portable && gemm::cpu_has_avx512f();
+#else
+  return false;
+#endif
+}
+
+void input_transform(const float* x, int64_t channels, const Tiles& tl, int64_t t0, int64_t t1, float* v,
+                     int64_t ldv) {
+#if LIFTOFF_HAVE_AVX512_KERNEL
+  if (vectorised()) return input_transform_avx512(x, channels, tl, t0, t1, v, ldv);
+#endif
+  input_transform_portable(x, channels, tl, t0, t1, v, ldv);
+}
+
+void output_transform(const float* mm, int64_t ldm, int64_t channels, const Tiles& tl, int64_t t0, int64_t t1,
+                      const float* bias, float* y) {
+#if LIFTOFF_HAVE_AVX512_KERNEL
+  if (vectorised()) return output_transform_avx512(mm, ldm, channels, tl, t0, t1, bias, y);
+#endif
+  output_transform_portable(mm, ldm, channels, tl, t0, t1, bias, y);
+}
+
+void grad_transform(const float* gy, int64_t channels, const Tiles& tl, int64_t t0, int64_t t1, float* d,
+                    int64_t ldd) {
+#if LIFTOFF_HAVE_AVX512_KERNEL
+  if (vectorised()) return grad_transform_avx512(gy, channels, tl, t0, t1, d, ldd);
+#endif
+  grad_transform_portable(gy, channels, tl, t0, t1, d, ldd);
+}
+
+// The convolution of `in` [n, cin, h, w] with the transformed kernel u (16 x cout x cin) into out
+// [n, cout, h, w], plus bias.
+void convolve(const float* in, int64_t cin, const float* u, int64_t cout, const float* bias, float* out,
+              const Conv2dShape& g) {
+  const Tiles tl = make_tiles(g);
+  const int64_t nb = block_tiles(cin, cout);
+  const int64_t ld = nb + kPad;
+  const int64_t blocks = (tl.total + nb - 1) / nb;
+  parallel_for(0, blocks, 1, [&](int64_t lo, int64_t hi) {
+    float* v = buffer(0, 16 * cin * ld);
+    float* m = buffer(1, 16 * cout * ld);
+    for (int64_t b = lo; b < hi; ++b) {
+      const int64_t t0 = b * nb, t1 = std::min(tl.total, t0 + nb);
+      input_transform(in, cin, tl, t0, t1, v, ld);
+      for (int64_t xi = 0; xi < 16; ++xi)
+        gemm::matmul<float>(cout, t1 - t0, cin, u + xi * cout * cin, cin, v + xi * cin * ld, ld,
+                            m + xi * cout * ld, ld);
+      output_transform(m, ld, cout, tl, t0, t1, bias, out);
+    }
+  });
+}
+
+}  // namespace
+
+void use_portable_transforms(bool on) {
+  g_portable = on;
+}
+
+bool supports(const Conv2dShape& g) {
+  return g.r == 3 && g.s == 3 && g.stride == 1 && g.padding == 1 && g.oh == g.h && g.ow == g.w &&
+         g.c >= kMinChannels && g.k >= kMinChannels;
+}
+
+namespace {
+int mode() {
+  static const int m = [] {
+    const auto v = env_number("LIFTOFF_CPU_WINOGRAD", 0.0, false, "0 (off), 1 (gradients) or 2 (all)");
+    if (!v) return 1;
+    LIFTOFF_CHECK(*v == 0.0 || *v == 1.0 || *v == 2.0, ValueError, "LIFTOFF_CPU_WINOGRAD=", *v,
+                  " is not 0 (off), 1 (gradients) or 2 (all)");
+    return static_cast<int>(*v);
+  }();
+  return m;
+}
+}  // namespace
+
+bool use_forward(const Conv2dShape& g) {
+  return mode() >= 2 && gemm::has_offset_kernel<float>() && supports(g);
+}
+
+bool use_backward(const Conv2dShape& g) {
+  return mode() >= 1 && gemm::has_offset_kernel<float>() && supports(g);
+}
+
+void forward(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& g) {
+  std::vector<float> u(static_cast<size_t>(16 * g.k * g.c));
+  transform_weights(w, g.k, g.c, /*flipped=*/false, u.data());
+  convolve(x, g.c, u.data(), g.k, bias, y, g);
+}
+
+void input_grad(const float* gy, const float* w, float* gx, const Conv2dShape& g) {
+  std::vector<float> u(static_cast<size_t>(16 * g.c * g.k));
+  transform_weights(w, g.c, g.k, /*flipped=*/true, u.data());
+  convolve(gy, g.k, u.data(), g.c, nullptr, gx, g);
+}
+
+void weight_grad(const float* x, const float* gy, float* gw, const Conv2dShape& g) {
+  const Tiles tl = make_tiles(g);
+  const int64_t nb = block_tiles(g.c, g.k);
+  const int64_t blocks = (tl.total + nb - 1) / nb;
+  // Fixed block ranges with one partial dU^T each (16 x C x K), summed in order: deterministic for a given
+  // thread count.
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(blocks, num_threads()));
+  const int64_t part_size = 16 * g.c * g.k;
+  std::vector<float> parts(static_cast<size_t>(chunks * part_size), 0.0f);
+  parallel_for(0, chunks, 1, [&](int64_t lo, int64_t hi) {
+    const int64_t ld = nb + kPad;
+    float* v = buffer(0, 16 * g.c * ld);
+    float* d = buffer(1, 16 * g.k * ld);
+    for (int64_t chunk = lo; chunk < hi; ++chunk) {
+      float* part = parts.data() + chunk * part_size;
+      for (int64_t b = blocks * chunk / chunks; b < blocks * (chunk + 1) / chunks; ++b) {
+        const int64_t t0 = b * nb, t1 = std::min(tl.total, t0 + nb);
+        input_transform(x, g.c, tl, t0, t1, v, ld);
+        grad_transform(gy, g.k, tl, t0, t1, d, ld);
+        for (int64_t xi = 0; xi < 16; ++xi)
+          gemm::matmul<float>(g.c, g.k, t1 - t0, v + xi * g.c * ld, ld, d + xi * ld * g.k, g.k,
+                              part + xi * g.c * g.k, g.k, /*accumulate=*/true);
+      }
+    }
+  });
+  for (int64_t chunk = 1; chunk < chunks; ++chunk)
+    for (int64_t q = 0; q < part_size; ++q)
+      parts[static_cast<size_t>(q)] += parts[static_cast<size_t>(chunk * part_size + q)];
+  // gw[k, c] = G^T dU G, dU[xi] = parts[xi][c][k].
+  const float* du = parts.data();
+  for (int64_t k = 0; k < g.k; ++k) {
+    for (int64_t c = 0; c < g.c; ++c) {
+      float x4[4][4];
+      for (int r = 0; r < 4; ++r)
+        for (int s = 0; s < 4; ++s) x4[r][s] = du[((r * 4 + s) * g.c + c) * g.k + k];
+      float p[3][4];  // G^T dU
+      for (int s = 0; s < 4; ++s) {
+        p[0][s] = x4[0][s] + 0.5f * (x4[1][s] + x4[2][s]);
+        p[1][s] = 0.5f * (x4[1][s] - x4[2][s]);
+        p[2][s] = 0.5f * (x4[1][s] + x4[2][s]) + x4[3][s];
+      }
+      float* out = gw + (k * g.c + c) * 9;
+      for (int r = 0; r < 3; ++r) {
+        out[r * 3 + 0] = p[r][0] + 0.5f * (p[r][1] + p[r][2]);
+        out[r * 3 + 1] = 0.5f * (p[r][1] - p[r][2]);
+        out[r * 3 + 2] = 0.5f * (p[r][1] + p[r][2]) + p[r][3];
+      }
+    }
+  }
+}
+
+}  // namespace liftoff::cpu::winograd
