@@ -164,24 +164,36 @@ for stage in "$@"; do
       ;;
     tta)
       # Time to 94% test accuracy, same recipe on both sides (15-epoch one-cycle, batch 256, SGD Nesterov,
-      # wd 5e-4, label smoothing 0.1, crop + flip), data loading and evaluation in the wall time.
-      R="--model resnet20 --data-dir $DATA --epochs 15 --batch 256 --lr 0.2 --label-smoothing 0.1 --target-accuracy 0.94"
+      # wd 5e-4, label smoothing 0.1, crop + flip), data loading and evaluation in the wall time. TTA_AMP=bf16
+      # runs both sides in bf16 (PyTorch: autocast + channels_last).
+      R="--model resnet20 --data-dir $DATA --epochs 15 --batch 256 --lr 0.2 --label-smoothing 0.1 --target-accuracy 0.94 --amp ${TTA_AMP:-off}"
       /tmp/bin/train --device cuda $R >>"$OUT/tta.log" 2>&1
-      note "time to 94%: liftoff $(grep -E '^time to|^target accuracy' "$OUT/tta.log" | tail -1)"
+      note "time to 94% (amp ${TTA_AMP:-off}): liftoff $(grep -E '^time to|^target accuracy' "$OUT/tta.log" | tail -1)"
       python3 tools/reference/train_reference.py --device cuda --channels-last $R >>"$OUT/tta.log" 2>&1
-      note "time to 94%: pytorch $(grep RESULT "$OUT/tta.log" | tail -1)"
+      note "time to 94% (amp ${TTA_AMP:-off}): pytorch $(grep RESULT "$OUT/tta.log" | tail -1)"
+      ;;
+    memory_default)
+      # Peak device memory at batch 256 per --amp mode, default settings (CUDA graphs auto), one call.
+      for amp in off bf16 fp16; do
+        /tmp/bin/train --device cuda --model resnet20 --data-dir $DATA --batch 256 --amp $amp --max-steps 230 \
+          --timing-warmup 30 --no-eval --epochs 100 >>"$OUT/memory.log" 2>&1
+        note "memory amp=$amp: $(grep -o 'memory: device peak.*' "$OUT/memory.log" | tail -1 | cut -c1-120) | $(grep -o 'steady state [0-9.]* images/s' "$OUT/memory.log" | tail -1)"
+      done
       ;;
     graphs)
       # Whole-step CUDA graphs: their GPU tests, then Liftoff graphs on/off against PyTorch eager (best settings)
       # and PyTorch's own whole-step graph, the same call, same data.
-      /tmp/bin/test_models_cuda --gtest_brief=1 >>"$OUT/graphs.log" 2>&1
-      note "test_models_cuda: rc=$? $(tail -3 "$OUT/graphs.log" | grep -E '(PASSED|FAILED)' | tr '\n' ' ')"
+      for name in ${GRAPH_TESTS:-test_models_cuda}; do
+        /tmp/bin/$name --gtest_brief=1 >>"$OUT/graphs.log" 2>&1
+        note "$name: rc=$? $(tail -3 "$OUT/graphs.log" | grep -E '(PASSED|FAILED)' | tr '\n' ' ')"
+      done
       for cfg in ${GRAPH_CFGS:-"16 4 off 300" "256 1 off 200" "256 1 bf16 200"}; do
         set -- $cfg
         tag="b$1x$2-$3"
-        for g in on off; do
-          /tmp/bin/train --device cuda --model resnet20 --data-dir $DATA --batch $1 --accum $2 --amp $3 --cuda-graphs $g \
-            --max-steps $4 --timing-warmup 20 --no-eval --epochs 100 >>"$OUT/graphs_$tag.log" 2>&1
+        for g in on off on-nchw; do
+          nhwc=1; [ "$g" = on-nchw ] && { [ "$3" = off ] && continue; nhwc=0; }
+          LIFTOFF_CUDNN_NHWC=$nhwc /tmp/bin/train --device cuda --model resnet20 --data-dir $DATA --batch $1 --accum $2 \
+            --amp $3 --cuda-graphs ${g%-nchw} --max-steps $4 --timing-warmup 20 --no-eval --epochs 100 >>"$OUT/graphs_$tag.log" 2>&1
           note "graphs $tag liftoff graphs=$g: rc=$? $(grep -o 'steady state [0-9.]* images/s' "$OUT/graphs_$tag.log" | tail -1) | $(grep -o 'CUDA graphs: [^;]*' "$OUT/graphs_$tag.log" | tail -1 | cut -c1-90)"
         done
         variants=("--channels-last" "--channels-last --cuda-graph")
