@@ -187,7 +187,9 @@ for stage in "$@"; do
         /tmp/bin/$name --gtest_brief=1 >>"$OUT/graphs.log" 2>&1
         note "$name: rc=$? $(tail -3 "$OUT/graphs.log" | grep -E '(PASSED|FAILED)' | tr '\n' ' ')"
       done
-      for cfg in ${GRAPH_CFGS:-"16 4 off 300" "256 1 off 200" "256 1 bf16 200"}; do
+      # GRAPH_CFGS: "batch accum amp steps" entries separated by ';'.
+      IFS=';' read -ra cfgs <<<"${GRAPH_CFGS:-16 4 off 300;256 1 off 200;256 1 bf16 200}"
+      for cfg in "${cfgs[@]}"; do
         set -- $cfg
         tag="b$1x$2-$3"
         for g in on off on-nchw; do
