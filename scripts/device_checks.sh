@@ -192,10 +192,9 @@ for stage in "$@"; do
       for cfg in "${cfgs[@]}"; do
         set -- $cfg
         tag="b$1x$2-$3"
-        for g in on off on-nchw; do
-          nhwc=1; [ "$g" = on-nchw ] && { [ "$3" = off ] && continue; nhwc=0; }
-          LIFTOFF_CUDNN_NHWC=$nhwc /tmp/bin/train --device cuda --model resnet20 --data-dir $DATA --batch $1 --accum $2 \
-            --amp $3 --cuda-graphs ${g%-nchw} --max-steps $4 --timing-warmup 20 --no-eval --epochs 100 >>"$OUT/graphs_$tag.log" 2>&1
+        for g in on off; do
+          /tmp/bin/train --device cuda --model resnet20 --data-dir $DATA --batch $1 --accum $2 \
+            --amp $3 --cuda-graphs $g --max-steps $4 --timing-warmup 20 --no-eval --epochs 100 >>"$OUT/graphs_$tag.log" 2>&1
           note "graphs $tag liftoff graphs=$g: rc=$? $(grep -o 'steady state [0-9.]* images/s' "$OUT/graphs_$tag.log" | tail -1) | $(grep -o 'CUDA graphs: [^;]*' "$OUT/graphs_$tag.log" | tail -1 | cut -c1-90)"
         done
         variants=("--channels-last" "--channels-last --cuda-graph")

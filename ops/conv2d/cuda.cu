@@ -10,7 +10,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <string>
 #include <tuple>
 
 #include "ops/conv2d/kernels.h"
@@ -57,43 +56,6 @@ __global__ void bias_grad_kernel(const T* gy, T* gb, int64_t images, int64_t cha
   }
 }
 
-// dst[b][c][r] = src[b][r][c] for `batches` row-major [rows x cols] matrices, through a 32x32 shared tile so
-// reads and writes both coalesce. NCHW -> NHWC is rows = C, cols = H*W; the filter KCRS -> KRSC is rows = C,
-// cols = R*S with K batches.
-constexpr int kTile = 32;
-template <class T>
-__global__ void transpose_kernel(const T* __restrict__ src, T* __restrict__ dst, int64_t rows, int64_t cols) {
-  __shared__ T tile[kTile][kTile + 1];
-  const int64_t offset = static_cast<int64_t>(blockIdx.z) * rows * cols;
-  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kTile;
-  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kTile;
-  for (int j = threadIdx.y; j < kTile; j += blockDim.y) {
-    const int64_t r = r0 + j, c = c0 + threadIdx.x;
-    if (r < rows && c < cols) tile[j][threadIdx.x] = src[offset + r * cols + c];
-  }
-  __syncthreads();
-  for (int j = threadIdx.y; j < kTile; j += blockDim.y) {
-    const int64_t c = c0 + j, r = r0 + threadIdx.x;
-    if (r < rows && c < cols) dst[offset + c * rows + r] = tile[threadIdx.x][j];
-  }
-}
-
-void transpose_batched(const Tensor& src, const Tensor& dst, int64_t batches, int64_t rows, int64_t cols,
-                       int device) {
-  LIFTOFF_CHECK(batches <= 65535, ShapeError, "conv2d: ", batches,
-                " images exceed the channels-last staging "
-                "kernel's 65535; split the batch");
-  const dim3 grid(static_cast<unsigned>((cols + kTile - 1) / kTile),
-                  static_cast<unsigned>((rows + kTile - 1) / kTile), static_cast<unsigned>(batches));
-  const dim3 block(kTile, 8);
-  dispatch_device_float(src.dtype(), "conv2d layout", [&](auto tag) {
-    using T = decltype(tag);
-    transpose_kernel<T><<<grid, block, 0, compute_stream(device)>>>(
-        static_cast<const T*>(src.raw_data()), static_cast<T*>(dst.raw_data()), rows, cols);
-    LIFTOFF_LAUNCH_CHECK();
-  });
-}
-
 cudnnDataType_t cudnn_dtype(DType dtype) {
   switch (dtype) {
     case DType::f32:
@@ -130,19 +92,7 @@ const void* scalar_zero(DType dtype) {
   return dtype == DType::f64 ? static_cast<const void*>(&zero_d) : static_cast<const void*>(&zero_f);
 }
 
-// The tensors Liftoff passes are NCHW (contiguous). For f16/bf16, cuDNN's tensor-core kernels want
-// channels-last: `nhwc_staged` plans convert x, w and gy to NHWC in scratch buffers, run cuDNN in NHWC and
-// convert the results back. The conversions are memory passes; on the H200 they cost far less than the
-// NCHW half-precision kernels cuDNN otherwise picks (docs/perf.md). LIFTOFF_CUDNN_NHWC=0 turns it off.
-enum class Layout { nchw, nhwc_staged };
-
-Layout layout_for(DType dtype) {
-  static const bool enabled = [] {
-    const char* text = std::getenv("LIFTOFF_CUDNN_NHWC");
-    return text == nullptr || std::string(text) != "0";
-  }();
-  return enabled && (dtype == DType::f16 || dtype == DType::bf16) ? Layout::nhwc_staged : Layout::nchw;
-}
+enum class Layout { nchw };  // the kernels receive contiguous tensors; channels-last would be a second value
 
 struct PlanKey {
   int device;
@@ -214,10 +164,10 @@ void make_conv_descriptor(cudnnConvolutionDescriptor_t* desc, const Conv2dShape&
 }
 
 // Called with plans_mutex() held.
-Plan& plan_for(int device, DType dtype, const Conv2dShape& g, Layout layout) {
+Plan& plan_for(int device, DType dtype, const Conv2dShape& g) {
   const PlanKey key{device,
                     dtype,
-                    layout,
+                    Layout::nchw,
                     g.n,
                     g.c,
                     g.h,
@@ -236,16 +186,15 @@ Plan& plan_for(int device, DType dtype, const Conv2dShape& g, Layout layout) {
   as_int(g.k * g.c * g.r * g.s, g);
   auto plan = std::make_unique<Plan>();
   const cudnnDataType_t dt = cudnn_dtype(dtype);
-  const cudnnTensorFormat_t format = layout == Layout::nhwc_staged ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
   LIFTOFF_CUDNN_CHECK(cudnnCreateTensorDescriptor(&plan->x));
-  LIFTOFF_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->x, format, dt, as_int(g.n, g), as_int(g.c, g),
-                                                 as_int(g.h, g), as_int(g.w, g)));
+  LIFTOFF_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->x, CUDNN_TENSOR_NCHW, dt, as_int(g.n, g),
+                                                 as_int(g.c, g), as_int(g.h, g), as_int(g.w, g)));
   LIFTOFF_CUDNN_CHECK(cudnnCreateTensorDescriptor(&plan->y));
-  LIFTOFF_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->y, format, dt, as_int(g.n, g), as_int(g.k, g),
-                                                 as_int(g.oh, g), as_int(g.ow, g)));
+  LIFTOFF_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->y, CUDNN_TENSOR_NCHW, dt, as_int(g.n, g),
+                                                 as_int(g.k, g), as_int(g.oh, g), as_int(g.ow, g)));
   LIFTOFF_CUDNN_CHECK(cudnnCreateFilterDescriptor(&plan->w));
-  LIFTOFF_CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan->w, dt, format, as_int(g.k, g), as_int(g.c, g),
-                                                 as_int(g.r, g), as_int(g.s, g)));
+  LIFTOFF_CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan->w, dt, CUDNN_TENSOR_NCHW, as_int(g.k, g),
+                                                 as_int(g.c, g), as_int(g.r, g), as_int(g.s, g)));
   make_conv_descriptor(&plan->fwd, g, dtype);
   make_conv_descriptor(&plan->bwd_data, g, dtype);
   make_conv_descriptor(&plan->bwd_filter, g, dtype);
@@ -411,38 +360,6 @@ void require_contiguous(const Tensor& t, const char* what) {
                   " must be contiguous");
   }
 }
-// A tensor as cuDNN sees it under `layout`: the tensor itself (NCHW, or a layout where NCHW and NHWC are
-// the same bytes: one channel or one pixel), or a channels-last scratch copy.
-struct Staged {
-  Tensor data;
-  bool copied = false;
-};
-
-bool same_bytes_in_both_layouts(const Tensor& t) {
-  return t.size(1) == 1 || t.size(2) * t.size(3) == 1;
-}
-
-// An input (x, w, gy) in the layout the plan runs in; KCRS filters become KRSC like NCHW -> NHWC.
-Staged stage(const Tensor& t, Layout layout, int device) {
-  if (layout == Layout::nchw || same_bytes_in_both_layouts(t)) return Staged{t, false};
-  const Shape& s = t.shape();
-  Tensor out = Tensor::empty({s[0], s[2], s[3], s[1]}, t.dtype(), t.device());
-  transpose_batched(t, out, s[0], s[1], s[2] * s[3], device);
-  return Staged{out, true};
-}
-
-// Where cuDNN writes an output (y, gx, gw); unstage() moves a channels-last result into `out`.
-Staged stage_output(const Tensor& out, Layout layout) {
-  if (layout == Layout::nchw || same_bytes_in_both_layouts(out)) return Staged{out, false};
-  const Shape& s = out.shape();
-  return Staged{Tensor::empty({s[0], s[2], s[3], s[1]}, out.dtype(), out.device()), true};
-}
-
-void unstage(const Staged& staged, const Tensor& out, int device) {
-  if (!staged.copied) return;
-  const Shape& s = out.shape();
-  transpose_batched(staged.data, out, s[0], s[2] * s[3], s[1], device);
-}
 }  // namespace
 
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
@@ -454,10 +371,6 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
   require_contiguous(w, "weight");
   require_contiguous(y, "output");
   const DType dtype = x.dtype();
-  const Layout layout = layout_for(dtype);
-  const Staged xs = stage(x, layout, device);
-  const Staged ws_ = stage(w, layout, device);
-  const Staged ys = stage_output(y, layout);
   cudnnHandle_t handle = cudnn_handle(device);
   cudnnTensorDescriptor_t x_desc, y_desc;
   cudnnFilterDescriptor_t w_desc;
@@ -465,8 +378,8 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
   Choice<cudnnConvolutionFwdAlgo_t> choice;
   {
     std::lock_guard<std::mutex> lock(plans_mutex());
-    Plan& plan = plan_for(device, dtype, g, layout);
-    if (!plan.fwd_choice.found) find_forward(handle, device, plan, xs.data, ws_.data, ys.data, g);
+    Plan& plan = plan_for(device, dtype, g);
+    if (!plan.fwd_choice.found) find_forward(handle, device, plan, x, w, y, g);
     x_desc = plan.x;
     y_desc = plan.y;
     w_desc = plan.w;
@@ -475,9 +388,8 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
   }
   void* ws = choice.workspace_bytes ? workspace(device, choice.workspace_bytes) : nullptr;
   LIFTOFF_CUDNN_CHECK(cudnnConvolutionForward(
-      handle, scalar_one(dtype), x_desc, xs.data.raw_data(), w_desc, ws_.data.raw_data(), conv_desc,
-      choice.algo, ws, choice.workspace_bytes, scalar_zero(dtype), y_desc, ys.data.raw_data()));
-  unstage(ys, y, device);
+      handle, scalar_one(dtype), x_desc, x.raw_data(), w_desc, w.raw_data(), conv_desc, choice.algo, ws,
+      choice.workspace_bytes, scalar_zero(dtype), y_desc, y.raw_data()));
   if (bias.defined()) {
     require_contiguous(bias, "bias");
     const int64_t n = y.numel();
@@ -515,12 +427,6 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& gy, const T
   }
   require_contiguous(x, "input");
   require_contiguous(w, "weight");
-  const Layout layout = layout_for(dtype);
-  const Staged gys = stage(gy, layout, device);
-  const Staged ws_ = gx.defined() ? stage(w, layout, device) : Staged{};
-  const Staged xs = gw.defined() ? stage(x, layout, device) : Staged{};
-  const Staged gxs = gx.defined() ? stage_output(gx, layout) : Staged{};
-  const Staged gws = gw.defined() ? stage_output(gw, layout) : Staged{};
   cudnnHandle_t handle = cudnn_handle(device);
   cudnnTensorDescriptor_t x_desc, y_desc;
   cudnnFilterDescriptor_t w_desc;
@@ -529,11 +435,10 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& gy, const T
   Choice<cudnnConvolutionBwdFilterAlgo_t> filter_choice;
   {
     std::lock_guard<std::mutex> lock(plans_mutex());
-    Plan& plan = plan_for(device, dtype, g, layout);
-    if (gx.defined() && !plan.bwd_data_choice.found)
-      find_backward_data(handle, device, plan, ws_.data, gys.data, gxs.data, g);
+    Plan& plan = plan_for(device, dtype, g);
+    if (gx.defined() && !plan.bwd_data_choice.found) find_backward_data(handle, device, plan, w, gy, gx, g);
     if (gw.defined() && !plan.bwd_filter_choice.found)
-      find_backward_filter(handle, device, plan, xs.data, gys.data, gws.data, g);
+      find_backward_filter(handle, device, plan, x, gy, gw, g);
     x_desc = plan.x;
     y_desc = plan.y;
     w_desc = plan.w;
@@ -545,17 +450,14 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& gy, const T
   if (gx.defined()) {
     void* ws = data_choice.workspace_bytes ? workspace(device, data_choice.workspace_bytes) : nullptr;
     LIFTOFF_CUDNN_CHECK(cudnnConvolutionBackwardData(
-        handle, scalar_one(dtype), w_desc, ws_.data.raw_data(), y_desc, gys.data.raw_data(), data_desc,
-        data_choice.algo, ws, data_choice.workspace_bytes, scalar_zero(dtype), x_desc, gxs.data.raw_data()));
-    unstage(gxs, gx, device);
+        handle, scalar_one(dtype), w_desc, w.raw_data(), y_desc, gy.raw_data(), data_desc, data_choice.algo,
+        ws, data_choice.workspace_bytes, scalar_zero(dtype), x_desc, gx.raw_data()));
   }
   if (gw.defined()) {
     void* ws = filter_choice.workspace_bytes ? workspace(device, filter_choice.workspace_bytes) : nullptr;
-    LIFTOFF_CUDNN_CHECK(cudnnConvolutionBackwardFilter(handle, scalar_one(dtype), x_desc, xs.data.raw_data(),
-                                                       y_desc, gys.data.raw_data(), filter_desc,
-                                                       filter_choice.algo, ws, filter_choice.workspace_bytes,
-                                                       scalar_zero(dtype), w_desc, gws.data.raw_data()));
-    unstage(gws, gw, device);
+    LIFTOFF_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+        handle, scalar_one(dtype), x_desc, x.raw_data(), y_desc, gy.raw_data(), filter_desc,
+        filter_choice.algo, ws, filter_choice.workspace_bytes, scalar_zero(dtype), w_desc, gw.raw_data()));
   }
 }
 
