@@ -220,6 +220,20 @@ for stage in "$@"; do
       note "ncu pytorch bf16: rc=$? $(grep -c gpu__time_duration "$OUT/ncu_torch_bf16.csv") kernels"
       gzip -f "$OUT"/ncu_*.csv
       ;;
+    ab)
+      # A/B of two train binaries in one call (AB_OLD vs /tmp/bin/train), alternating, same settings.
+      IFS=';' read -ra cfgs <<<"${AB_CFGS:-16 4 off 300;256 1 off 200}"
+      for round in $(seq ${ROUNDS:-3}); do
+        for cfg in "${cfgs[@]}"; do
+          set -- $cfg
+          for bin in ${AB_OLD:-/tmp/bin/train_old} /tmp/bin/train; do
+            $bin --device cuda --model resnet20 --data-dir $DATA --batch $1 --accum $2 --amp $3 --max-steps $4 \
+              --timing-warmup 20 --no-eval --epochs 100 >>"$OUT/ab.log" 2>&1
+            note "ab b$1x$2-$3 $(basename $bin): $(grep -o 'steady state [0-9.]* images/s' "$OUT/ab.log" | tail -1)"
+          done
+        done
+      done
+      ;;
     examples)
       # The embedding examples on the GPU: the custom op's CUDA kernels against the CPU, the loop with AMP.
       /tmp/bin/custom_op >"$OUT/examples.log" 2>&1

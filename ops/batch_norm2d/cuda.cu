@@ -1,8 +1,11 @@
 // Batch norm on CUDA with own kernels rather than cuDNN: the channel count (16..64) is far below the SM
 // count, so each channel's reduction is split over several blocks (partial moments per block, merged in a
-// fixed order by a small finalize kernel: deterministic, no atomics), and the same code serves f16/bf16 input
-// with f32 weight/statistics, f32 and f64 (cuDNN's legacy batch-norm API is deprecated in cuDNN 9).
+// fixed order by the channel's last block: deterministic, no float atomics), and the same code serves
+// f16/bf16 input with f32 weight/statistics, f32 and f64 (cuDNN's legacy batch-norm API is deprecated in
+// cuDNN 9).
 #include <algorithm>
+#include <map>
+#include <mutex>
 
 #include "ops/batch_norm2d/kernels.h"
 #include "runtime/cuda/check.h"
@@ -62,10 +65,49 @@ struct ChannelWalk {
   }
 };
 
-// Block (s, c) reduces positions [s * chunk, (s + 1) * chunk) of channel c to (count, mean, M2).
-template <class T, class A>
+// The last of channel c's blocks to finish (each block's thread 0 calls this after writing its partial)
+// gets true and resets the channel's counter for the next launch; its thread 0 then merges the partials in
+// split order (deterministic). One launch instead of a partial and a finalize kernel: at batch 16 a step is
+// a few hundred tiny kernels, and each launch costs more than the work of a finalize.
+__device__ __forceinline__ bool last_block_of_channel(unsigned* done, int64_t c) {
+  __threadfence();  // this block's partial is visible before the count says so
+  const unsigned finished = atomicAdd(&done[c], 1u) + 1u;
+  if (finished < gridDim.x) return false;
+  done[c] = 0u;
+  __threadfence();  // and the other blocks' partials are read after
+  return true;
+}
+
+// Per channel: what the forward's finalize computes (saved mean/invstd, running statistics).
+template <class A, class W>
+struct StatsFinalize {
+  A count, eps, momentum;
+  W* running_mean;
+  W* running_var;
+  A* save_mean;
+  A* save_invstd;
+  __device__ void operator()(const A* channel_partials, int splits, int64_t c) const {
+    A n = 0, mean = 0, m2 = 0;
+    for (int s = 0; s < splits; ++s) {
+      const volatile A* p = channel_partials + s * 3;
+      merge_moments(n, mean, m2, p[0], p[1], p[2]);
+    }
+    const A var = m2 / count;  // biased, for normalization
+    save_mean[c] = mean;
+    save_invstd[c] = rsqrt_acc(var + eps);
+    if (running_mean != nullptr) {
+      running_mean[c] = convert<W>((A(1) - momentum) * convert<A>(running_mean[c]) + momentum * mean);
+      running_var[c] =
+          convert<W>((A(1) - momentum) * convert<A>(running_var[c]) + momentum * (m2 / (count - A(1))));
+    }
+  }
+};
+
+// Block (s, c) reduces positions [s * chunk, (s + 1) * chunk) of channel c to (count, mean, M2); the last
+// block of the channel finalizes.
+template <class T, class A, class W>
 __global__ void stats_partial_kernel(const T* x, int64_t channels, int64_t hw, int64_t count, int64_t chunk,
-                                     A* partial) {
+                                     A* partial, unsigned* done, StatsFinalize<A, W> finalize) {
   const int64_t c = blockIdx.y;
   const int64_t begin = blockIdx.x * chunk;
   const int64_t end = min(count, begin + chunk);
@@ -105,28 +147,7 @@ __global__ void stats_partial_kernel(const T* x, int64_t channels, int64_t hw, i
     out[0] = tn;
     out[1] = tmean + shift;
     out[2] = tm2;
-  }
-}
-
-// One thread per channel merges its partials in order, saves mean/invstd and updates the running statistics.
-template <class A, class W>
-__global__ void stats_finalize_kernel(const A* partial, int splits, int64_t channels, A count, A eps,
-                                      A momentum, W* running_mean, W* running_var, A* save_mean,
-                                      A* save_invstd) {
-  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (c >= channels) return;
-  A n = 0, mean = 0, m2 = 0;
-  for (int s = 0; s < splits; ++s) {
-    const A* p = partial + (c * splits + s) * 3;
-    merge_moments(n, mean, m2, p[0], p[1], p[2]);
-  }
-  const A var = m2 / count;  // biased, for normalization
-  save_mean[c] = mean;
-  save_invstd[c] = rsqrt_acc(var + eps);
-  if (running_mean != nullptr) {
-    running_mean[c] = convert<W>((A(1) - momentum) * convert<A>(running_mean[c]) + momentum * mean);
-    running_var[c] =
-        convert<W>((A(1) - momentum) * convert<A>(running_var[c]) + momentum * (m2 / (count - A(1))));
+    if (last_block_of_channel(done, c)) finalize(partial + c * gridDim.x * 3, static_cast<int>(gridDim.x), c);
   }
 }
 
@@ -155,10 +176,38 @@ __global__ void normalize_kernel(const T* x, const A* mean, const A* invstd, con
   }
 }
 
-// Block (s, c): sums of gy and gy * (x - mean) over its positions of channel c.
-template <class T, class A>
+// Per channel: grad_weight, grad_bias, and gx = k1 * (gy - k2 - (x - mean) * k3) coefficients.
+template <class A, class W>
+struct GradFinalize {
+  A count;
+  const A* invstd;
+  const W* weight;
+  bool training;
+  W* grad_weight;
+  W* grad_bias;
+  A* coeff;
+  __device__ void operator()(const A* channel_partials, int splits, int64_t c) const {
+    A sum_dy = 0, sum_dy_xmu = 0;
+    for (int s = 0; s < splits; ++s) {
+      const volatile A* p = channel_partials + s * 2;
+      sum_dy += p[0];
+      sum_dy_xmu += p[1];
+    }
+    const A is = invstd[c];
+    if (grad_weight != nullptr) grad_weight[c] = convert<W>(sum_dy_xmu * is);
+    if (grad_bias != nullptr) grad_bias[c] = convert<W>(sum_dy);
+    coeff[c * 3] = convert<A>(weight[c]) * is;
+    coeff[c * 3 + 1] = training ? sum_dy / count : A(0);
+    coeff[c * 3 + 2] = training ? is * is * sum_dy_xmu / count : A(0);
+  }
+};
+
+// Block (s, c): sums of gy and gy * (x - mean) over its positions of channel c; the last block of the
+// channel finalizes.
+template <class T, class A, class W>
 __global__ void grad_partial_kernel(const T* x, const T* gy, const A* mean, int64_t channels, int64_t hw,
-                                    int64_t count, int64_t chunk, A* partial) {
+                                    int64_t count, int64_t chunk, A* partial, unsigned* done,
+                                    GradFinalize<A, W> finalize) {
   const int64_t c = blockIdx.y;
   const int64_t begin = blockIdx.x * chunk;
   const int64_t end = min(count, begin + chunk);
@@ -192,26 +241,8 @@ __global__ void grad_partial_kernel(const T* x, const T* gy, const A* mean, int6
     A* out = partial + (c * gridDim.x + blockIdx.x) * 2;
     out[0] = a;
     out[1] = b;
+    if (last_block_of_channel(done, c)) finalize(partial + c * gridDim.x * 2, static_cast<int>(gridDim.x), c);
   }
-}
-
-// Per channel: grad_weight, grad_bias, and gx = k1 * (gy - k2 - (x - mean) * k3) coefficients.
-template <class A, class W>
-__global__ void grad_finalize_kernel(const A* partial, int splits, int64_t channels, A count, const A* invstd,
-                                     const W* weight, bool training, W* grad_weight, W* grad_bias, A* coeff) {
-  const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (c >= channels) return;
-  A sum_dy = 0, sum_dy_xmu = 0;
-  for (int s = 0; s < splits; ++s) {
-    sum_dy += partial[(c * splits + s) * 2];
-    sum_dy_xmu += partial[(c * splits + s) * 2 + 1];
-  }
-  const A is = invstd[c];
-  if (grad_weight != nullptr) grad_weight[c] = convert<W>(sum_dy_xmu * is);
-  if (grad_bias != nullptr) grad_bias[c] = convert<W>(sum_dy);
-  coeff[c * 3] = convert<A>(weight[c]) * is;
-  coeff[c * 3 + 1] = training ? sum_dy / count : A(0);
-  coeff[c * 3 + 2] = training ? is * is * sum_dy_xmu / count : A(0);
 }
 
 template <class T, class A>
@@ -226,6 +257,18 @@ __global__ void grad_input_kernel(const T* x, const T* gy, const A* mean, const 
     const A xmu = convert<A>(x[base + k]) - m;
     gx[base + k] = convert<T>(k1 * (convert<A>(gy[base + k]) - k2 - xmu * k3));
   }
+}
+
+// Per-device arrival counters of last_block_of_channel, one per channel (the grid's y limit), zero between
+// launches (the last block resets its channel's). Kernels of one device run on its compute stream, in order,
+// so launches never share them. Made before any capture (first use is an eager step) and kept for the run.
+unsigned* channel_counters(int device) {
+  static std::mutex mutex;
+  static std::map<int, Tensor>* counters = new std::map<int, Tensor>();  // leaked: used until exit
+  std::lock_guard<std::mutex> lock(mutex);
+  Tensor& t = (*counters)[device];
+  if (!t.defined()) t = Tensor::zeros({65535}, DType::i32, Device::cuda(device));
+  return static_cast<unsigned*>(t.raw_data());
 }
 
 // Splits per channel: enough blocks to fill every SM a few times over, each with at least one element per
@@ -274,12 +317,11 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
     const int splits = splits_for(device, count, channels);
     const int64_t chunk = (count + splits - 1) / splits;
     const Tensor partial = Tensor::empty({channels, splits, 3}, DTypeOf<A>::value, x.device());
-    stats_partial_kernel<T, A><<<dim3(splits, static_cast<unsigned>(channels)), kReduceBlock, 0, stream>>>(
-        static_cast<const T*>(x.raw_data()), channels, hw, count, chunk, static_cast<A*>(partial.raw_data()));
-    LIFTOFF_LAUNCH_CHECK();
-    stats_finalize_kernel<A, W><<<channel_blocks(channels), kFinalizeBlock, 0, stream>>>(
-        static_cast<const A*>(partial.raw_data()), splits, channels, static_cast<A>(count),
-        static_cast<A>(eps), static_cast<A>(momentum), rm, rv, sm, si);
+    const StatsFinalize<A, W> finalize{
+        static_cast<A>(count), static_cast<A>(eps), static_cast<A>(momentum), rm, rv, sm, si};
+    stats_partial_kernel<T, A, W><<<dim3(splits, static_cast<unsigned>(channels)), kReduceBlock, 0, stream>>>(
+        static_cast<const T*>(x.raw_data()), channels, hw, count, chunk, static_cast<A*>(partial.raw_data()),
+        channel_counters(device), finalize);
     LIFTOFF_LAUNCH_CHECK();
   } else {
     running_stats_kernel<A, W><<<channel_blocks(channels), kFinalizeBlock, 0, stream>>>(
@@ -311,16 +353,16 @@ void backward_typed(const Tensor& x, const Tensor& grad_y, const Tensor& weight,
   const int64_t chunk = (count + splits - 1) / splits;
   const Tensor partial = Tensor::empty({channels, splits, 2}, DTypeOf<A>::value, x.device());
   const Tensor coeff = Tensor::empty({channels, 3}, DTypeOf<A>::value, x.device());
-  grad_partial_kernel<T, A><<<dim3(splits, static_cast<unsigned>(channels)), kReduceBlock, 0, stream>>>(
+  const GradFinalize<A, W> finalize{static_cast<A>(count),
+                                    si,
+                                    static_cast<const W*>(weight.raw_data()),
+                                    training,
+                                    grad_weight.defined() ? static_cast<W*>(grad_weight.raw_data()) : nullptr,
+                                    grad_bias.defined() ? static_cast<W*>(grad_bias.raw_data()) : nullptr,
+                                    static_cast<A*>(coeff.raw_data())};
+  grad_partial_kernel<T, A, W><<<dim3(splits, static_cast<unsigned>(channels)), kReduceBlock, 0, stream>>>(
       static_cast<const T*>(x.raw_data()), static_cast<const T*>(grad_y.raw_data()), sm, channels, hw, count,
-      chunk, static_cast<A*>(partial.raw_data()));
-  LIFTOFF_LAUNCH_CHECK();
-  grad_finalize_kernel<A, W><<<channel_blocks(channels), kFinalizeBlock, 0, stream>>>(
-      static_cast<const A*>(partial.raw_data()), splits, channels, static_cast<A>(count), si,
-      static_cast<const W*>(weight.raw_data()), training,
-      grad_weight.defined() ? static_cast<W*>(grad_weight.raw_data()) : nullptr,
-      grad_bias.defined() ? static_cast<W*>(grad_bias.raw_data()) : nullptr,
-      static_cast<A*>(coeff.raw_data()));
+      chunk, static_cast<A*>(partial.raw_data()), channel_counters(device), finalize);
   LIFTOFF_LAUNCH_CHECK();
   if (!grad_x.defined() || count == 0) return;
   const PlaneGrid pg = plane_grid(batch * channels, hw);
