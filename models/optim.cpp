@@ -86,6 +86,12 @@ bool SGD::prepare_for_graph_capture(std::string* why) {
     if (why) *why = "the parameters are not on a CUDA device";
     return false;
   }
+  if (params_.front().dtype() != DType::f32) {  // the device learning rate is an f32 scalar
+    if (why)
+      *why = str_cat("SGD keeps the learning rate of ", dtype_name(params_.front().dtype()),
+                     " parameters on the host");
+    return false;
+  }
   if (!lr_tensor_.defined()) lr_tensor_ = Tensor::full({1}, lr_, DType::f32, params_.front().device());
   return true;
 }

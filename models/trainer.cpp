@@ -26,6 +26,15 @@ DType autocast_dtype_for(AmpMode mode) {
   return mode == AmpMode::off ? DType::f32 : amp_compute_dtype(mode);
 }
 
+// sum += value, where an undefined sum starts as a copy of value (device-side, no sync).
+void add_to(Tensor& sum, const Tensor& value) {
+  if (!sum.defined()) {
+    sum = value.clone();
+  } else {
+    accumulate_into(sum, value);
+  }
+}
+
 GradScaler make_scaler(const TrainerOptions& o, Device device) {
   // A fixed scale of 1 is the GradScaler's inf/NaN check and step skip without any scaling.
   if (o.skip_nonfinite_steps && o.amp != AmpMode::fp16) return GradScaler::fixed(1.0, device);
@@ -59,6 +68,10 @@ Trainer::Trainer(Module& model, Optimizer& optimizer, const LRSchedule* schedule
       options_(options),
       scaler_(make_scaler(options, parameter_device(model))) {
   LIFTOFF_CHECK(options_.accum >= 1, ValueError, "Trainer: accum must be >= 1, got ", options_.accum);
+  // Lazily made state (batch-norm counters, cuDNN plans, optimizer buffers) must exist before a capture.
+  LIFTOFF_CHECK(options_.graph_warmup_steps >= 1, ValueError,
+                "Trainer: graph_warmup_steps must be >= 1 (eager steps before the capture), got ",
+                options_.graph_warmup_steps);
   graph_status_.mode = options_.cuda_graphs;
   if (options_.cuda_graphs == GraphMode::off) graph_status_.reason = "--cuda-graphs off";
   LIFTOFF_CHECK(options_.amp == AmpMode::off || parameter_device(model).is_cuda(), ValueError, "--amp ",
@@ -106,11 +119,7 @@ Tensor Trainer::run_micro_batch(const Tensor& input, const Tensor& labels, bool 
 }
 
 void Trainer::add_step_loss(const Tensor& step_loss) {
-  if (!loss_sum_.defined()) {
-    loss_sum_ = step_loss.clone();
-  } else {
-    accumulate_into(loss_sum_, step_loss);
-  }
+  add_to(loss_sum_, step_loss);
 }
 
 void Trainer::disable_graphs(const std::string& reason) {
@@ -118,7 +127,7 @@ void Trainer::disable_graphs(const std::string& reason) {
   graph_status_.reason = reason;
   graph_.reset();
   graph_step_loss_ = Tensor();
-  // static_inputs_ stay: a step staged there runs eagerly from them (they are a few micro-batches).
+  // static_inputs_ stay until the epoch ends: a step staged there runs eagerly from them.
 }
 
 bool Trainer::graph_step_wanted(const Batch& batch) {
@@ -140,7 +149,18 @@ bool Trainer::graph_step_wanted(const Batch& batch) {
     }
     graph_ = std::make_unique<CudaGraph>(batch.input.device());
   }
-  if (!graph_->ready() && graph_status_.eager_steps < options_.graph_warmup_steps) return false;
+  largest_batch_ = std::max(largest_batch_, batch.input.size(0));
+  if (!graph_->ready()) {
+    if (graph_status_.eager_steps < options_.graph_warmup_steps) return false;
+    // Capture a full batch, never an epoch's short last one (full steps would then all run eagerly).
+    if (batch.input.size(0) < largest_batch_) return false;
+    const bool other_shape = !static_inputs_.empty() && (batch.input.shape() != static_inputs_[0].shape() ||
+                                                         batch.labels.shape() != static_labels_[0].shape());
+    if (other_shape) {  // nothing captured reads them yet
+      static_inputs_.clear();
+      static_labels_.clear();
+    }
+  }
   if (static_inputs_.empty()) {
     for (int64_t k = 0; k < options_.accum; ++k) {
       static_inputs_.push_back(Tensor::empty(batch.input.shape(), batch.input.dtype(), batch.input.device()));
@@ -155,8 +175,9 @@ bool Trainer::graph_step_wanted(const Batch& batch) {
 }
 
 void Trainer::stage_static_input(int64_t slot, const Batch& batch) {
-  Profiler::StageScope host(options_.profiler, Stage::h2d);
-  Profiler::DeviceScope dev(options_.profiler, Stage::h2d);
+  // Part of getting the batch to the step (a device-to-device copy of microseconds): counted as data wait on
+  // the host, and without a device mark, so "h2d" keeps meaning the loader's host-to-device copies.
+  Profiler::StageScope host(options_.profiler, Stage::data_wait);
   static_inputs_[static_cast<size_t>(slot)].copy_(batch.input);
   static_labels_[static_cast<size_t>(slot)].copy_(batch.labels);
 }
@@ -164,13 +185,8 @@ void Trainer::stage_static_input(int64_t slot, const Batch& batch) {
 Tensor Trainer::run_staged_eagerly(int64_t count) {
   Tensor step_loss;
   for (int64_t k = 0; k < count; ++k) {
-    const Tensor loss = run_micro_batch(static_inputs_[static_cast<size_t>(k)],
-                                        static_labels_[static_cast<size_t>(k)], k + 1 == options_.accum);
-    if (!step_loss.defined()) {
-      step_loss = loss.clone();
-    } else {
-      accumulate_into(step_loss, loss);
-    }
+    add_to(step_loss, run_micro_batch(static_inputs_[static_cast<size_t>(k)],
+                                      static_labels_[static_cast<size_t>(k)], k + 1 == options_.accum));
   }
   return step_loss;
 }
@@ -188,6 +204,18 @@ bool Trainer::run_graph_step() {
     return true;
   }
   const int64_t step_before = global_step_;
+  // The capture must record the casts of the half-precision weights: copies cached outside it (e.g. by an
+  // evaluation since the last optimizer step) would be read, frozen, by every replay.
+  advance_weight_version();
+  // Nothing captured ran: undo the host-side effects of the half-recorded step.
+  auto roll_back = [&] {
+    graph_->abort_capture();
+    if (prof) prof->abort_graph_capture();
+    global_step_ = step_before;
+    optimizer_.zero_grad();
+    scaler_.abandon_step();
+    advance_weight_version();
+  };
   try {
     if (prof) prof->begin_graph_capture();
     graph_->begin_capture();
@@ -199,17 +227,19 @@ bool Trainer::run_graph_step() {
     }
     graph_->end_capture(prof ? prof->end_graph_capture() : std::vector<void*>{});
     graph_step_loss_ = step_loss;
-  } catch (const Error& e) {
-    // Nothing captured ran: undo the host-side effects of the half-recorded step.
-    graph_->abort_capture();
-    if (prof) prof->abort_graph_capture();
-    global_step_ = step_before;
-    optimizer_.zero_grad();
-    scaler_.abandon_step();
-    advance_weight_version();
+  } catch (const GraphCaptureError& e) {
+    roll_back();
     LIFTOFF_CHECK(options_.cuda_graphs != GraphMode::on, GraphCaptureError, "--cuda-graphs on: ", e.what());
     disable_graphs(str_cat("capture failed: ", e.what()));
     return false;
+  } catch (const Error& e) {
+    roll_back();
+    if (options_.cuda_graphs == GraphMode::on) throw;  // keeps its type (e.g. OutOfMemoryError)
+    disable_graphs(str_cat("capture failed: ", e.what()));
+    return false;
+  } catch (...) {
+    roll_back();  // leave no capture open behind a foreign exception
+    throw;
   }
   graph_->replay();  // the first launch records the capture's own events
   graph_status_.used = true;
@@ -270,12 +300,7 @@ EpochResult Trainer::train_epoch(BatchSource& source, int64_t epoch,
     if (staged) {
       stage_static_input(pending, batch);
     } else {
-      const Tensor loss = run_micro_batch(batch.input, batch.labels, pending + 1 == options_.accum);
-      if (!step_loss.defined()) {
-        step_loss = loss.clone();
-      } else {
-        accumulate_into(step_loss, loss);
-      }
+      add_to(step_loss, run_micro_batch(batch.input, batch.labels, pending + 1 == options_.accum));
     }
     ++loss_count_;
     ++pending;
@@ -315,6 +340,10 @@ EpochResult Trainer::train_epoch(BatchSource& source, int64_t epoch,
     if (prof) prof->end_step(step_images);
   } else if (prof) {
     prof->abandon_step();  // the step opened before the final, empty next()
+  }
+  if (!graphs_possible_) {  // no step is staged now: the static inputs of a disabled graph can go
+    static_inputs_.clear();
+    static_labels_.clear();
   }
   synchronize(device);
   result.seconds = seconds_since(start);

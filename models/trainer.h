@@ -59,7 +59,7 @@ struct TrainerOptions {
   // Off by default in the library: a custom op launching work on a stream of its own would be left out of
   // the graph. tools/train defaults to auto (its models are known to capture).
   GraphMode cuda_graphs = GraphMode::off;
-  int64_t graph_warmup_steps = 3;  // eager optimizer steps before the capture (cuDNN plans, optimizer state)
+  int64_t graph_warmup_steps = 3;  // eager optimizer steps before the capture (>= 1: cuDNN plans, state)
 };
 
 struct StepProgress {
@@ -151,7 +151,8 @@ class Trainer {
   bool graphs_possible_ = true;  // false once disabled (the reason is in graph_status_)
   std::unique_ptr<CudaGraph> graph_;
   std::vector<Tensor> static_inputs_, static_labels_;  // one per micro-batch of a step, read by the graph
-  Tensor graph_step_loss_;  // written by each replay: the sum of the step's micro-batch losses
+  Tensor graph_step_loss_;     // written by each replay: the sum of the step's micro-batch losses
+  int64_t largest_batch_ = 0;  // rows of the largest micro-batch seen: the shape a capture uses
 };
 
 }  // namespace liftoff

@@ -58,11 +58,13 @@ CudaGraph::CudaGraph(Device device) : impl_(std::make_unique<Impl>()) {
 }
 
 CudaGraph::~CudaGraph() {
-  // No checks: destructors must not throw. Blocks of the private pool stay cached (they are few and small
-  // next to a step's activations, and a replay may still be queued).
+  // No checks: destructors must not throw. An in-flight replay finishes before its executable is freed.
   if (impl_->capturing) impl_->stop_capture(&impl_->graph);
   if (impl_->exec) cudaGraphExecDestroy(impl_->exec);
   if (impl_->graph) cudaGraphDestroy(impl_->graph);
+  // The pool's memory returns to the shared cache of the same stream: a later user is queued behind any
+  // replay still running there.
+  cuda::CachingAllocator::get().dissolve_private_pool(impl_->pool);
 }
 
 void CudaGraph::begin_capture() {
@@ -80,6 +82,7 @@ void CudaGraph::begin_capture() {
   }
   impl_->capturing = true;
   capturing_on_this_thread = true;
+  cuda::keep_workspaces_for_graphs(impl_->device);
 }
 
 void CudaGraph::end_capture(const std::vector<void*>& record_events) {
@@ -125,6 +128,9 @@ void CudaGraph::abort_capture() noexcept {
   impl_->stop_capture(&partial);
   if (partial) cudaGraphDestroy(partial);
   cudaGetLastError();
+  // Nothing captured ever ran: what the attempt allocated is free for anyone.
+  cuda::CachingAllocator::get().dissolve_private_pool(impl_->pool);
+  impl_->pool = cuda::CachingAllocator::get().create_private_pool();
 }
 
 bool CudaGraph::ready() const {

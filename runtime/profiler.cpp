@@ -364,6 +364,7 @@ std::vector<void*> Profiler::end_graph_capture() {
   if (!dev_) return out;
   out.swap(dev_->mode_events);
   dev_->mode = DeviceState::MarkMode::record;
+  graph_marks_dropped_ = dev_->count > 0 && dev_->slot_at(dev_->count - 1).incomplete;
 #endif
   return out;
 }
@@ -406,6 +407,8 @@ std::vector<void*> Profiler::replay_graph_marks() {
   }
   d.mode = DeviceState::MarkMode::record;
   d.mode_events.clear();
+  // Marks the capture dropped are not in the graph: this step's device figures would be short.
+  if (graph_marks_dropped_ && d.count > 0) d.slot_at(d.count - 1).incomplete = true;
 #endif
   return out;
 }

@@ -249,6 +249,7 @@ class Profiler {
     bool begin;
   };
   std::vector<GraphMarkCall> graph_calls_;  // the device-mark calls of the last captured graph
+  bool graph_marks_dropped_ = false;        // the capture dropped marks: its replays' figures are partial
 
   mutable std::mutex trace_mutex_;  // trace_ is also appended to by other threads
   std::vector<TraceSpan> trace_;

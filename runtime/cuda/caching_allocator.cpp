@@ -95,10 +95,33 @@ void CachingAllocator::free(void* ptr) {
   const Block block = it->second;
   live_.erase(it);
   // A graph's private blocks are written by every replay even while no tensor holds them: they stay
-  // "allocated" (in use, unavailable to others), so peaks measured over replays are true.
-  if (block.pool == 0) stats_locked(block.device).allocated -= block.size;
+  // "allocated" (in use, unavailable to others), so peaks measured over replays are true. A dissolved pool's
+  // blocks are ordinary ones again.
+  const bool dissolved = block.pool != 0 && dissolved_pools_.count(block.pool) > 0;
+  const int pool = dissolved ? 0 : block.pool;
+  if (pool == 0) stats_locked(block.device).allocated -= block.size;
   // Work queued on block.stream that still reads this memory runs before any later use on that stream.
-  cache_[PoolKey{block.device, block.stream, block.size, block.pool}].push_back(ptr);
+  cache_[PoolKey{block.device, block.stream, block.size, pool}].push_back(ptr);
+}
+
+void CachingAllocator::dissolve_private_pool(int pool) noexcept {
+  if (pool <= 0) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  dissolved_pools_.insert(pool);
+  for (auto it = cache_.begin(); it != cache_.end();) {
+    if (it->first.pool != pool) {
+      ++it;
+      continue;
+    }
+    PoolKey shared = it->first;
+    shared.pool = 0;
+    std::vector<void*>& into = cache_[shared];
+    for (void* p : it->second) {
+      into.push_back(p);
+      stats_locked(shared.device).allocated -= shared.size;  // counted while it belonged to the graph
+    }
+    it = cache_.erase(it);
+  }
 }
 
 int CachingAllocator::create_private_pool() {

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 #include <vector>
 
@@ -47,6 +48,10 @@ class CachingAllocator {
   // Routes allocations on (device, stream) to `pool` until end_private_pool; one pool per stream at a time.
   void begin_private_pool(int device, cudaStream_t stream, int pool);
   void end_private_pool(int device, cudaStream_t stream);
+  // Gives a pool's memory back to the shared cache of its stream (stream order keeps a graph still running
+  // there ahead of any new user); its blocks still held by tensors go there when freed. The pool must not be
+  // active. Never throws.
+  void dissolve_private_pool(int pool) noexcept;
   AllocatorStats stats(int device) const;
   void reset_peak(int device);
   // Tests: fill every new allocation with 0xFF bytes (NaN for floats) so unwritten outputs show up.
@@ -83,6 +88,7 @@ class CachingAllocator {
   std::map<PoolKey, std::vector<void*>> cache_;
   std::map<std::pair<int, cudaStream_t>, int> active_pool_;  // (device, stream) -> private pool
   int next_pool_ = 1;
+  std::set<int> dissolved_pools_;
   mutable std::unordered_map<int, AllocatorStats> stats_;
 };
 

@@ -20,6 +20,10 @@ struct DeviceContext {
   cudnnHandle_t cudnn = nullptr;
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
+  // Once a graph has been captured on the device, a superseded workspace may still be named by its nodes:
+  // it is kept (never reused) instead of freed.
+  bool graphs_captured = false;
+  std::vector<void*> retired_workspaces;
 };
 
 std::mutex& contexts_mutex() {
@@ -99,13 +103,22 @@ void* workspace(int device, size_t nbytes) {
   if (nbytes > ctx.workspace_bytes) {
     // Growing would free the old buffer while captured kernels still name it.
     check_not_capturing("Growing the cuBLAS/cuDNN workspace");
-    // Grow geometrically; the old buffer goes back to the cache in stream order.
+    // Grow geometrically; the old buffer goes back to the cache in stream order, unless a captured graph
+    // may use it.
     const size_t grown = std::max(nbytes, ctx.workspace_bytes * 2);
-    if (ctx.workspace) CachingAllocator::get().free(ctx.workspace);
+    if (ctx.workspace && ctx.graphs_captured) {
+      ctx.retired_workspaces.push_back(ctx.workspace);
+    } else if (ctx.workspace) {
+      CachingAllocator::get().free(ctx.workspace);
+    }
     ctx.workspace = CachingAllocator::get().allocate(grown, device, ctx.compute);
     ctx.workspace_bytes = grown;
   }
   return ctx.workspace;
+}
+
+void keep_workspaces_for_graphs(int device) {
+  context(device).graphs_captured = true;
 }
 
 void synchronize(int device) {

@@ -30,6 +30,9 @@ cublasHandle_t cublas_handle(int device);
 cudnnHandle_t cudnn_handle(int device);
 // Scratch memory for cuBLAS/cuDNN workspaces, grown on demand, owned by the device's context.
 void* workspace(int device, size_t nbytes);
+// Called when a CUDA graph is captured on the device: from then on a workspace that grows keeps its old
+// buffer alive (the graph's nodes name it) instead of returning it to the allocator.
+void keep_workspaces_for_graphs(int device);
 
 // Blocks the host until all work queued on the device's streams is done.
 void synchronize(int device);

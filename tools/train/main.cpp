@@ -387,10 +387,12 @@ int run(const Flags& f) {
           : "";
   if (f.profile) std::printf("%s", report.render_table().c_str());
   if (!f.profile && device.is_cuda()) {  // the table says it otherwise
-    std::printf("CUDA graphs: %s\n", gs.used ? str_cat(gs.graph_steps, " steps replayed, ", gs.eager_steps,
-                                                       " eager (captured at step ", gs.captured_at_step, ")")
-                                                   .c_str()
-                                             : str_cat("not used (", gs.reason, ")").c_str());
+    std::printf(
+        "CUDA graphs: %s\n",
+        gs.used ? str_cat(gs.graph_steps, " steps replayed, ", gs.eager_steps, " eager (captured at step ",
+                          gs.captured_at_step, ")")
+                      .c_str()
+                : str_cat("not used (", gs.reason.empty() ? "no step was captured" : gs.reason, ")").c_str());
   }
   if (trainer.scaler().enabled()) {
     std::printf("amp: %s, loss scale %g (%s), %lld optimizer steps skipped for inf/NaN gradients\n",
