@@ -38,6 +38,8 @@ class BatchNorm2d : public Module {
  public:
   explicit BatchNorm2d(int64_t channels, double eps = 1e-5, double momentum = 0.1);
   Tensor forward(const Tensor& x) override;
+  // relu(forward(x) + residual) as one op (ops/batch_norm2d: batch_norm2d_relu); residual may be undefined.
+  Tensor forward_relu(const Tensor& x, const Tensor& residual = Tensor());
   std::string type_name() const override { return "BatchNorm2d"; }
   const Tensor& weight() const { return weight_; }
   const Tensor& bias() const { return bias_; }
@@ -46,6 +48,7 @@ class BatchNorm2d : public Module {
   const Tensor& num_batches_tracked() const { return num_batches_tracked_; }
 
  private:
+  void count_batch();  // num_batches_tracked += 1 in training mode, on the device
   double eps_, momentum_;
   Tensor weight_, bias_, running_mean_, running_var_, num_batches_tracked_;
   Tensor one_;  // the i64 increment of num_batches_tracked, on its device (not state)

@@ -1,9 +1,30 @@
 #include "models/zoo.h"
 
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
 #include "ops/ops.h"
 #include "runtime/error.h"
 
 namespace liftoff {
+
+namespace {
+std::atomic<int>& fused_bn_relu_setting() {
+  static std::atomic<int> setting{[] {
+    const char* text = std::getenv("LIFTOFF_FUSED_BN_RELU");
+    return text != nullptr && std::string(text) == "1" ? 1 : 0;
+  }()};
+  return setting;
+}
+}  // namespace
+
+bool fused_batch_norm_relu() {
+  return fused_bn_relu_setting().load(std::memory_order_relaxed) != 0;
+}
+void set_fused_batch_norm_relu(bool on) {
+  fused_bn_relu_setting().store(on ? 1 : 0, std::memory_order_relaxed);
+}
 
 SimpleCNN::SimpleCNN(int64_t in_channels, int64_t classes, int64_t image_size, Generator& gen) {
   LIFTOFF_CHECK(image_size >= 4, ValueError, "simple_cnn: image_size must be >= 4 (two 2x2 max pools), got ",
@@ -37,6 +58,10 @@ BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, Genera
 }
 
 Tensor BasicBlock::forward(const Tensor& x) {
+  if (fused_batch_norm_relu()) {
+    const Tensor y = bn1_->forward_relu(conv1_->forward(x));
+    return bn2_->forward_relu(conv2_->forward(y), shortcut_->forward(x));
+  }
   Tensor y = relu(bn1_->forward(conv1_->forward(x)));
   y = bn2_->forward(conv2_->forward(y));
   return relu(add(y, shortcut_->forward(x)));
@@ -63,7 +88,8 @@ ResNet::ResNet(int64_t blocks_per_stage, int64_t in_channels, int64_t classes, G
 }
 
 Tensor ResNet::forward(const Tensor& x) {
-  Tensor y = relu(bn1_->forward(conv1_->forward(x)));
+  Tensor y = fused_batch_norm_relu() ? bn1_->forward_relu(conv1_->forward(x))
+                                     : relu(bn1_->forward(conv1_->forward(x)));
   y = layer3_->forward(layer2_->forward(layer1_->forward(y)));
   return fc_->forward(global_avg_pool2d(y));
 }

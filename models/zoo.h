@@ -58,6 +58,12 @@ class ResNet : public Module {
   std::shared_ptr<Linear> fc_;
 };
 
+// Whether ResNet blocks run batch norm + (residual add +) ReLU as one op (batch_norm2d_relu): fewer passes
+// and kernel launches, same values in f32/f64. Off unless LIFTOFF_FUSED_BN_RELU=1 (read once) or
+// set_fused_batch_norm_relu(true); it stays off by default until measured on a GPU (docs/perf.md).
+bool fused_batch_norm_relu();
+void set_fused_batch_norm_relu(bool on);
+
 // The names make_model knows: simple_cnn, resnet20, resnet32, resnet44, resnet56.
 std::vector<std::string> model_names();
 

@@ -26,9 +26,12 @@ void check_param(const Tensor& x, const char* name, const Tensor& p, const Tenso
 }
 }  // namespace
 
-Tensor batch_norm2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
-                    const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,
-                    double eps) {
+namespace {
+// batch_norm2d with an optional fused epilogue (residual add, ReLU); the checks and the autograd node of
+// both.
+Tensor batch_norm_impl(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
+                       const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,
+                       double eps, const Tensor& residual_in, bool relu) {
   LIFTOFF_CHECK(x_in.defined() && weight_in.defined() && bias_in.defined(), ValueError,
                 "batch_norm2d: input, weight and bias must be defined tensors");
   LIFTOFF_CHECK(x_in.dim() == 4, ShapeError, "batch_norm2d: expected input [N, C, H, W], got ",
@@ -61,31 +64,62 @@ Tensor batch_norm2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& b
   LIFTOFF_CHECK(momentum >= 0.0 && momentum <= 1.0, ValueError, "batch_norm2d: momentum ", momentum,
                 " is outside [0, 1]");
 
+  if (residual_in.defined()) {
+    LIFTOFF_CHECK(residual_in.shape() == x_in.shape() && residual_in.dtype() == xt &&
+                      residual_in.device() == x_in.device(),
+                  ShapeError, "batch_norm2d_relu: residual ", describe(residual_in), " must match the input ",
+                  describe(x_in));
+  }
+
   const Tensor x = x_in.contiguous();
   const Tensor weight = weight_in.contiguous();
   const Tensor bias = bias_in.contiguous();
+  BnEpilogue epilogue;
+  if (residual_in.defined()) epilogue.residual = residual_in.contiguous();
+  epilogue.relu = relu;
   const int64_t channels = x.size(1);
   const DType stat_dtype = xt == DType::f64 ? DType::f64 : DType::f32;
   Tensor y = Tensor::empty(x.shape(), xt, x.device());
   Tensor save_mean = Tensor::empty({channels}, stat_dtype, x.device());
   Tensor save_invstd = Tensor::empty({channels}, stat_dtype, x.device());
   LIFTOFF_DISPATCH(x.device(), batch_norm_forward, x, weight, bias, running_mean, running_var, training,
-                   momentum, eps, y, save_mean, save_invstd);
-  if (should_record({x, weight, bias})) {
-    record(y, "batch_norm2d", {x, weight, bias},
-           [x_saved = x.detach(), w_saved = weight.detach(), save_mean, save_invstd, training](
-               const Tensor& gy, const NeedsGrad& needs) {
+                   momentum, eps, epilogue, y, save_mean, save_invstd);
+  std::vector<Tensor> inputs{x, weight, bias};
+  if (epilogue.residual.defined()) inputs.push_back(epilogue.residual);
+  if (should_record(inputs)) {
+    // With the ReLU fused, backward needs the output (its mask), which the node keeps instead of an extra
+    // pre-activation tensor.
+    record(y, relu ? "batch_norm2d_relu" : "batch_norm2d", inputs,
+           [x_saved = x.detach(), w_saved = weight.detach(), y_saved = relu ? y.detach() : Tensor(),
+            save_mean, save_invstd, training](const Tensor& gy, const NeedsGrad& needs) {
              const Tensor grad_y = gy.to(x_saved.dtype()).contiguous();
-             Tensor gx, gw, gb;
+             Tensor gx, gw, gb, gres;
              if (needs[0]) gx = Tensor::empty(x_saved.shape(), x_saved.dtype(), x_saved.device());
              if (needs[1]) gw = Tensor::empty(w_saved.shape(), w_saved.dtype(), w_saved.device());
              if (needs[2]) gb = Tensor::empty(w_saved.shape(), w_saved.dtype(), w_saved.device());
+             if (needs.size() > 3 && needs[3])
+               gres = Tensor::empty(x_saved.shape(), x_saved.dtype(), x_saved.device());
              LIFTOFF_DISPATCH(x_saved.device(), batch_norm_backward, x_saved, grad_y, w_saved, save_mean,
-                              save_invstd, training, gx, gw, gb);
-             return std::vector<Tensor>{gx, gw, gb};
+                              save_invstd, training, y_saved, gx, gw, gb, gres);
+             std::vector<Tensor> grads{gx, gw, gb};
+             if (needs.size() > 3) grads.push_back(gres);
+             return grads;
            });
   }
   return y;
+}
+}  // namespace
+
+Tensor batch_norm2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                    const Tensor& running_var, bool training, double momentum, double eps) {
+  return batch_norm_impl(x, weight, bias, running_mean, running_var, training, momentum, eps, Tensor(),
+                         false);
+}
+
+Tensor batch_norm2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                         const Tensor& running_mean, const Tensor& running_var, bool training,
+                         double momentum, double eps, const Tensor& residual) {
+  return batch_norm_impl(x, weight, bias, running_mean, running_var, training, momentum, eps, residual, true);
 }
 
 }  // namespace liftoff

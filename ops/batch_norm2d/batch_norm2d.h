@@ -16,4 +16,11 @@ namespace liftoff {
 Tensor batch_norm2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                     const Tensor& running_var, bool training, double momentum = 0.1, double eps = 1e-5);
 
+// relu(batch_norm2d(x, ...) + residual) in one pass over the output (residual: x's shape, dtype and device,
+// or undefined for relu(batch_norm2d(x, ...))). Same values as the three ops for f32/f64; for f16/bf16 the
+// sum is rounded once instead of twice. Backward masks with the output and gives residual its gradient.
+Tensor batch_norm2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                         const Tensor& running_mean, const Tensor& running_var, bool training,
+                         double momentum = 0.1, double eps = 1e-5, const Tensor& residual = Tensor());
+
 }  // namespace liftoff

@@ -122,7 +122,8 @@ using OutPlane = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
 
 void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                         const Tensor& running_var, bool training, double momentum, double eps,
-                        const Tensor& y, const Tensor& save_mean, const Tensor& save_invstd) {
+                        const BnEpilogue& epilogue, const Tensor& y, const Tensor& save_mean,
+                        const Tensor& save_invstd) {
   dispatch_float(x.dtype(), "batch_norm2d", [&](auto tag) {
     using T = decltype(tag);  // weight, running stats and saved stats share x's dtype on the CPU
     const int64_t batch = x.size(0), channels = x.size(1), hw = x.size(2) * x.size(3);
@@ -134,6 +135,8 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
     T* rv = running_var.defined() ? running_var.data<T>() : nullptr;
     T* sm = save_mean.data<T>();
     T* si = save_invstd.data<T>();
+    const T* res = epilogue.residual.defined() ? epilogue.residual.data<T>() : nullptr;
+    const bool relu = epilogue.relu;
     const double count = static_cast<double>(batch * hw);
     parallel_for(0, channels, 1, [&](int64_t lo, int64_t hi) {
       for (int64_t c = lo; c < hi; ++c) {
@@ -162,7 +165,10 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
         const T shift_t = static_cast<T>(static_cast<double>(b[c]) - mean * scale);
         for (int64_t n = 0; n < batch; ++n) {
           const int64_t base = (n * channels + c) * hw;
-          OutPlane<T>(out + base, hw) = Plane<T>(in + base, hw) * scale_t + shift_t;
+          OutPlane<T> o(out + base, hw);
+          o = Plane<T>(in + base, hw) * scale_t + shift_t;
+          if (res != nullptr) o += Plane<T>(res + base, hw);
+          if (relu) o = o.max(T(0));
         }
       }
     });
@@ -170,13 +176,24 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
 }
 
 void batch_norm_backward(const Tensor& x, const Tensor& grad_y, const Tensor& weight, const Tensor& save_mean,
-                         const Tensor& save_invstd, bool training, const Tensor& grad_x,
-                         const Tensor& grad_weight, const Tensor& grad_bias) {
+                         const Tensor& save_invstd, bool training, const Tensor& y_relu, const Tensor& grad_x,
+                         const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_residual) {
   dispatch_float(x.dtype(), "batch_norm2d backward", [&](auto tag) {
     using T = decltype(tag);
     const int64_t batch = x.size(0), channels = x.size(1), hw = x.size(2) * x.size(3);
     const T* in = x.data<T>();
-    const T* gy = grad_y.data<T>();
+    // A fused ReLU passes gradients where its output was positive: mask first (the residual's gradient is
+    // that masked gradient), then the batch-norm backward as usual.
+    Tensor masked;
+    if (y_relu.defined()) {
+      masked = Tensor::empty(grad_y.shape(), grad_y.dtype(), grad_y.device());
+      const Eigen::Index n = static_cast<Eigen::Index>(grad_y.numel());
+      OutPlane<T>(masked.data<T>(), n) =
+          (Plane<T>(y_relu.data<T>(), n) > T(0)).select(Plane<T>(grad_y.data<T>(), n), T(0));
+    }
+    const Tensor& g_eff = y_relu.defined() ? masked : grad_y;
+    if (grad_residual.defined()) std::memcpy(grad_residual.data<T>(), g_eff.data<T>(), g_eff.nbytes());
+    const T* gy = g_eff.data<T>();
     const T* w = weight.data<T>();
     const T* sm = save_mean.data<T>();
     const T* si = save_invstd.data<T>();

@@ -163,17 +163,28 @@ __global__ void running_stats_kernel(const W* running_mean, const W* running_var
 // Grid: x = sample * channels + channel (one plane), y = pixel blocks; one modulo per block, not per element.
 template <class T, class W, class A>
 __global__ void normalize_kernel(const T* x, const A* mean, const A* invstd, const W* weight, const W* bias,
-                                 int64_t channels, int64_t hw, T* y) {
+                                 int64_t channels, int64_t hw, const T* residual, bool relu, T* y) {
   const int64_t plane = blockIdx.x;
   const int64_t c = plane % channels;
   const A scale = convert<A>(weight[c]) * invstd[c];
   const A shift = convert<A>(bias[c]) - mean[c] * scale;
   const T* src = x + plane * hw;
+  const T* res = residual != nullptr ? residual + plane * hw : nullptr;
   T* dst = y + plane * hw;
   for (int64_t k = blockIdx.y * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < hw;
        k += static_cast<int64_t>(gridDim.y) * blockDim.x) {
-    dst[k] = convert<T>(convert<A>(src[k]) * scale + shift);
+    A v = convert<A>(src[k]) * scale + shift;
+    if (res != nullptr) v += convert<A>(res[k]);
+    if (relu) v = v > A(0) ? v : A(0);
+    dst[k] = convert<T>(v);
   }
+}
+
+// The gradient reaching the batch norm: gy, or gy where the fused ReLU passed (its output y > 0).
+template <class T, class A>
+__device__ __forceinline__ A masked_grad(const T* gy, const T* y_relu, int64_t i) {
+  const A g = convert<A>(gy[i]);
+  return y_relu != nullptr && !(convert<A>(y_relu[i]) > A(0)) ? A(0) : g;
 }
 
 // Per channel: grad_weight, grad_bias, and gx = k1 * (gy - k2 - (x - mean) * k3) coefficients.
@@ -205,8 +216,8 @@ struct GradFinalize {
 // Block (s, c): sums of gy and gy * (x - mean) over its positions of channel c; the last block of the
 // channel finalizes.
 template <class T, class A, class W>
-__global__ void grad_partial_kernel(const T* x, const T* gy, const A* mean, int64_t channels, int64_t hw,
-                                    int64_t count, int64_t chunk, A* partial, unsigned* done,
+__global__ void grad_partial_kernel(const T* x, const T* gy, const T* y_relu, const A* mean, int64_t channels,
+                                    int64_t hw, int64_t count, int64_t chunk, A* partial, unsigned* done,
                                     GradFinalize<A, W> finalize) {
   const int64_t c = blockIdx.y;
   const int64_t begin = blockIdx.x * chunk;
@@ -216,7 +227,7 @@ __global__ void grad_partial_kernel(const T* x, const T* gy, const A* mean, int6
   ChannelWalk walk(begin + threadIdx.x, blockDim.x, hw);
   for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
     const int64_t i = walk.offset(channels, c);
-    const A g = convert<A>(gy[i]);
+    const A g = masked_grad<T, A>(gy, y_relu, i);
     sum_dy += g;
     sum_dy_xmu += g * (convert<A>(x[i]) - m);
     walk.advance();
@@ -246,16 +257,17 @@ __global__ void grad_partial_kernel(const T* x, const T* gy, const A* mean, int6
 }
 
 template <class T, class A>
-__global__ void grad_input_kernel(const T* x, const T* gy, const A* mean, const A* coeff, int64_t channels,
-                                  int64_t hw, T* gx) {
+__global__ void grad_input_kernel(const T* x, const T* gy, const T* y_relu, const A* mean, const A* coeff,
+                                  int64_t channels, int64_t hw, T* gx, T* g_residual) {
   const int64_t plane = blockIdx.x;
   const int64_t c = plane % channels;
   const A m = mean[c], k1 = coeff[c * 3], k2 = coeff[c * 3 + 1], k3 = coeff[c * 3 + 2];
   const int64_t base = plane * hw;
   for (int64_t k = blockIdx.y * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < hw;
        k += static_cast<int64_t>(gridDim.y) * blockDim.x) {
-    const A xmu = convert<A>(x[base + k]) - m;
-    gx[base + k] = convert<T>(k1 * (convert<A>(gy[base + k]) - k2 - xmu * k3));
+    const A g = masked_grad<T, A>(gy, y_relu, base + k);
+    if (g_residual != nullptr) g_residual[base + k] = convert<T>(g);
+    if (gx != nullptr) gx[base + k] = convert<T>(k1 * (g - k2 - (convert<A>(x[base + k]) - m) * k3));
   }
 }
 
@@ -300,8 +312,9 @@ unsigned channel_blocks(int64_t channels) {
 
 template <class T, class W>
 void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
-                   const Tensor& running_var, bool training, double momentum, double eps, const Tensor& y,
-                   const Tensor& save_mean, const Tensor& save_invstd) {
+                   const Tensor& running_var, bool training, double momentum, double eps,
+                   const BnEpilogue& epilogue, const Tensor& y, const Tensor& save_mean,
+                   const Tensor& save_invstd) {
   using A = acc_t<T>;
   const int device = x.device().index;
   cudaStream_t stream = compute_stream(device);
@@ -332,14 +345,16 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
   const PlaneGrid pg = plane_grid(batch * channels, hw);
   normalize_kernel<T, W, A><<<pg.grid, pg.block, 0, stream>>>(
       static_cast<const T*>(x.raw_data()), sm, si, static_cast<const W*>(weight.raw_data()),
-      static_cast<const W*>(bias.raw_data()), channels, hw, static_cast<T*>(y.raw_data()));
+      static_cast<const W*>(bias.raw_data()), channels, hw,
+      epilogue.residual.defined() ? static_cast<const T*>(epilogue.residual.raw_data()) : nullptr,
+      epilogue.relu, static_cast<T*>(y.raw_data()));
   LIFTOFF_LAUNCH_CHECK();
 }
 
 template <class T, class W>
 void backward_typed(const Tensor& x, const Tensor& grad_y, const Tensor& weight, const Tensor& save_mean,
-                    const Tensor& save_invstd, bool training, const Tensor& grad_x, const Tensor& grad_weight,
-                    const Tensor& grad_bias) {
+                    const Tensor& save_invstd, bool training, const Tensor& y_relu, const Tensor& grad_x,
+                    const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_residual) {
   using A = acc_t<T>;
   const int device = x.device().index;
   cudaStream_t stream = compute_stream(device);
@@ -349,6 +364,7 @@ void backward_typed(const Tensor& x, const Tensor& grad_y, const Tensor& weight,
                 " channels exceed the CUDA grid");
   const A* sm = static_cast<const A*>(save_mean.raw_data());
   const A* si = static_cast<const A*>(save_invstd.raw_data());
+  const T* mask = y_relu.defined() ? static_cast<const T*>(y_relu.raw_data()) : nullptr;
   const int splits = splits_for(device, std::max<int64_t>(count, 1), channels);
   const int64_t chunk = (count + splits - 1) / splits;
   const Tensor partial = Tensor::empty({channels, splits, 2}, DTypeOf<A>::value, x.device());
@@ -361,14 +377,16 @@ void backward_typed(const Tensor& x, const Tensor& grad_y, const Tensor& weight,
                                     grad_bias.defined() ? static_cast<W*>(grad_bias.raw_data()) : nullptr,
                                     static_cast<A*>(coeff.raw_data())};
   grad_partial_kernel<T, A, W><<<dim3(splits, static_cast<unsigned>(channels)), kReduceBlock, 0, stream>>>(
-      static_cast<const T*>(x.raw_data()), static_cast<const T*>(grad_y.raw_data()), sm, channels, hw, count,
-      chunk, static_cast<A*>(partial.raw_data()), channel_counters(device), finalize);
+      static_cast<const T*>(x.raw_data()), static_cast<const T*>(grad_y.raw_data()), mask, sm, channels, hw,
+      count, chunk, static_cast<A*>(partial.raw_data()), channel_counters(device), finalize);
   LIFTOFF_LAUNCH_CHECK();
-  if (!grad_x.defined() || count == 0) return;
+  if ((!grad_x.defined() && !grad_residual.defined()) || count == 0) return;
   const PlaneGrid pg = plane_grid(batch * channels, hw);
   grad_input_kernel<T, A><<<pg.grid, pg.block, 0, stream>>>(
-      static_cast<const T*>(x.raw_data()), static_cast<const T*>(grad_y.raw_data()), sm,
-      static_cast<const A*>(coeff.raw_data()), channels, hw, static_cast<T*>(grad_x.raw_data()));
+      static_cast<const T*>(x.raw_data()), static_cast<const T*>(grad_y.raw_data()), mask, sm,
+      static_cast<const A*>(coeff.raw_data()), channels, hw,
+      grad_x.defined() ? static_cast<T*>(grad_x.raw_data()) : nullptr,
+      grad_residual.defined() ? static_cast<T*>(grad_residual.raw_data()) : nullptr);
   LIFTOFF_LAUNCH_CHECK();
 }
 
@@ -390,23 +408,24 @@ void dispatch_bn(const Tensor& x, const Tensor& weight, const char* op, Fn&& fn)
 
 void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                         const Tensor& running_var, bool training, double momentum, double eps,
-                        const Tensor& y, const Tensor& save_mean, const Tensor& save_invstd) {
+                        const BnEpilogue& epilogue, const Tensor& y, const Tensor& save_mean,
+                        const Tensor& save_invstd) {
   DeviceGuard guard(x.device().index);
   if (x.size(1) == 0) return;
   dispatch_bn(x, weight, "batch_norm2d", [&](auto t, auto w) {
     forward_typed<decltype(t), decltype(w)>(x, weight, bias, running_mean, running_var, training, momentum,
-                                            eps, y, save_mean, save_invstd);
+                                            eps, epilogue, y, save_mean, save_invstd);
   });
 }
 
 void batch_norm_backward(const Tensor& x, const Tensor& grad_y, const Tensor& weight, const Tensor& save_mean,
-                         const Tensor& save_invstd, bool training, const Tensor& grad_x,
-                         const Tensor& grad_weight, const Tensor& grad_bias) {
+                         const Tensor& save_invstd, bool training, const Tensor& y_relu, const Tensor& grad_x,
+                         const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_residual) {
   DeviceGuard guard(x.device().index);
   if (x.size(1) == 0) return;
   dispatch_bn(x, weight, "batch_norm2d backward", [&](auto t, auto w) {
-    backward_typed<decltype(t), decltype(w)>(x, grad_y, weight, save_mean, save_invstd, training, grad_x,
-                                             grad_weight, grad_bias);
+    backward_typed<decltype(t), decltype(w)>(x, grad_y, weight, save_mean, save_invstd, training, y_relu,
+                                             grad_x, grad_weight, grad_bias, grad_residual);
   });
 }
 

@@ -5,21 +5,32 @@
 #include "runtime/tensor.h"
 
 namespace liftoff {
+
+// A fused epilogue: y = bn(x) (+ residual) (then max(., 0) when relu). residual: x's shape and dtype, or
+// undefined. Backward then takes y_relu (the forward output, when relu was fused: gradients pass where it is
+// > 0) and fills grad_residual (the gradient reaching bn + residual), when defined.
+struct BnEpilogue {
+  Tensor residual;
+  bool relu = false;
+};
+
 namespace cpu {
 void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                         const Tensor& running_var, bool training, double momentum, double eps,
-                        const Tensor& y, const Tensor& save_mean, const Tensor& save_invstd);
-// gx, gweight, gbias: each preallocated, or undefined when not needed.
+                        const BnEpilogue& epilogue, const Tensor& y, const Tensor& save_mean,
+                        const Tensor& save_invstd);
+// gx, gweight, gbias, grad_residual: each preallocated, or undefined when not needed.
 void batch_norm_backward(const Tensor& x, const Tensor& grad_y, const Tensor& weight, const Tensor& save_mean,
-                         const Tensor& save_invstd, bool training, const Tensor& grad_x,
-                         const Tensor& grad_weight, const Tensor& grad_bias);
+                         const Tensor& save_invstd, bool training, const Tensor& y_relu, const Tensor& grad_x,
+                         const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_residual);
 }  // namespace cpu
 namespace cuda {
 void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                         const Tensor& running_var, bool training, double momentum, double eps,
-                        const Tensor& y, const Tensor& save_mean, const Tensor& save_invstd);
+                        const BnEpilogue& epilogue, const Tensor& y, const Tensor& save_mean,
+                        const Tensor& save_invstd);
 void batch_norm_backward(const Tensor& x, const Tensor& grad_y, const Tensor& weight, const Tensor& save_mean,
-                         const Tensor& save_invstd, bool training, const Tensor& grad_x,
-                         const Tensor& grad_weight, const Tensor& grad_bias);
+                         const Tensor& save_invstd, bool training, const Tensor& y_relu, const Tensor& grad_x,
+                         const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_residual);
 }  // namespace cuda
 }  // namespace liftoff

@@ -42,6 +42,27 @@ TEST(BatchNorm2dCuda, TrainingMatchesCpu) {
   }
 }
 
+TEST(BatchNorm2dReluCuda, FusedEpilogueMatchesCpu) {
+  LIFTOFF_REQUIRE_CUDA();
+  for (const Shape& shape : {Shape{64, 16, 7, 7}, Shape{8, 32, 14, 14}}) {
+    const BnInputs in = make_inputs(shape, 7);
+    const Tensor residual = testing::random_tensor(shape, 99, -1, 1, DType::f32).set_requires_grad(true);
+    auto fn = [](const std::vector<Tensor>& t) {
+      return batch_norm2d_relu(t[0], t[1], t[2], Tensor(), Tensor(), true, 0.1, 1e-5, t[3]);
+    };
+    EXPECT_TRUE(testing::cuda_parity(fn, {in.x, in.w.detach(), in.b.detach(), residual},
+                                     {/*atol=*/1e-4, /*rtol=*/1e-4}))
+        << shape_str(shape);
+    EXPECT_TRUE(testing::cuda_parity(fn, {in.x, in.w, in.b, residual}, {/*atol=*/2e-3, /*rtol=*/1e-4}))
+        << shape_str(shape);
+    auto no_residual = [](const std::vector<Tensor>& t) {
+      return batch_norm2d_relu(t[0], t[1], t[2], Tensor(), Tensor(), true);
+    };
+    EXPECT_TRUE(testing::cuda_parity(no_residual, {in.x, in.w, in.b}, {/*atol=*/2e-3, /*rtol=*/1e-4}))
+        << shape_str(shape);
+  }
+}
+
 TEST(BatchNorm2dCuda, EvalMatchesCpu) {
   LIFTOFF_REQUIRE_CUDA();
   const BnInputs in = make_inputs({16, 8, 5, 5}, 10);

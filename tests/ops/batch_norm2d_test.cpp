@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "ops/add/add.h"
+#include "ops/relu/relu.h"
 #include "runtime/autograd.h"
 #include "tests/common/gradcheck.h"
 
@@ -94,6 +96,60 @@ TEST(BatchNorm2d, GradcheckTraining) {
         return batch_norm2d(in[0], in[1], in[2], Tensor(), Tensor(), true);
       },
       {x, w, b}));
+}
+
+TEST(BatchNorm2dRelu, GradcheckWithAndWithoutResidual) {
+  // Values spread well away from 0 after normalisation, so no finite-difference step crosses the ReLU's kink.
+  const Tensor x = testing::random_tensor({2, 3, 2, 2}, 13).set_requires_grad(true);
+  const Tensor w = testing::random_tensor({3}, 14, 0.5, 1.5).set_requires_grad(true);
+  const Tensor b = testing::random_tensor({3}, 15).set_requires_grad(true);
+  const Tensor r = testing::random_tensor({2, 3, 2, 2}, 16).set_requires_grad(true);
+  EXPECT_TRUE(testing::gradcheck(
+      [](const std::vector<Tensor>& in) {
+        return batch_norm2d_relu(in[0], in[1], in[2], Tensor(), Tensor(), true, 0.1, 1e-5, in[3]);
+      },
+      {x, w, b, r}));
+  EXPECT_TRUE(testing::gradcheck(
+      [](const std::vector<Tensor>& in) {
+        return batch_norm2d_relu(in[0], in[1], in[2], Tensor(), Tensor(), true);
+      },
+      {x, w, b}));
+}
+
+// The fused op is the three-op form, value for value, in f32 (forward, every gradient, running statistics).
+TEST(BatchNorm2dRelu, EqualsBatchNormAddReluInF32) {
+  for (bool with_residual : {false, true}) {
+    auto make = [](uint64_t seed) {
+      return std::vector<Tensor>{
+          testing::random_tensor({4, 5, 6, 7}, seed, -1, 3, DType::f32).set_requires_grad(true),
+          testing::random_tensor({5}, seed + 1, 0.5, 1.5, DType::f32).set_requires_grad(true),
+          testing::random_tensor({5}, seed + 2, -1, 1, DType::f32).set_requires_grad(true),
+          testing::random_tensor({4, 5, 6, 7}, seed + 3, -1, 1, DType::f32).set_requires_grad(true)};
+    };
+    const std::vector<Tensor> a = make(21), b = make(21);
+    Tensor rm_a = Tensor::zeros({5}), rv_a = Tensor::ones({5}), rm_b = Tensor::zeros({5}),
+           rv_b = Tensor::ones({5});
+    const Tensor gy = testing::random_tensor({4, 5, 6, 7}, 40, -1, 1, DType::f32);
+    const Tensor fused =
+        batch_norm2d_relu(a[0], a[1], a[2], rm_a, rv_a, true, 0.1, 1e-5, with_residual ? a[3] : Tensor());
+    Tensor plain = batch_norm2d(b[0], b[1], b[2], rm_b, rv_b, true);
+    if (with_residual) plain = add(plain, b[3]);
+    plain = relu(plain);
+    EXPECT_TRUE(testing::all_close(fused, plain, 0, 0));
+    fused.backward(gy);
+    plain.backward(gy);
+    for (size_t i = 0; i < (with_residual ? 4u : 3u); ++i) {
+      EXPECT_TRUE(testing::all_close(a[i].grad(), b[i].grad(), 0, 0)) << "input " << i;
+    }
+    EXPECT_TRUE(testing::all_close(rm_a, rm_b, 0, 0));
+    EXPECT_TRUE(testing::all_close(rv_a, rv_b, 0, 0));
+  }
+}
+
+TEST(BatchNorm2dRelu, RejectsAResidualOfAnotherShape) {
+  const Tensor x = Tensor::ones({2, 3, 4, 4}), w = Tensor::ones({3}), b = Tensor::zeros({3});
+  EXPECT_THROW(batch_norm2d_relu(x, w, b, Tensor(), Tensor(), true, 0.1, 1e-5, Tensor::ones({2, 3, 4, 5})),
+               ShapeError);
 }
 
 TEST(BatchNorm2d, GradcheckEval) {
