@@ -184,16 +184,17 @@ void batch_norm_backward(const Tensor& x, const Tensor& grad_y, const Tensor& we
     const T* in = x.data<T>();
     // A fused ReLU passes gradients where its output was positive: mask first (the residual's gradient is
     // that masked gradient), then the batch-norm backward as usual.
-    Tensor masked;
+    // The masked gradient is written once, into grad_residual when the residual wants it.
+    Tensor masked = grad_residual;
     if (y_relu.defined()) {
-      masked = Tensor::empty(grad_y.shape(), grad_y.dtype(), grad_y.device());
+      if (!masked.defined()) masked = Tensor::empty(grad_y.shape(), grad_y.dtype(), grad_y.device());
       const Eigen::Index n = static_cast<Eigen::Index>(grad_y.numel());
       OutPlane<T>(masked.data<T>(), n) =
           (Plane<T>(y_relu.data<T>(), n) > T(0)).select(Plane<T>(grad_y.data<T>(), n), T(0));
+    } else if (masked.defined()) {
+      std::memcpy(masked.data<T>(), grad_y.data<T>(), grad_y.nbytes());
     }
-    const Tensor& g_eff = y_relu.defined() ? masked : grad_y;
-    if (grad_residual.defined()) std::memcpy(grad_residual.data<T>(), g_eff.data<T>(), g_eff.nbytes());
-    const T* gy = g_eff.data<T>();
+    const T* gy = y_relu.defined() ? masked.data<T>() : grad_y.data<T>();
     const T* w = weight.data<T>();
     const T* sm = save_mean.data<T>();
     const T* si = save_invstd.data<T>();
