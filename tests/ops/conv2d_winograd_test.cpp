@@ -78,6 +78,7 @@ TEST(Conv2dWinograd, MatchesExactPath) {
       {1, 8, 8, 1, 1},       // a single pixel
       {2, 9, 10, 2, 3},      //
       {40, 16, 16, 14, 14},  // several blocks per thread, a partial last block
+      {2, 8, 8, 5, 61},      // wide: 31 tiles a row, three vectors of the AVX-512 input transform
   };
   for (bool portable : {false, true}) {
     // The AVX-512 transforms where the CPU has them, then the portable ones.
