@@ -118,10 +118,6 @@ Tensor Trainer::run_micro_batch(const Tensor& input, const Tensor& labels, bool 
   return loss.detach();
 }
 
-void Trainer::add_step_loss(const Tensor& step_loss) {
-  add_to(loss_sum_, step_loss);
-}
-
 void Trainer::disable_graphs(const std::string& reason) {
   graphs_possible_ = false;
   graph_status_.reason = reason;
@@ -130,7 +126,7 @@ void Trainer::disable_graphs(const std::string& reason) {
   // static_inputs_ stay until the epoch ends: a step staged there runs eagerly from them.
 }
 
-bool Trainer::graph_step_wanted(const Batch& batch) {
+bool Trainer::graph_step_wanted(const Batch& batch, bool step_start) {
   if (options_.cuda_graphs == GraphMode::off || !graphs_possible_) return false;
   if (!graph_) {  // the first time: can this run capture at all?
     std::string why;
@@ -156,8 +152,9 @@ bool Trainer::graph_step_wanted(const Batch& batch) {
     if (batch.input.size(0) < largest_batch_) return false;
     const bool other_shape = !static_inputs_.empty() && (batch.input.shape() != static_inputs_[0].shape() ||
                                                          batch.labels.shape() != static_labels_[0].shape());
-    if (other_shape) {  // nothing captured reads them yet
-      static_inputs_.clear();
+    if (other_shape) {
+      if (!step_start) return false;  // slots of this step hold staged micro-batches
+      static_inputs_.clear();         // nothing captured reads them yet
       static_labels_.clear();
     }
   }
@@ -200,7 +197,7 @@ bool Trainer::run_graph_step() {
     advance_weight_version();  // what the captured optimizer_step does on the host
     ++global_step_;
     ++graph_status_.graph_steps;
-    add_step_loss(graph_step_loss_);
+    add_to(loss_sum_, graph_step_loss_);
     return true;
   }
   const int64_t step_before = global_step_;
@@ -246,7 +243,7 @@ bool Trainer::run_graph_step() {
   graph_status_.captured_at_step = step_before;
   graph_status_.nodes = static_cast<int64_t>(graph_->num_nodes());
   ++graph_status_.graph_steps;
-  add_step_loss(graph_step_loss_);
+  add_to(loss_sum_, graph_step_loss_);
   return true;
 }
 
@@ -277,7 +274,7 @@ EpochResult Trainer::train_epoch(BatchSource& source, int64_t epoch,
       Profiler::DeviceScope dev(prof, Stage::optimizer);
       optimizer_step();
     }
-    add_step_loss(step_loss);
+    add_to(loss_sum_, step_loss);
     step_loss = Tensor();
     ++graph_status_.eager_steps;
   };
@@ -291,8 +288,8 @@ EpochResult Trainer::train_epoch(BatchSource& source, int64_t epoch,
     if (!got) break;
     device = batch.input.device();
     if (pending == 0) {
-      staged = graph_step_wanted(batch);
-    } else if (staged && !graph_step_wanted(batch)) {
+      staged = graph_step_wanted(batch, /*step_start=*/true);
+    } else if (staged && !graph_step_wanted(batch, /*step_start=*/false)) {
       // A shape change inside a staged step: what was staged runs eagerly, and so does the rest.
       step_loss = run_staged_eagerly(pending);
       staged = false;

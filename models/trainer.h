@@ -126,9 +126,9 @@ class Trainer {
   void optimizer_step(bool set_lr = true);
   // Forward + backward of one micro-batch, timed; returns the detached f32 loss.
   Tensor run_micro_batch(const Tensor& input, const Tensor& labels, bool completes_step);
-  void add_step_loss(const Tensor& step_loss);
   // Graphs: whether this step's micro-batches go into the static inputs (decided at its first micro-batch).
-  bool graph_step_wanted(const Batch& batch);
+  // step_start: the step's first micro-batch (only then may the static inputs be reallocated).
+  bool graph_step_wanted(const Batch& batch, bool step_start);
   void disable_graphs(const std::string& reason);
   void stage_static_input(int64_t slot, const Batch& batch);
   // Runs staged micro-batches eagerly (a shape change mid-step, a failed capture, the tail of an epoch).

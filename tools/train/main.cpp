@@ -326,8 +326,13 @@ int run(const Flags& f) {
   }
   RunReport report = f.profile ? monitor.finish(&loader_stats, comm) : RunReport{};
   const GraphStatus& gs = trainer.graph_status();
-  report.graphs = GraphReport{graph_mode_name(gs.mode), gs.used,        gs.reason, gs.captured_at_step,
-                              gs.graph_steps,           gs.eager_steps, gs.nodes};
+  report.graphs.mode = graph_mode_name(gs.mode);
+  report.graphs.used = gs.used;
+  report.graphs.reason = gs.reason;
+  report.graphs.captured_at_step = gs.captured_at_step;
+  report.graphs.graph_steps = gs.graph_steps;
+  report.graphs.eager_steps = gs.eager_steps;
+  report.graphs.nodes = gs.nodes;
   // Every rank's step time on rank 0 (a collective: all ranks profile or none do, since flags are shared).
   if (group && f.profile) report.rank_step_ms = all_gather_value(*group, report.step_ms_mean);
   if (nan_step >= 0) {
