@@ -7,6 +7,7 @@
 
 #include "runtime/autograd.h"
 #include "runtime/error.h"
+#include "runtime/graph.h"
 #if LIFTOFF_WITH_CUDA
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/event.h"
@@ -70,6 +71,8 @@ constexpr size_t kMaxUnresolvedSteps = 16;
 struct DistributedDataParallel::State {
   distributed::ProcessGroup* group = nullptr;
   bool* require_sync = nullptr;
+  Profiler* profiler = nullptr;
+  bool mark_open = false;  // this round's allreduce mark has begun
   Device device;
   std::vector<Tensor> params;
   std::unordered_map<const TensorImpl*, size_t> index_of;
@@ -83,6 +86,10 @@ struct DistributedDataParallel::State {
   std::vector<size_t> missing;  // per bucket: parameters not ready yet
   size_t next_launch = 0;
   std::vector<std::unique_ptr<Work>> works;  // per bucket, for the round
+  int64_t round_first_call = 0;              // stats.all_reduce_calls when the round began
+  int64_t round_first_bytes = 0;
+  // The round recorded by the last graph capture (what each replay issues again).
+  int64_t captured_calls = 0, captured_bytes = 0;
   // Stats.
   DDPStats stats;
   std::deque<StepRecord> unresolved;
@@ -96,8 +103,21 @@ struct DistributedDataParallel::State {
     }
   }
 
+  // The allreduce mark starts when the comm stream may start the first bucket (after what compute queued).
+  void begin_mark() {
+    if (profiler == nullptr || !profiler->in_step() || !device.is_cuda()) return;
+#if LIFTOFF_WITH_CUDA
+    cuda::Event ready;
+    ready.record(cuda::compute_stream(device.index));
+    ready.wait(cuda::comm_stream(device.index));
+#endif
+    profiler->begin_device_stage(Stage::allreduce, StreamKind::comm);
+    mark_open = true;
+  }
+
   void launch_ready() {
     while (next_launch < buckets.size() && missing[next_launch] == 0) {
+      if (next_launch == 0) begin_mark();
       works[next_launch] = group->all_reduce(flat[next_launch], ReduceOp::avg);
       ++stats.all_reduce_calls;
       stats.bytes_reduced += static_cast<int64_t>(flat[next_launch].nbytes());
@@ -213,6 +233,10 @@ DistributedDataParallel::DistributedDataParallel(Module& module, distributed::Pr
 
 DistributedDataParallel::~DistributedDataParallel() = default;
 
+void DistributedDataParallel::set_profiler(Profiler* profiler) {
+  state_->profiler = profiler;
+}
+
 const std::vector<std::vector<size_t>>& DistributedDataParallel::buckets() const {
   return state_->buckets;
 }
@@ -228,9 +252,15 @@ void DistributedDataParallel::synchronize_gradients() {
     --s.missing[s.bucket_of[i]];
   }
   s.launch_ready();
+  if (s.mark_open) {
+    s.profiler->end_device_stage(Stage::allreduce, StreamKind::comm);  // after the last bucket
+    s.mark_open = false;
+  }
+  // A captured step's events belong to the graph (querying them is an error): it is not timed here.
+  const bool captured = graph_capture_active();
   StepRecord record;
 #if LIFTOFF_WITH_CUDA
-  const bool cuda_group = s.device.is_cuda();
+  const bool cuda_group = s.device.is_cuda() && !captured;
   if (cuda_group) {
     record.backward_end = std::make_unique<cuda::Event>(true);
     record.backward_end->record(cuda::compute_stream(s.device.index));
@@ -255,13 +285,45 @@ void DistributedDataParallel::synchronize_gradients() {
   record.works = std::move(s.works);
   s.works.clear();
   s.works.resize(s.buckets.size());
-  s.unresolved.push_back(std::move(record));
-  if (s.unresolved.size() > kMaxUnresolvedSteps) s.unresolved.pop_front();  // never waited for: not timed
-  s.resolve();
+  if (captured) {
+    s.captured_calls = s.stats.all_reduce_calls - s.round_first_call;
+    s.captured_bytes = s.stats.bytes_reduced - s.round_first_bytes;
+  } else {
+    s.unresolved.push_back(std::move(record));
+    if (s.unresolved.size() > kMaxUnresolvedSteps) s.unresolved.pop_front();  // never waited for: not timed
+    s.resolve();
+  }
   s.ready.assign(s.params.size(), false);
   for (size_t b = 0; b < s.buckets.size(); ++b) s.missing[b] = s.buckets[b].size();
   s.next_launch = 0;
   ++s.stats.sync_steps;
+  s.round_first_call = s.stats.all_reduce_calls;
+  s.round_first_bytes = s.stats.bytes_reduced;
+}
+
+void DistributedDataParallel::count_replayed_round() {
+  State& s = *state_;
+  ++s.stats.sync_steps;
+  s.stats.all_reduce_calls += s.captured_calls;
+  s.stats.bytes_reduced += s.captured_bytes;
+  s.round_first_call = s.stats.all_reduce_calls;
+  s.round_first_bytes = s.stats.bytes_reduced;
+}
+
+void DistributedDataParallel::abandon_round() noexcept {
+  State& s = *state_;
+  if (s.mark_open) {
+    s.profiler->cancel_device_stage(Stage::allreduce, StreamKind::comm);
+    s.mark_open = false;
+  }
+  s.works.clear();  // a captured Work that never ran is dropped without a wait; an eager one still orders
+  s.works.resize(s.buckets.size());
+  s.ready.assign(s.params.size(), false);
+  for (size_t b = 0; b < s.buckets.size(); ++b) s.missing[b] = s.buckets[b].size();
+  s.next_launch = 0;
+  // Launches of the abandoned round did not happen (a capture) or are not a completed sync: uncount them.
+  s.stats.all_reduce_calls = s.round_first_call;
+  s.stats.bytes_reduced = s.round_first_bytes;
 }
 
 void DistributedDataParallel::all_reduce_max(const Tensor& t) {
@@ -291,6 +353,8 @@ void DistributedDataParallel::reset_stats() {
   const bool timed = s.stats.device_timed;
   s.stats = DDPStats{};
   s.stats.device_timed = timed;
+  s.round_first_call = 0;
+  s.round_first_bytes = 0;
   s.unresolved.clear();
 }
 

@@ -15,6 +15,12 @@
 // - AMP: buckets keep the gradients' dtype (f32 master weights, or bf16/f16 parameters). With a GradScaler,
 //   sync_found_inf(scaler) after scaler.unscale_() makes every rank skip the same steps (all-reduce MAX of
 //   found_inf, on the device).
+// - CUDA graphs: the whole step, hooks and bucket all-reduces included, can be captured (the Trainer does
+// it);
+//   a captured step has no per-bucket timing (its events belong to the graph). With set_profiler(), the
+//   span from the first bucket's start to the last bucket's end is a device mark of stage `allreduce` on the
+//   communication stream, in eager and captured steps alike; the profiler derives the exposed and overlapped
+//   shares from it.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -23,6 +29,7 @@
 #include "models/amp.h"
 #include "models/module.h"
 #include "runtime/distributed/process_group.h"
+#include "runtime/profiler.h"
 
 namespace liftoff {
 
@@ -54,7 +61,7 @@ struct DDPStats {
   // comm-stream time of the bucket all-reduces, exposed_ms the time the compute stream stood waiting for them
   // after backward, overlapped_ms = comm_ms - exposed_ms. CPU (MPI): exposed_ms is the host time
   // synchronize_gradients() waited; comm and overlap are not measured (device_timed false).
-  int64_t timed_steps = 0;
+  int64_t timed_steps = 0;  // steps with timings (captured steps have none: see profiler marks)
   double comm_ms = 0.0;
   double exposed_ms = 0.0;
   double overlapped_ms = 0.0;
@@ -75,6 +82,9 @@ class DistributedDataParallel {
   Module& module() { return module_; }
   distributed::ProcessGroup& group() { return group_; }
 
+  // Device marks (stage allreduce, comm stream) around each step's bucket all-reduces; null: none.
+  void set_profiler(Profiler* profiler);
+
   // Off: backward leaves gradients local (accumulation micro-batches). On (default): backward reduces.
   void set_require_sync(bool on) { require_sync_ = on; }
   bool require_sync() const { return require_sync_; }
@@ -83,6 +93,14 @@ class DistributedDataParallel {
   // zeros), makes the compute stream wait for all buckets and sets each parameter's .grad to its averaged
   // slice. A no-op while require_sync() is off. Call once per optimizer step, after the last backward.
   void synchronize_gradients();
+
+  // Forgets the current round after a failed step (e.g. an aborted graph capture): buckets launched or
+  // half-filled are dropped, the next backward starts a fresh round. Never throws.
+  void abandon_round() noexcept;
+
+  // A replay of a captured step ran this DDP's captured round again: the call counters advance as if the
+  // round had been issued (no timings). Call once per replay.
+  void count_replayed_round();
 
   // In-place MAX across ranks, device-side on CUDA (the compute stream waits; no host read).
   void all_reduce_max(const Tensor& t);

@@ -74,16 +74,22 @@ Trainer::Trainer(Module& model, Optimizer& optimizer, const LRSchedule* schedule
                 options_.graph_warmup_steps);
   graph_status_.mode = options_.cuda_graphs;
   if (options_.cuda_graphs == GraphMode::off) graph_status_.reason = "--cuda-graphs off";
+  if (options_.ddp) options_.ddp->set_profiler(options_.profiler);
   LIFTOFF_CHECK(options_.amp == AmpMode::off || parameter_device(model).is_cuda(), ValueError, "--amp ",
                 amp_mode_name(options_.amp),
                 " needs --device cuda: the CPU backend computes in f32/f64 only; use --amp off on the CPU");
 }
 
+void Trainer::synchronize_gradients() {
+  if (!options_.ddp) return;
+  // Host time of the call (CPU/MPI: the wait itself); on CUDA the device-side wait falls between the
+  // backward and optimizer marks, where the allreduce mark on the comm stream shows what is exposed.
+  Profiler::StageScope host(options_.profiler, Stage::allreduce);
+  options_.ddp->set_require_sync(true);
+  options_.ddp->synchronize_gradients();  // the compute stream waits on the buckets, the host does not
+}
+
 void Trainer::optimizer_step(bool set_lr) {
-  if (options_.ddp) {
-    options_.ddp->set_require_sync(true);
-    options_.ddp->synchronize_gradients();  // the compute stream waits on the buckets, the host does not
-  }
   if (schedule_ && set_lr) optimizer_.set_lr(schedule_->lr_at(global_step_));
   if (options_.ddp && scaler_.enabled()) {
     scaler_.unscale_(optimizer_);
@@ -132,8 +138,6 @@ bool Trainer::graph_step_wanted(const Batch& batch, bool step_start) {
     std::string why;
     if (!batch.input.device().is_cuda()) {
       why = str_cat("the step runs on ", batch.input.device().str(), " (CUDA graphs need --device cuda)");
-    } else if (options_.ddp) {
-      why = "data-parallel steps run eagerly (the all-reduce is not captured)";
     } else if (!optimizer_.prepare_for_graph_capture(&why)) {
       // why is set by the optimizer
     }
@@ -194,6 +198,10 @@ bool Trainer::run_graph_step() {
   if (schedule_) optimizer_.set_lr(schedule_->lr_at(global_step_));
   if (graph_->ready()) {
     graph_->replay(prof ? prof->replay_graph_marks() : std::vector<void*>{});
+    if (options_.ddp) {
+      options_.ddp->count_replayed_round();
+      options_.ddp->group().watch_graph_replay("all-reduce in the captured training step");
+    }
     advance_weight_version();  // what the captured optimizer_step does on the host
     ++global_step_;
     ++graph_status_.graph_steps;
@@ -211,12 +219,14 @@ bool Trainer::run_graph_step() {
     global_step_ = step_before;
     optimizer_.zero_grad();
     scaler_.abandon_step();
+    if (options_.ddp) options_.ddp->abandon_round();
     advance_weight_version();
   };
   try {
     if (prof) prof->begin_graph_capture();
     graph_->begin_capture();
     Tensor step_loss = run_staged_eagerly(options_.accum);
+    synchronize_gradients();
     {
       Profiler::StageScope host(prof, Stage::optimizer);
       Profiler::DeviceScope dev(prof, Stage::optimizer);
@@ -239,6 +249,7 @@ bool Trainer::run_graph_step() {
     throw;
   }
   graph_->replay();  // the first launch records the capture's own events
+  if (options_.ddp) options_.ddp->group().watch_graph_replay("all-reduce in the captured training step");
   graph_status_.used = true;
   graph_status_.captured_at_step = step_before;
   graph_status_.nodes = static_cast<int64_t>(graph_->num_nodes());
@@ -269,6 +280,7 @@ EpochResult Trainer::train_epoch(BatchSource& source, int64_t epoch,
   auto eager_optimizer_step = [&] {
     if (staged) step_loss = run_staged_eagerly(pending);
     staged = false;
+    synchronize_gradients();
     {
       Profiler::StageScope host(prof, Stage::optimizer);
       Profiler::DeviceScope dev(prof, Stage::optimizer);

@@ -21,7 +21,7 @@
 namespace liftoff {
 
 // Whole-step CUDA graphs (runtime/graph.h). auto: captured after graph_warmup_steps eager steps when the
-// step allows it (CUDA device, single process, an optimizer that reads its LR on the device, no host random
+// step allows it (CUDA device, an optimizer that reads its LR on the device, no host random
 // draws), eager otherwise with the reason recorded; on: the same, but a step that cannot be captured is an
 // error; off: always eager. A micro-batch whose shapes differ from the captured ones (the last, partial
 // batch of an epoch) runs eagerly.
@@ -123,6 +123,8 @@ class Trainer {
   const GraphStatus& graph_status() const { return graph_status_; }
 
  private:
+  // DDP: the gradient all-reduce of the step (after its last backward, before the optimizer); no-op alone.
+  void synchronize_gradients();
   void optimizer_step(bool set_lr = true);
   // Forward + backward of one micro-batch, timed; returns the detached f32 loss.
   Tensor run_micro_batch(const Tensor& input, const Tensor& labels, bool completes_step);

@@ -21,6 +21,7 @@
 #include "runtime/cuda/event.h"
 #include "runtime/distributed/env.h"
 #include "runtime/error.h"
+#include "runtime/graph.h"
 #if LIFTOFF_WITH_MPI
 #include "runtime/distributed/mpi_group.h"
 #endif
@@ -170,17 +171,20 @@ class NcclGroup;
 class NcclWork : public Work {
  public:
   NcclWork(NcclGroup* group, int device, Tensor t, std::shared_ptr<cuda::Event> start,
-           std::shared_ptr<cuda::Event> end)
+           std::shared_ptr<cuda::Event> end, bool captured)
       : group_(group),
         device_(device),
         tensor_(std::move(t)),
         start_(std::move(start)),
-        end_(std::move(end)) {}
+        end_(std::move(end)),
+        captured_(captured) {}
   ~NcclWork() override;
   void wait() override;
-  bool completed() override { return end_->query(); }
+  // A captured collective's events were recorded into the graph (a query would be an error): it completes
+  // with each replay, which the group watches as a whole.
+  bool completed() override { return captured_ || end_->query(); }
   double elapsed_ms() override {
-    if (!end_->query()) return -1.0;
+    if (captured_ || !end_->query()) return -1.0;
     return cuda::Event::elapsed_ms(*start_, *end_);
   }
 
@@ -189,6 +193,7 @@ class NcclWork : public Work {
   int device_;
   Tensor tensor_;  // kept alive until the compute stream is ordered after the collective
   std::shared_ptr<cuda::Event> start_, end_;
+  bool captured_;
   bool waited_ = false;
 };
 
@@ -298,6 +303,15 @@ class NcclGroup : public ProcessGroup {
     work->wait();
   }
 
+  void watch_graph_replay(const char* what) override {
+    throw_if_failed();
+    cuda::DeviceGuard guard(device_);
+    auto done = std::make_shared<cuda::Event>(false);
+    done->record(cuda::compute_stream(device_));
+    std::lock_guard<std::mutex> lock(watch_mutex_);
+    pending_.push_back({std::move(done), Clock::now(), what});
+  }
+
   // Throws the watchdog's verdict, if any (every entry point calls this first).
   void throw_if_failed() {
     if (!failed_.load()) return;
@@ -327,11 +341,12 @@ class NcclGroup : public ProcessGroup {
       wait_enqueued(what);
     }
     end->record(comm);
-    {
+    const bool captured = graph_capture_active();
+    if (!captured) {  // a captured collective is watched through its graph's replays
       std::lock_guard<std::mutex> lock(watch_mutex_);
       pending_.push_back({end, Clock::now(), what});
     }
-    return std::make_unique<NcclWork>(this, device_, t, std::move(start), std::move(end));
+    return std::make_unique<NcclWork>(this, device_, t, std::move(start), std::move(end), captured);
   }
 
   // Non-blocking communicators may still be enqueueing when the call returns; NCCL needs that finished before
@@ -454,7 +469,8 @@ class NcclGroup : public ProcessGroup {
 };
 
 NcclWork::~NcclWork() {
-  if (waited_) return;
+  // Captured: the graph orders its own streams, or the capture was abandoned and nothing ran.
+  if (waited_ || captured_) return;
   try {
     // Dropped without wait(): still order the compute stream after the collective (device-side) so the
     // tensor's memory is not reused under it.

@@ -10,6 +10,11 @@
 // the next call on the group throws BackendError with that reason; if the caller never comes back to the
 // group, the watchdog ends the process with the message (never a hang).
 //
+// CUDA graphs: a collective issued while the calling thread captures a graph (runtime/graph.h) is recorded
+// into the graph instead of running; its Work orders the capture's streams like any other, but it has no
+// timing and counts as completed (it runs, and completes, with every replay). The caller reports each
+// replay with watch_graph_replay() so the watchdog still sees a collective that never completes.
+//
 // CPU (MPI): non-blocking MPI collectives (MPI_Iallreduce ...); Work::wait() blocks the host (this is the
 // CPU: the host is the device) and polls with the same timeout, then throws BackendError.
 #pragma once
@@ -81,6 +86,9 @@ class ProcessGroup {
   virtual std::unique_ptr<Work> broadcast(const Tensor& t, int root = 0) = 0;
   // Blocks the host until every rank arrived (outside training steps: start-up, evaluation, shutdown).
   virtual void barrier() = 0;
+  // After launching a CUDA graph that holds this group's collectives: the watchdog times the replay like a
+  // collective (`what` names it in the error). MPI groups have nothing to watch.
+  virtual void watch_graph_replay(const char* what) { (void)what; }
 
   // Collectives issued so far (all_reduce, broadcast, barrier), for tests and the report.
   int64_t all_reduce_calls() const { return all_reduce_calls_; }

@@ -7,12 +7,14 @@
 
 #include "data/batch_iterator.h"
 #include "data/dataset.h"
+#include "models/ddp.h"
 #include "models/layers.h"
 #include "models/optim.h"
 #include "models/schedule.h"
 #include "models/trainer.h"
 #include "models/zoo.h"
 #include "runtime/determinism.h"
+#include "runtime/distributed/process_group.h"
 #include "runtime/graph.h"
 #include "runtime/profiler.h"
 #include "tests/common/cuda_test.h"
@@ -33,6 +35,7 @@ struct RunSpec {
   Profiler* profiler = nullptr;
   int64_t epochs = 2;
   int64_t eval_batch = 0;  // > 0: evaluate after every epoch with this batch (new shapes, cuDNN searches)
+  bool ddp = false;        // through DistributedDataParallel on a one-rank NCCL group (small buckets)
 };
 
 struct RunOutcome {
@@ -40,6 +43,8 @@ struct RunOutcome {
   GraphStatus status;
   double mean_loss = 0.0;
   double eval_loss = 0.0;
+  DDPStats ddp;
+  int64_t ddp_buckets = 0;
 };
 
 RunOutcome train_resnet(const RunSpec& spec) {
@@ -58,7 +63,20 @@ RunOutcome train_resnet(const RunSpec& spec) {
   const int64_t steps_per_epoch = (batches.batches_per_epoch() + spec.accum - 1) / spec.accum;
   const auto schedule =
       make_schedule("onecycle", 0.05, spec.epochs * steps_per_epoch);  // the LR changes every step
+  std::unique_ptr<distributed::ProcessGroup> group;
+  std::unique_ptr<DistributedDataParallel> ddp;
+  if (spec.ddp) {
+    distributed::ProcessGroupOptions group_options;
+    group_options.cuda_device = 0;
+    group = distributed::make_process_group(distributed::Backend::nccl, 0, 1, group_options);
+    DDPOptions ddp_options;
+    ddp_options.bucket_cap_mb = 0.05;  // several buckets launched from the hooks during backward
+    ddp_options.first_bucket_cap_mb = 0.01;
+    ddp = std::make_unique<DistributedDataParallel>(*model, *group, ddp_options);
+  }
   TrainerOptions options;
+  options.ddp = ddp.get();
+  options.group = group.get();
   options.accum = spec.accum;
   options.amp = spec.amp;
   options.label_smoothing = 0.1;
@@ -80,6 +98,11 @@ RunOutcome train_resnet(const RunSpec& spec) {
   set_deterministic_algorithms(false);
   out.params = model->parameters();
   out.status = trainer.graph_status();
+  if (ddp) {
+    synchronize(cuda);
+    out.ddp = ddp->stats();
+    out.ddp_buckets = static_cast<int64_t>(ddp->buckets().size());
+  }
   return out;
 }
 
@@ -175,6 +198,47 @@ TEST(CudaGraphTraining, ReplaysAreTimedStageByStage) {
     EXPECT_GT(s.totals.device_ms[static_cast<size_t>(stage)], 0.0) << stage_name(stage);
     EXPECT_EQ(s.totals.device_marks[static_cast<size_t>(stage)], s.totals.device_steps) << stage_name(stage);
   }
+}
+
+#define LIFTOFF_REQUIRE_NCCL()                                                                             \
+  do {                                                                                                     \
+    LIFTOFF_REQUIRE_CUDA();                                                                                \
+    if (!distributed::backend_built(distributed::Backend::nccl)) GTEST_SKIP() << "this build has no NCCL"; \
+  } while (0)
+
+// DDP's bucket all-reduces (launched from gradient hooks on the comm stream) inside the captured step,
+// with accumulation: exactly the eager DDP result (one rank: the average is the value), and the replays
+// count as gradient syncs.
+TEST(CudaGraphTraining, DataParallelStepWithAllReduceIsCapturedAndMatchesEager) {
+  LIFTOFF_REQUIRE_NCCL();
+  RunSpec spec;
+  spec.ddp = true;
+  spec.accum = 2;
+  const RunOutcome eager = train_resnet(spec);
+  spec.graphs = GraphMode::on;
+  ProfilerOptions po;
+  po.warmup_steps = 4;
+  Profiler profiler(po);
+  profiler.set_device(Device::cuda(0));
+  spec.profiler = &profiler;
+  const RunOutcome graphed = train_resnet(spec);
+  ASSERT_TRUE(graphed.status.used) << graphed.status.reason;
+  EXPECT_EQ(graphed.status.eager_steps, 2);
+  EXPECT_EQ(graphed.status.graph_steps, 10);
+  expect_same_parameters(eager, graphed, 0.0);
+  EXPECT_DOUBLE_EQ(eager.mean_loss, graphed.mean_loss);
+  ASSERT_GT(graphed.ddp_buckets, 2);
+  EXPECT_EQ(graphed.ddp.sync_steps, 12);  // once per optimizer step, replays included
+  EXPECT_EQ(graphed.ddp.all_reduce_calls, 12 * graphed.ddp_buckets);
+  EXPECT_EQ(graphed.ddp.all_reduce_calls, eager.ddp.all_reduce_calls);
+  EXPECT_EQ(graphed.ddp.timed_steps, 2);  // the eager warm-up steps; replays are timed by the profiler
+  profiler.finish();
+  const ProfileSummary s = profiler.summary();
+  ASSERT_GT(s.totals.device_steps, 4);
+  const auto allreduce = static_cast<size_t>(Stage::allreduce);
+  EXPECT_EQ(s.totals.device_marks[allreduce], s.totals.device_steps);
+  EXPECT_GT(s.totals.device_ms[allreduce], 0.0);
+  EXPECT_LE(s.totals.allreduce_overlapped_ms, s.totals.device_ms[allreduce] + 1e-6);
 }
 
 TEST(CudaGraphTraining, HostRandomDrawsFallBackToEagerOrFailWhenGraphsAreRequired) {
