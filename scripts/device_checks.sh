@@ -149,18 +149,36 @@ for stage in "$@"; do
       ddp_kill_test
       ;;
     ddp_perf)
-      # The scaling figures and the killed-rank check alone (the accuracy runs are in `ddp`).
+      # The scaling figures (CUDA graphs auto = the default, and off), then the killed-rank check.
       pkill -9 -f 'bin/train' 2>/dev/null; sleep 1
       for n in 1 2; do
-        timeout -s KILL 60 /tmp/bin/train --gpus $n --device cuda --model resnet20 --data-dir $DATA --batch 256 --amp bf16 \
-          --max-steps 200 --timing-warmup 20 --no-eval --epochs 100 >>"$OUT/ddp.log" 2>&1
-        lo=$(grep -o 'steady state [0-9.]* images/s' "$OUT/ddp.log" | tail -1)
-        ov=$(grep '^ddp:' "$OUT/ddp.log" | tail -1 | grep -o '([0-9]* buckets).*')
+        for g in ${DDP_GRAPHS:-auto off}; do
+          timeout -s KILL 60 /tmp/bin/train --gpus $n --device cuda --model resnet20 --data-dir $DATA --batch 256 --amp bf16 \
+            --cuda-graphs $g --max-steps ${DDP_STEPS:-300} --timing-warmup 30 --no-eval --epochs 100 >>"$OUT/ddp.log" 2>&1
+          note "ddp scaling bf16 ${n} GPU(s) graphs $g: rc=$? liftoff [$(grep -o 'steady state [0-9.]* images/s' "$OUT/ddp.log" | tail -1)] [$(grep '^ddp:' "$OUT/ddp.log" | tail -1 | grep -o '([0-9]* buckets).*' | cut -c1-200)] [$(grep -o 'CUDA graphs: [^;]*' "$OUT/ddp.log" | tail -1 | cut -c1-80)]"
+        done
         torchrun --standalone --nproc_per_node $n tools/reference/ddp_reference.py --model resnet20 --batch 256 \
           --amp bf16 --channels-last --bucket-mb 25 --steps 180 --warmup-steps 20 >>"$OUT/ddp.log" 2>&1
-        note "ddp scaling bf16 ${n} GPU(s): liftoff [$lo] [$ov] pytorch [$(grep RESULT "$OUT/ddp.log" | tail -1)]"
+        note "ddp scaling bf16 ${n} GPU(s): pytorch [$(grep RESULT "$OUT/ddp.log" | tail -1)]"
       done
-      ddp_kill_test
+      timeout -s KILL 60 /tmp/bin/train --gpus 2 --model resnet20 --data-dir $DATA --batch 64 --accum 4 --max-steps 50 --no-eval \
+        --epochs 100 >>"$OUT/ddp.log" 2>&1
+      note "ddp accum 4 (graphs auto): $(grep '^ddp:' "$OUT/ddp.log" | tail -1 | cut -c1-160) | $(grep -h 'parameter checksum' "$OUT/ddp.log" | tail -2 | awk '{print $5}' | sort -u | wc -l) distinct checksum(s)"
+      [ -n "${DDP_KILL:-1}" ] && ddp_kill_test
+      ;;
+    ab_env)
+      # A/B of one environment setting (AB_ENV, e.g. LIFTOFF_FUSED_BN_RELU=1) against the default, alternating.
+      IFS=';' read -ra cfgs <<<"${AB_CFGS:-16 4 off 300;256 1 off 200}"
+      for round in $(seq ${ROUNDS:-3}); do
+        for cfg in "${cfgs[@]}"; do
+          set -- $cfg
+          for envset in "LIFTOFF_AB_DEFAULT=1" "$AB_ENV"; do
+            env $envset /tmp/bin/train --device cuda --model resnet20 --data-dir $DATA --batch $1 --accum $2 --amp $3 \
+              --max-steps $4 --timing-warmup 20 --no-eval --epochs 100 >>"$OUT/ab.log" 2>&1
+            note "ab_env b$1x$2-$3 [$envset]: rc=$? $(grep -o 'steady state [0-9.]* images/s' "$OUT/ab.log" | tail -1)"
+          done
+        done
+      done
       ;;
     tta)
       # Time to 94% test accuracy, same recipe on both sides (15-epoch one-cycle, batch 256, SGD Nesterov,
