@@ -38,6 +38,15 @@ for stage in "$@"; do
       done
       grep -B2 -A6 -E "^\[  FAILED  \]|Failure$" "$OUT/tests.log" | head -80
       ;;
+    gtests)
+      # The named GPU suites (GTESTS), one combined log.
+      for name in ${GTESTS:-test_ops_cuda test_models_cuda test_runtime_cuda test_distributed_cuda}; do
+        echo "######## $name" >>"$OUT/gtests.log"
+        timeout 300 /tmp/bin/$name --gtest_brief=1 >>"$OUT/gtests.log" 2>&1
+        note "$name: rc=$? $(tail -4 "$OUT/gtests.log" | grep -E '(PASSED|FAILED|SKIPPED)' | tr '\n' ' ')"
+      done
+      grep -B2 -A8 -E "^\[  FAILED  \]|Failure$" "$OUT/gtests.log" | head -60
+      ;;
     quicktests)
       for name in test_models test_runtime_cuda test_ops_cuda test_distributed_cuda; do
         /tmp/bin/$name --gtest_brief=1 >>"$OUT/tests.log" 2>&1
