@@ -4,6 +4,7 @@
 
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/context.h"
+#include "runtime/graph.h"
 
 namespace liftoff::cuda {
 
@@ -38,7 +39,12 @@ Event& Event::operator=(Event&& other) noexcept {
 
 void Event::record(cudaStream_t stream) {
   int stream_device = 0;
-  LIFTOFF_CUDA_CHECK(cudaStreamGetDevice(stream, &stream_device));
+  if (graph_capture_active()) {
+    // cudaStreamGetDevice is refused on a capturing stream; captured code runs under its device's guard.
+    LIFTOFF_CUDA_CHECK(cudaGetDevice(&stream_device));
+  } else {
+    LIFTOFF_CUDA_CHECK(cudaStreamGetDevice(stream, &stream_device));
+  }
   if (stream_device != device_) {
     DeviceGuard guard(stream_device);
     cudaEvent_t fresh = nullptr;

@@ -36,6 +36,7 @@ TEST(NcclCuda, FullTrainingStepMatchesSingleProcess) {
   auto model = testing::make_mlp(100, Device::cuda(0), DType::f32);
   DDPOptions options;
   options.bucket_cap_mb = 1.0 / 1024.0;  // several buckets, launched from the hooks during backward
+  options.first_bucket_cap_mb = 1.0 / 1024.0;
   DistributedDataParallel ddp(*model, *group, options);
   ASSERT_GT(ddp.buckets().size(), 2u);
   testing::train_steps(*model, &ddp, 5, 2, 8, DType::f32);
