@@ -255,6 +255,13 @@ void DistributedDataParallel::synchronize_gradients() {
   if (s.mark_open) {
     s.profiler->end_device_stage(Stage::allreduce, StreamKind::comm);  // after the last bucket
     s.mark_open = false;
+#if LIFTOFF_WITH_CUDA
+    // The compute stream also waits for the mark itself: a graph capture must join every node of the comm
+    // stream back into the compute stream, and the buckets' own events come before the mark.
+    cuda::Event marked;
+    marked.record(cuda::comm_stream(s.device.index));
+    marked.wait(cuda::compute_stream(s.device.index));
+#endif
   }
   // A captured step's events belong to the graph (querying them is an error): it is not timed here.
   const bool captured = graph_capture_active();

@@ -41,12 +41,13 @@ struct CudaGraph::Impl {
   size_t nodes = 0;
   int64_t replays = 0;
 
-  void stop_capture(cudaGraph_t* out) noexcept {
+  cudaError_t stop_capture(cudaGraph_t* out) noexcept {
     cuda::CachingAllocator::get().end_private_pool(device, stream);
     capturing_on_this_thread = false;
     capturing = false;
     const cudaError_t err = cudaStreamEndCapture(stream, out);
     if (err != cudaSuccess) cudaGetLastError();  // an invalidated capture reports here; the caller explains
+    return err;
   }
 };
 
@@ -90,13 +91,19 @@ void CudaGraph::end_capture(const std::vector<void*>& record_events) {
   cuda::DeviceGuard guard(impl_->device);
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   const cudaError_t query = cudaStreamIsCapturing(impl_->stream, &status);
-  impl_->stop_capture(&impl_->graph);
+  const cudaError_t ended = impl_->stop_capture(&impl_->graph);
+  if (ended == cudaErrorStreamCaptureUnjoined) {
+    throw GraphCaptureError(str_cat(
+        "CUDA graph capture on cuda:", impl_->device,
+        " failed: work queued on another stream during the capture was not joined back into the compute "
+        "stream (cudaErrorStreamCaptureUnjoined); run eagerly (--cuda-graphs off)"));
+  }
   if (query != cudaSuccess || status != cudaStreamCaptureStatusActive || impl_->graph == nullptr) {
     throw GraphCaptureError(str_cat(
         "CUDA graph capture on cuda:", impl_->device,
         " was invalidated: the captured code made a call that cannot be captured (a host synchronisation, "
-        "a legacy-stream copy, or work on another stream without an event); run eagerly (--cuda-graphs "
-        "off)"));
+        "a legacy-stream copy, or work on another stream without an event; ",
+        cudaGetErrorName(ended != cudaSuccess ? ended : query), "); run eagerly (--cuda-graphs off)"));
   }
   size_t count = 0;
   LIFTOFF_CUDA_CHECK(cudaGraphGetNodes(impl_->graph, nullptr, &count));

@@ -241,6 +241,18 @@ TEST(CudaGraphTraining, DataParallelStepWithAllReduceIsCapturedAndMatchesEager) 
   EXPECT_LE(s.totals.allreduce_overlapped_ms, s.totals.device_ms[allreduce] + 1e-6);
 }
 
+TEST(CudaGraphTraining, DataParallelStepIsCapturedWithoutAProfiler) {
+  LIFTOFF_REQUIRE_NCCL();
+  RunSpec spec;
+  spec.ddp = true;
+  const RunOutcome eager = train_resnet(spec);
+  spec.graphs = GraphMode::on;
+  const RunOutcome graphed = train_resnet(spec);
+  ASSERT_TRUE(graphed.status.used) << graphed.status.reason;
+  expect_same_parameters(eager, graphed, 0.0);
+  EXPECT_EQ(graphed.ddp.sync_steps, eager.ddp.sync_steps);
+}
+
 TEST(CudaGraphTraining, HostRandomDrawsFallBackToEagerOrFailWhenGraphsAreRequired) {
   LIFTOFF_REQUIRE_CUDA();
   const Device cuda = Device::cuda(0);
