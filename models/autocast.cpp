@@ -33,15 +33,19 @@ void advance_weight_version() {
   weight_version.fetch_add(1, std::memory_order_relaxed);
 }
 
-Tensor HalfWeightCache::get(const Tensor& master, DType dtype) {
+Tensor HalfWeightCache::get(const Tensor& master, DType dtype, MemoryFormat format) {
   if (!master.defined()) return master;
   const uint64_t now = weight_version.load(std::memory_order_relaxed);
   // The storage pointer guards against a master moved to another device or reloaded.
-  if (!half_.defined() || version_ != now || dtype_ != dtype || master_data_ != master.raw_data()) {
+  if (format == MemoryFormat::channels_last && master.dim() != 4) format = MemoryFormat::contiguous;
+  if (!half_.defined() || version_ != now || dtype_ != dtype || format_ != format ||
+      master_data_ != master.raw_data()) {
     NoGradGuard no_grad;
-    half_ = master.detach().to(dtype);
+    half_ = Tensor::empty(master.shape(), dtype, master.device(), format);
+    half_.copy_(master.detach());
     version_ = now;
     dtype_ = dtype;
+    format_ = format;
     master_data_ = master.raw_data();
   }
   Tensor out = half_.detach();

@@ -32,12 +32,14 @@ void advance_weight_version();
 // autograd node (gradients flow back to the f32 master as f32), so one cached copy serves many micro-batches.
 class HalfWeightCache {
  public:
-  Tensor get(const Tensor& master, DType dtype);
+  // format: the copy's layout (channels_last for a 4-D conv weight that meets channels-last activations).
+  Tensor get(const Tensor& master, DType dtype, MemoryFormat format = MemoryFormat::contiguous);
 
  private:
   Tensor half_;
   uint64_t version_ = ~uint64_t{0};
   DType dtype_ = DType::f32;
+  MemoryFormat format_ = MemoryFormat::contiguous;
   const void* master_data_ = nullptr;
 };
 

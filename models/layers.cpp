@@ -40,8 +40,12 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_
 Tensor Conv2d::forward(const Tensor& x) {
   DType half = DType::f32;
   if (autocast_enabled(&half)) {
-    return conv2d(cast(x, half), weight_half_.get(weight_, half), bias_half_.get(bias_, half), stride_,
-                  padding_);
+    // A channels-last CUDA input gets its half weight cached channels-last (KRSC) too: conv2d then converts
+    // nothing per call.
+    const MemoryFormat weight_format =
+        x.is_cuda() && x.is_channels_last() ? MemoryFormat::channels_last : MemoryFormat::contiguous;
+    return conv2d(cast(x, half), weight_half_.get(weight_, half, weight_format), bias_half_.get(bias_, half),
+                  stride_, padding_);
   }
   return conv2d(x, weight_, bias_, stride_, padding_);
 }

@@ -64,6 +64,14 @@ class ResNet : public Module {
 bool fused_batch_norm_relu();
 void set_fused_batch_norm_relu(bool on);
 
+// Whether ResNets run their activations channels-last (NHWC) on CUDA under f16/bf16 autocast: the input is
+// converted once at the stem, and conv2d (cuDNN NHWC, KRSC filters), batch norm (+ ReLU), ReLU, add, cast and
+// the global pool keep the layout up to the pooled [N, C], so the convolutions can use cuDNN's NHWC
+// tensor-core kernels. f32 (slower in NHWC on the H200) and the CPU ignore it. Off unless
+// LIFTOFF_CHANNELS_LAST=1 (read once) or set_channels_last_activations(true), until measured on a GPU.
+bool channels_last_activations();
+void set_channels_last_activations(bool on);
+
 // The names make_model knows: simple_cnn, resnet20, resnet32, resnet44, resnet56.
 std::vector<std::string> model_names();
 

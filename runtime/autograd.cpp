@@ -9,11 +9,31 @@ namespace liftoff {
 namespace {
 thread_local bool grad_mode_enabled = true;
 
+// A fresh copy of g in `format`.
+Tensor copy_in(const Tensor& g, MemoryFormat format) {
+  Tensor out = Tensor::empty(g.shape(), g.dtype(), g.device(), format);
+  out.copy_(g);
+  return out;
+}
+
 // A gradient tensor we may add into without disturbing anybody else who holds it.
-// Only the engine's handle may point at the memory (no other tensor, no view of it).
+// Only the engine's handle may point at the memory (no other tensor, no view of it). A dense gradient keeps
+// its layout (contiguous or channels-last), so sums of channels-last gradients stay channels-last.
 Tensor owned_copy(const Tensor& g) {
-  const bool exclusive = g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 && g.is_contiguous();
-  return exclusive ? g : g.clone();
+  const MemoryFormat format = g.memory_format();
+  const bool exclusive =
+      g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 && g.is_contiguous(format);
+  return exclusive ? g : copy_in(g, format);
+}
+
+// A leaf's first gradient, in the leaf's own layout where the leaf is dense (a contiguous parameter gets a
+// contiguous .grad even when its gradient arrives channels-last), else contiguous.
+Tensor leaf_grad(const Tensor& g, const Tensor& leaf) {
+  const MemoryFormat format = leaf.memory_format();
+  if (g.dtype() == leaf.dtype() && g.is_contiguous(format)) return owned_copy(g);
+  Tensor out = Tensor::empty(g.shape(), leaf.dtype(), g.device(), format);
+  out.copy_(g);
+  return out;
 }
 }  // namespace
 
@@ -40,8 +60,7 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   LIFTOFF_CHECK(grad_output.shape() == leaf->shape, ShapeError, "gradient of shape ",
                 shape_str(grad_output.shape()), " for a leaf of shape ", shape_str(leaf->shape));
   if (!leaf->grad) {
-    leaf->grad = grad_output.dtype() == leaf->dtype ? owned_copy(grad_output).impl_ptr()
-                                                    : grad_output.to(leaf->dtype).impl_ptr();
+    leaf->grad = leaf_grad(grad_output, leaf_tensor).impl_ptr();
   } else {
     Tensor existing(leaf->grad);
     accumulate_into(existing, grad_output.to(existing.dtype()));

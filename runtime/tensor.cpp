@@ -34,6 +34,19 @@ Shape contiguous_strides(const Shape& shape) {
   return strides;
 }
 
+const char* memory_format_name(MemoryFormat format) {
+  return format == MemoryFormat::channels_last ? "channels_last" : "contiguous";
+}
+
+Shape channels_last_strides(const Shape& shape) {
+  LIFTOFF_CHECK(shape.size() == 4, ShapeError, "channels-last layout needs a 4-D shape [N, C, H, W], got ",
+                shape_str(shape));
+  const int64_t c = std::max<int64_t>(shape[1], 1);
+  const int64_t h = std::max<int64_t>(shape[2], 1);
+  const int64_t w = std::max<int64_t>(shape[3], 1);
+  return {h * w * c, 1, w * c, c};
+}
+
 // ---- factories -------------------------------------------------------------------------------------------
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
@@ -46,6 +59,12 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
   return Tensor(std::move(impl));
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, MemoryFormat format) {
+  Tensor t = empty(shape, dtype, device);
+  if (format == MemoryFormat::channels_last) t.impl().strides = channels_last_strides(shape);
+  return t;
 }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
@@ -128,6 +147,18 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
+bool Tensor::is_channels_last() const {
+  return dim() == 4 && strides() == channels_last_strides(shape());
+}
+
+bool Tensor::is_contiguous(MemoryFormat format) const {
+  return format == MemoryFormat::channels_last ? is_channels_last() : is_contiguous();
+}
+
+MemoryFormat Tensor::memory_format() const {
+  return is_channels_last() ? MemoryFormat::channels_last : MemoryFormat::contiguous;
+}
+
 void* Tensor::raw_data() const {
   return static_cast<char*>(impl().storage.data()) +
          impl().offset * static_cast<int64_t>(dtype_size(dtype()));
@@ -157,6 +188,18 @@ Tensor Tensor::contiguous() const {
   if (is_contiguous()) return *this;
   Tensor out = detach().clone();
   // A copy is the identity for gradients; recording it keeps ops that pack strided inputs differentiable.
+  if (should_record({*this})) {
+    record(out, "contiguous", {*this},
+           [](const Tensor& gy, const NeedsGrad&) { return std::vector<Tensor>{gy}; });
+  }
+  return out;
+}
+
+Tensor Tensor::contiguous(MemoryFormat format) const {
+  if (format == MemoryFormat::contiguous) return contiguous();
+  if (is_channels_last()) return *this;
+  Tensor out = empty(shape(), dtype(), device(), format);
+  out.copy_(*this);
   if (should_record({*this})) {
     record(out, "contiguous", {*this},
            [](const Tensor& gy, const NeedsGrad&) { return std::vector<Tensor>{gy}; });
@@ -194,8 +237,12 @@ void accumulate_into(const Tensor& dst, const Tensor& src) {
                 ShapeError, "gradient accumulation: destination ", shape_str(dst.shape()), " ",
                 dtype_name(dst.dtype()), " on ", dst.device().str(), " vs source ", shape_str(src.shape()),
                 " ", dtype_name(src.dtype()), " on ", src.device().str());
-  LIFTOFF_CHECK(dst.is_contiguous(), ValueError, "gradient accumulation needs a contiguous destination");
-  kernels::accumulate(dst, src.contiguous());
+  const MemoryFormat format = dst.memory_format();
+  LIFTOFF_CHECK(dst.is_contiguous(format), ValueError,
+                "gradient accumulation needs a dense (contiguous or channels-last) destination, got strides ",
+                shape_str(dst.strides()), " for shape ", shape_str(dst.shape()));
+  // Both dense in one layout: the kernel adds the storage linearly.
+  kernels::accumulate(dst, src.contiguous(format));
 }
 
 double Tensor::item() const {

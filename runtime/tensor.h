@@ -21,6 +21,14 @@ std::string shape_str(const Shape& shape);     // "[2, 3, 4]"
 int64_t shape_numel(const Shape& shape);       // product of the sizes (1 for {})
 Shape contiguous_strides(const Shape& shape);  // row-major strides, in elements
 
+// The dense layouts of a tensor's memory. A 4-D tensor keeps its logical shape [N, C, H, W] in both; only the
+// strides differ: contiguous (NCHW) is row-major, channels_last (NHWC, what cuDNN's f16/bf16 tensor-core
+// convolutions want) has strides (H*W*C, 1, W*C, C), as PyTorch's memory_format=torch.channels_last.
+enum class MemoryFormat { contiguous, channels_last };
+const char* memory_format_name(MemoryFormat format);
+// The channels-last strides of a 4-D shape (ShapeError for another rank); sizes of 0 count as 1.
+Shape channels_last_strides(const Shape& shape);
+
 class Node;
 class Tensor;
 using GradReadyHook = std::function<void(const Tensor& leaf)>;
@@ -47,6 +55,8 @@ class Tensor {
   // Factories: fresh contiguous tensors that do not require grad. Values are given as double and converted to
   // dtype. empty() leaves the memory uninitialised.
   static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
+  // A fresh tensor in `format` (channels_last needs a 4-D shape).
+  static Tensor empty(const Shape& shape, DType dtype, Device device, MemoryFormat format);
   static Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
   static Tensor ones(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
   static Tensor full(const Shape& shape, double value, DType dtype = DType::f32,
@@ -74,6 +84,12 @@ class Tensor {
   const Storage& storage() const { return impl().storage; }
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype()); }
   bool is_contiguous() const;
+  // 4-D with exactly channels_last_strides(shape()). Where C == 1 or H * W == 1 a tensor may be both this and
+  // is_contiguous(): then both layouts address the same bytes, so either kernel reads it correctly.
+  bool is_channels_last() const;
+  bool is_contiguous(MemoryFormat format) const;
+  // channels_last when is_channels_last(), else contiguous: the layout an op's output should keep.
+  MemoryFormat memory_format() const;
   bool is_cuda() const { return device().is_cuda(); }
 
   // Typed pointer to the first element; throws DTypeError if T does not match dtype().
@@ -85,6 +101,9 @@ class Tensor {
   // and to() are not (for a differentiable dtype conversion see cast() in ops/cast/cast.h).
   Tensor clone() const;
   Tensor contiguous() const;  // returns *this when already contiguous
+  // A dense copy in `format` (differentiable: the gradient passes through in whatever layout it arrives), or
+  // *this when is_contiguous(format) already holds.
+  Tensor contiguous(MemoryFormat format) const;
   Tensor to(Device device) const;
   Tensor to(DType dtype) const;
   Tensor to(Device device, DType dtype) const;
@@ -134,7 +153,8 @@ class Tensor {
 };
 
 // Raw tensor-core kernels shared by autograd and the tensor methods (no autograd recorded).
-// dst += src (same shape, dtype and device; dst contiguous).
+// dst += src (same shape, dtype and device; dst dense: contiguous or channels-last). src may have any layout;
+// one of another layout than dst is first copied into dst's.
 void accumulate_into(const Tensor& dst, const Tensor& src);
 
 }  // namespace liftoff

@@ -50,7 +50,9 @@ void copy(const Tensor& src, const Tensor& dst) {
       using D = decltype(dst_tag);
       const S* s = static_cast<const S*>(src.storage().data());
       D* d = static_cast<D*>(dst.storage().data());
-      if (src.is_contiguous() && dst.is_contiguous()) {
+      // Both dense in the same layout (contiguous, or both channels-last): a linear copy.
+      if ((src.is_contiguous() && dst.is_contiguous()) ||
+          (src.is_channels_last() && dst.is_channels_last())) {
         const S* sp = s + src.offset();
         D* dp = d + dst.offset();
         const int64_t n = src.numel();

@@ -1,6 +1,7 @@
 #include "ops/add/add.h"
 
 #include "ops/add/kernels.h"
+#include "ops/common/layout.h"
 #include "runtime/autograd.h"
 #include "runtime/dispatch.h"
 
@@ -16,9 +17,11 @@ Tensor add(const Tensor& a_in, const Tensor& b_in) {
                 " is not a floating type");
   LIFTOFF_CHECK(a_in.device() == b_in.device(), DeviceError, "add: operands on ", a_in.device().str(),
                 " and ", b_in.device().str(), " (shapes ", shape_str(a_in.shape()), ")");
-  const Tensor a = a_in.contiguous();
-  const Tensor b = b_in.contiguous();
-  Tensor y = Tensor::empty(a.shape(), a.dtype(), a.device());
+  // Elementwise over the storage in a's layout (channels-last CUDA stays channels-last); b follows a.
+  const MemoryFormat format = op_memory_format(a_in);
+  const Tensor a = a_in.contiguous(format);
+  const Tensor b = b_in.contiguous(format);
+  Tensor y = Tensor::empty(a.shape(), a.dtype(), a.device(), format);
   LIFTOFF_DISPATCH(a.device(), add_forward, a, b, y);
   if (should_record({a, b})) {
     record(y, "add", {a, b}, [](const Tensor& gy, const NeedsGrad& needs) {

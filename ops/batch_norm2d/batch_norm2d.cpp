@@ -1,6 +1,7 @@
 #include "ops/batch_norm2d/batch_norm2d.h"
 
 #include "ops/batch_norm2d/kernels.h"
+#include "ops/common/layout.h"
 #include "runtime/autograd.h"
 #include "runtime/dispatch.h"
 
@@ -71,15 +72,19 @@ Tensor batch_norm_impl(const Tensor& x_in, const Tensor& weight_in, const Tensor
                   describe(x_in));
   }
 
-  const Tensor x = x_in.contiguous();
+  // A channels-last CUDA input is normalized in place of its layout (NHWC kernels, up to
+  // kBatchNormNhwcMaxChannels channels); y, the residual and every gradient share x's layout.
+  MemoryFormat format = op_memory_format(x_in);
+  if (x_in.size(1) > kBatchNormNhwcMaxChannels) format = MemoryFormat::contiguous;
+  const Tensor x = x_in.contiguous(format);
   const Tensor weight = weight_in.contiguous();
   const Tensor bias = bias_in.contiguous();
   BnEpilogue epilogue;
-  if (residual_in.defined()) epilogue.residual = residual_in.contiguous();
+  if (residual_in.defined()) epilogue.residual = residual_in.contiguous(format);
   epilogue.relu = relu;
   const int64_t channels = x.size(1);
   const DType stat_dtype = xt == DType::f64 ? DType::f64 : DType::f32;
-  Tensor y = Tensor::empty(x.shape(), xt, x.device());
+  Tensor y = Tensor::empty(x.shape(), xt, x.device(), format);
   Tensor save_mean = Tensor::empty({channels}, stat_dtype, x.device());
   Tensor save_invstd = Tensor::empty({channels}, stat_dtype, x.device());
   LIFTOFF_DISPATCH(x.device(), batch_norm_forward, x, weight, bias, running_mean, running_var, training,
@@ -91,14 +96,14 @@ Tensor batch_norm_impl(const Tensor& x_in, const Tensor& weight_in, const Tensor
     // pre-activation tensor.
     record(y, relu ? "batch_norm2d_relu" : "batch_norm2d", inputs,
            [x_saved = x.detach(), w_saved = weight.detach(), y_saved = relu ? y.detach() : Tensor(),
-            save_mean, save_invstd, training](const Tensor& gy, const NeedsGrad& needs) {
-             const Tensor grad_y = gy.to(x_saved.dtype()).contiguous();
+            save_mean, save_invstd, training, format](const Tensor& gy, const NeedsGrad& needs) {
+             const Tensor grad_y = gy.to(x_saved.dtype()).contiguous(format);
              Tensor gx, gw, gb, gres;
-             if (needs[0]) gx = Tensor::empty(x_saved.shape(), x_saved.dtype(), x_saved.device());
+             if (needs[0]) gx = Tensor::empty(x_saved.shape(), x_saved.dtype(), x_saved.device(), format);
              if (needs[1]) gw = Tensor::empty(w_saved.shape(), w_saved.dtype(), w_saved.device());
              if (needs[2]) gb = Tensor::empty(w_saved.shape(), w_saved.dtype(), w_saved.device());
              if (needs.size() > 3 && needs[3])
-               gres = Tensor::empty(x_saved.shape(), x_saved.dtype(), x_saved.device());
+               gres = Tensor::empty(x_saved.shape(), x_saved.dtype(), x_saved.device(), format);
              LIFTOFF_DISPATCH(x_saved.device(), batch_norm_backward, x_saved, grad_y, w_saved, save_mean,
                               save_invstd, training, y_saved, gx, gw, gb, gres);
              std::vector<Tensor> grads{gx, gw, gb};

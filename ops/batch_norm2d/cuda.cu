@@ -92,6 +92,10 @@ struct StatsFinalize {
       const volatile A* p = channel_partials + s * 3;
       merge_moments(n, mean, m2, p[0], p[1], p[2]);
     }
+    finish(mean, m2, c);
+  }
+  // Channel c's merged moments (mean, M2 over all `count` values).
+  __device__ void finish(A mean, A m2, int64_t c) const {
     const A var = m2 / count;  // biased, for normalization
     save_mean[c] = mean;
     save_invstd[c] = rsqrt_acc(var + eps);
@@ -204,6 +208,9 @@ struct GradFinalize {
       sum_dy += p[0];
       sum_dy_xmu += p[1];
     }
+    finish(sum_dy, sum_dy_xmu, c);
+  }
+  __device__ void finish(A sum_dy, A sum_dy_xmu, int64_t c) const {
     const A is = invstd[c];
     if (grad_weight != nullptr) grad_weight[c] = convert<W>(sum_dy_xmu * is);
     if (grad_bias != nullptr) grad_bias[c] = convert<W>(sum_dy);
@@ -271,6 +278,197 @@ __global__ void grad_input_kernel(const T* x, const T* gy, const T* y_relu, cons
   }
 }
 
+// ---- channels-last (NHWC)
+// ---------------------------------------------------------------------------------- x is [rows = N * H *
+// W][C] in memory: a channel is a column. A block of kReduceBlock threads covers rows_per_pass = kReduceBlock
+// / C rows per pass, thread t on channel t % C, so a warp reads consecutive elements (coalesced). Block s
+// reduces rows [s * chunk, (s + 1) * chunk) to one partial per channel (its threads of a channel merged in
+// thread order); the grid's last block merges each channel's partials in split order, split among
+// rows_per_pass threads per channel and then in group order: deterministic, one launch.
+
+// The grid's last block to finish gets true (one counter for the whole grid, reset by that block).
+__device__ __forceinline__ bool last_block_of_grid(unsigned* done) {
+  __shared__ bool last;
+  __syncthreads();  // every thread's partial writes (each followed by its __threadfence) are done
+  if (threadIdx.x == 0) {
+    const unsigned finished = atomicAdd(done, 1u) + 1u;
+    last = finished == gridDim.x;
+    if (last) {
+      *done = 0u;
+      __threadfence();
+    }
+  }
+  __syncthreads();
+  return last;
+}
+
+template <class T, class A, class W>
+__global__ void stats_partial_nhwc_kernel(const T* x, int64_t channels, int64_t rows, int64_t chunk,
+                                          A* partial, unsigned* done, StatsFinalize<A, W> finalize) {
+  __shared__ A s_n[kReduceBlock], s_mean[kReduceBlock], s_m2[kReduceBlock];
+  const int t = threadIdx.x;
+  const int rows_per_pass = static_cast<int>(kReduceBlock / channels);
+  const int used = rows_per_pass * static_cast<int>(channels);
+  const int64_t c = t % channels;
+  const int64_t begin = blockIdx.x * chunk;
+  const int64_t end = min(rows, begin + chunk);
+  // Shifted sums (by the channel's first value, as the NCHW kernel) keep sum-of-squares cancellation small.
+  const A shift = convert<A>(x[c]);
+  A n = 0, mean = 0, m2 = 0;
+  if (t < used) {
+    A sum = 0, sumsq = 0;
+    int64_t mine = 0;
+    for (int64_t r = begin + t / channels; r < end; r += rows_per_pass, ++mine) {
+      const A v = convert<A>(x[r * channels + c]) - shift;
+      sum += v;
+      sumsq += v * v;
+    }
+    n = static_cast<A>(mine);
+    mean = mine ? sum / n : A(0);
+    m2 = mine ? max(A(0), sumsq - sum * mean) : A(0);
+  }
+  s_n[t] = n;
+  s_mean[t] = mean;
+  s_m2[t] = m2;
+  __syncthreads();
+  if (t < channels) {
+    A tn = 0, tmean = 0, tm2 = 0;
+    for (int k = t; k < used; k += static_cast<int>(channels))
+      merge_moments(tn, tmean, tm2, s_n[k], s_mean[k], s_m2[k]);
+    A* out = partial + (c * gridDim.x + blockIdx.x) * 3;
+    out[0] = tn;
+    out[1] = tmean + shift;
+    out[2] = tm2;
+    __threadfence();
+  }
+  if (!last_block_of_grid(done)) return;
+  // Group g of channel c merges splits g, g + rows_per_pass, ... in order; then thread c merges the groups.
+  n = 0, mean = 0, m2 = 0;
+  if (t < used) {
+    const volatile A* p = partial + c * gridDim.x * 3;
+    for (int64_t s = t / channels; s < gridDim.x; s += rows_per_pass)
+      merge_moments(n, mean, m2, p[s * 3], p[s * 3 + 1], p[s * 3 + 2]);
+  }
+  __syncthreads();  // the shared arrays are reused
+  s_n[t] = n;
+  s_mean[t] = mean;
+  s_m2[t] = m2;
+  __syncthreads();
+  if (t < channels) {
+    A tn = 0, tmean = 0, tm2 = 0;
+    for (int k = t; k < used; k += static_cast<int>(channels))
+      merge_moments(tn, tmean, tm2, s_n[k], s_mean[k], s_m2[k]);
+    finalize.finish(tmean, tm2, c);
+  }
+}
+
+// y = x * scale[c] + shift[c] (+ residual) (ReLU), over the storage; c = i % C.
+template <class T, class W, class A>
+__global__ void normalize_nhwc_kernel(const T* x, const A* mean, const A* invstd, const W* weight,
+                                      const W* bias, int64_t channels, int64_t total, const T* residual,
+                                      bool relu, T* y) {
+  LIFTOFF_GRID_STRIDE_LOOP(i, total) {
+    const int64_t c = i % channels;
+    const A scale = convert<A>(weight[c]) * invstd[c];
+    const A shift = convert<A>(bias[c]) - mean[c] * scale;
+    A v = convert<A>(x[i]) * scale + shift;
+    if (residual != nullptr) v += convert<A>(residual[i]);
+    if (relu) v = v > A(0) ? v : A(0);
+    y[i] = convert<T>(v);
+  }
+}
+
+template <class T, class A, class W>
+__global__ void grad_partial_nhwc_kernel(const T* x, const T* gy, const T* y_relu, const A* mean,
+                                         int64_t channels, int64_t rows, int64_t chunk, A* partial,
+                                         unsigned* done, GradFinalize<A, W> finalize) {
+  __shared__ A s_dy[kReduceBlock], s_dy_xmu[kReduceBlock];
+  const int t = threadIdx.x;
+  const int rows_per_pass = static_cast<int>(kReduceBlock / channels);
+  const int used = rows_per_pass * static_cast<int>(channels);
+  const int64_t c = t % channels;
+  const int64_t begin = blockIdx.x * chunk;
+  const int64_t end = min(rows, begin + chunk);
+  A sum_dy = 0, sum_dy_xmu = 0;
+  if (t < used) {
+    const A m = mean[c];
+    for (int64_t r = begin + t / channels; r < end; r += rows_per_pass) {
+      const int64_t i = r * channels + c;
+      const A g = masked_grad<T, A>(gy, y_relu, i);
+      sum_dy += g;
+      sum_dy_xmu += g * (convert<A>(x[i]) - m);
+    }
+  }
+  s_dy[t] = sum_dy;
+  s_dy_xmu[t] = sum_dy_xmu;
+  __syncthreads();
+  if (t < channels) {
+    A a = 0, b = 0;
+    for (int k = t; k < used; k += static_cast<int>(channels)) {
+      a += s_dy[k];
+      b += s_dy_xmu[k];
+    }
+    A* out = partial + (c * gridDim.x + blockIdx.x) * 2;
+    out[0] = a;
+    out[1] = b;
+    __threadfence();
+  }
+  if (!last_block_of_grid(done)) return;
+  sum_dy = 0, sum_dy_xmu = 0;
+  if (t < used) {
+    const volatile A* p = partial + c * gridDim.x * 2;
+    for (int64_t s = t / channels; s < gridDim.x; s += rows_per_pass) {
+      sum_dy += p[s * 2];
+      sum_dy_xmu += p[s * 2 + 1];
+    }
+  }
+  __syncthreads();
+  s_dy[t] = sum_dy;
+  s_dy_xmu[t] = sum_dy_xmu;
+  __syncthreads();
+  if (t < channels) {
+    A a = 0, b = 0;
+    for (int k = t; k < used; k += static_cast<int>(channels)) {
+      a += s_dy[k];
+      b += s_dy_xmu[k];
+    }
+    finalize.finish(a, b, c);
+  }
+}
+
+template <class T, class A>
+__global__ void grad_input_nhwc_kernel(const T* x, const T* gy, const T* y_relu, const A* mean,
+                                       const A* coeff, int64_t channels, int64_t total, T* gx,
+                                       T* g_residual) {
+  LIFTOFF_GRID_STRIDE_LOOP(i, total) {
+    const int64_t c = i % channels;
+    const A g = masked_grad<T, A>(gy, y_relu, i);
+    if (g_residual != nullptr) g_residual[i] = convert<T>(g);
+    if (gx != nullptr) {
+      const A k1 = coeff[c * 3], k2 = coeff[c * 3 + 1], k3 = coeff[c * 3 + 2];
+      gx[i] = convert<T>(k1 * (g - k2 - (convert<A>(x[i]) - mean[c]) * k3));
+    }
+  }
+}
+
+// Channels-last and not also contiguous (with C == 1 or H * W == 1 both layouts are the same bytes, and the
+// NCHW kernels serve).
+bool nhwc_layout(const Tensor& x) {
+  return x.is_channels_last() && !x.is_contiguous();
+}
+
+// Row splits of an NHWC reduction: about 4096 elements per block, at most 4 blocks per SM (the grid's last
+// block merges every split), and at least one row per thread group.
+int nhwc_splits_for(int device, int64_t rows, int64_t channels) {
+  int sms = 0;
+  LIFTOFF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t rows_per_pass = kReduceBlock / channels;
+  int64_t splits = (rows * channels + 4095) / 4096;
+  splits = std::min<int64_t>(splits, 4 * static_cast<int64_t>(sms));
+  splits = std::min<int64_t>(splits, (rows + rows_per_pass - 1) / rows_per_pass);
+  return static_cast<int>(std::clamp<int64_t>(splits, 1, 1024));
+}
+
 // Per-device arrival counters of last_block_of_channel, one per channel (the grid's y limit), zero between
 // launches (the last block resets its channel's). Kernels of one device run on its compute stream, in order,
 // so launches never share them. Made before any capture (first use is an eager step) and kept for the run.
@@ -324,6 +522,35 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
   W* rv = running_var.defined() ? static_cast<W*>(running_var.raw_data()) : nullptr;
   A* sm = static_cast<A*>(save_mean.raw_data());
   A* si = static_cast<A*>(save_invstd.raw_data());
+  const T* residual =
+      epilogue.residual.defined() ? static_cast<const T*>(epilogue.residual.raw_data()) : nullptr;
+  if (nhwc_layout(x)) {
+    LIFTOFF_CHECK(channels <= kBatchNormNhwcMaxChannels, ShapeError, "batch_norm2d: ", channels,
+                  " channels exceed the channels-last kernels' ", kBatchNormNhwcMaxChannels);
+    if (training) {
+      const int splits = nhwc_splits_for(device, count, channels);
+      const int64_t chunk = (count + splits - 1) / splits;
+      const Tensor partial = Tensor::empty({channels, splits, 3}, DTypeOf<A>::value, x.device());
+      const StatsFinalize<A, W> finalize{
+          static_cast<A>(count), static_cast<A>(eps), static_cast<A>(momentum), rm, rv, sm, si};
+      stats_partial_nhwc_kernel<T, A, W><<<splits, kReduceBlock, 0, stream>>>(
+          static_cast<const T*>(x.raw_data()), channels, count, chunk, static_cast<A*>(partial.raw_data()),
+          channel_counters(device), finalize);
+      LIFTOFF_LAUNCH_CHECK();
+    } else {
+      running_stats_kernel<A, W><<<channel_blocks(channels), kFinalizeBlock, 0, stream>>>(
+          rm, rv, channels, static_cast<A>(eps), sm, si);
+      LIFTOFF_LAUNCH_CHECK();
+    }
+    const int64_t total = count * channels;
+    if (total == 0) return;
+    normalize_nhwc_kernel<T, W, A><<<grid_for(total), kBlock, 0, stream>>>(
+        static_cast<const T*>(x.raw_data()), sm, si, static_cast<const W*>(weight.raw_data()),
+        static_cast<const W*>(bias.raw_data()), channels, total, residual, epilogue.relu,
+        static_cast<T*>(y.raw_data()));
+    LIFTOFF_LAUNCH_CHECK();
+    return;
+  }
   if (training) {
     LIFTOFF_CHECK(channels <= 65535, ShapeError, "batch_norm2d: ", channels,
                   " channels exceed the CUDA grid");
@@ -345,9 +572,8 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
   const PlaneGrid pg = plane_grid(batch * channels, hw);
   normalize_kernel<T, W, A><<<pg.grid, pg.block, 0, stream>>>(
       static_cast<const T*>(x.raw_data()), sm, si, static_cast<const W*>(weight.raw_data()),
-      static_cast<const W*>(bias.raw_data()), channels, hw,
-      epilogue.residual.defined() ? static_cast<const T*>(epilogue.residual.raw_data()) : nullptr,
-      epilogue.relu, static_cast<T*>(y.raw_data()));
+      static_cast<const W*>(bias.raw_data()), channels, hw, residual, epilogue.relu,
+      static_cast<T*>(y.raw_data()));
   LIFTOFF_LAUNCH_CHECK();
 }
 
@@ -365,7 +591,12 @@ void backward_typed(const Tensor& x, const Tensor& grad_y, const Tensor& weight,
   const A* sm = static_cast<const A*>(save_mean.raw_data());
   const A* si = static_cast<const A*>(save_invstd.raw_data());
   const T* mask = y_relu.defined() ? static_cast<const T*>(y_relu.raw_data()) : nullptr;
-  const int splits = splits_for(device, std::max<int64_t>(count, 1), channels);
+  const bool nhwc = nhwc_layout(x);
+  LIFTOFF_CHECK(!nhwc || channels <= kBatchNormNhwcMaxChannels, ShapeError,
+                "batch_norm2d backward: ", channels, " channels exceed the channels-last kernels' ",
+                kBatchNormNhwcMaxChannels);
+  const int splits = nhwc ? nhwc_splits_for(device, std::max<int64_t>(count, 1), channels)
+                          : splits_for(device, std::max<int64_t>(count, 1), channels);
   const int64_t chunk = (count + splits - 1) / splits;
   const Tensor partial = Tensor::empty({channels, splits, 2}, DTypeOf<A>::value, x.device());
   const Tensor coeff = Tensor::empty({channels, 3}, DTypeOf<A>::value, x.device());
@@ -376,17 +607,30 @@ void backward_typed(const Tensor& x, const Tensor& grad_y, const Tensor& weight,
                                     grad_weight.defined() ? static_cast<W*>(grad_weight.raw_data()) : nullptr,
                                     grad_bias.defined() ? static_cast<W*>(grad_bias.raw_data()) : nullptr,
                                     static_cast<A*>(coeff.raw_data())};
+  T* gx = grad_x.defined() ? static_cast<T*>(grad_x.raw_data()) : nullptr;
+  T* gres = grad_residual.defined() ? static_cast<T*>(grad_residual.raw_data()) : nullptr;
+  if (nhwc) {
+    grad_partial_nhwc_kernel<T, A, W><<<splits, kReduceBlock, 0, stream>>>(
+        static_cast<const T*>(x.raw_data()), static_cast<const T*>(grad_y.raw_data()), mask, sm, channels,
+        count, chunk, static_cast<A*>(partial.raw_data()), channel_counters(device), finalize);
+    LIFTOFF_LAUNCH_CHECK();
+    const int64_t total = count * channels;
+    if ((gx == nullptr && gres == nullptr) || total == 0) return;
+    grad_input_nhwc_kernel<T, A><<<grid_for(total), kBlock, 0, stream>>>(
+        static_cast<const T*>(x.raw_data()), static_cast<const T*>(grad_y.raw_data()), mask, sm,
+        static_cast<const A*>(coeff.raw_data()), channels, total, gx, gres);
+    LIFTOFF_LAUNCH_CHECK();
+    return;
+  }
   grad_partial_kernel<T, A, W><<<dim3(splits, static_cast<unsigned>(channels)), kReduceBlock, 0, stream>>>(
       static_cast<const T*>(x.raw_data()), static_cast<const T*>(grad_y.raw_data()), mask, sm, channels, hw,
       count, chunk, static_cast<A*>(partial.raw_data()), channel_counters(device), finalize);
   LIFTOFF_LAUNCH_CHECK();
-  if ((!grad_x.defined() && !grad_residual.defined()) || count == 0) return;
+  if ((gx == nullptr && gres == nullptr) || count == 0) return;
   const PlaneGrid pg = plane_grid(batch * channels, hw);
   grad_input_kernel<T, A><<<pg.grid, pg.block, 0, stream>>>(
       static_cast<const T*>(x.raw_data()), static_cast<const T*>(grad_y.raw_data()), mask, sm,
-      static_cast<const A*>(coeff.raw_data()), channels, hw,
-      grad_x.defined() ? static_cast<T*>(grad_x.raw_data()) : nullptr,
-      grad_residual.defined() ? static_cast<T*>(grad_residual.raw_data()) : nullptr);
+      static_cast<const A*>(coeff.raw_data()), channels, hw, gx, gres);
   LIFTOFF_LAUNCH_CHECK();
 }
 

@@ -1,10 +1,15 @@
-// Kernels behind batch_norm2d(): x [N, C, H, W] contiguous; weight, bias, running stats [C] (running stats
-// may be undefined in training). save_mean / save_invstd [C] are f64 for f64 input, f32 otherwise: the
+// Kernels behind batch_norm2d(): x [N, C, H, W] contiguous, or on CUDA channels-last (then y, the residual,
+// grad_y, y_relu and the input gradients are channels-last too); weight, bias, running stats [C] (running
+// stats may be undefined in training). save_mean / save_invstd [C] are f64 for f64 input, f32 otherwise: the
 // statistics used for normalization (batch ones in training, running ones in eval), kept for the backward.
 #pragma once
 #include "runtime/tensor.h"
 
 namespace liftoff {
+
+// The CUDA NHWC kernels give each channel at least one thread of a 256-thread block; wider channel-last
+// inputs are made contiguous by the front.
+constexpr int64_t kBatchNormNhwcMaxChannels = 256;
 
 // A fused epilogue: y = bn(x) (+ residual) (then max(., 0) when relu). residual: x's shape and dtype, or
 // undefined. Backward then takes y_relu (the forward output, when relu was fused: gradients pass where it is

@@ -1,5 +1,6 @@
 #include "ops/conv2d/conv2d.h"
 
+#include "ops/common/layout.h"
 #include "ops/conv2d/kernels.h"
 #include "runtime/autograd.h"
 #include "runtime/dispatch.h"
@@ -68,11 +69,18 @@ Conv2dShape check_conv2d(const Tensor& x, const Tensor& weight, const Tensor& bi
 
 Tensor conv2d(const Tensor& input, const Tensor& weight_in, const Tensor& bias_in, int64_t stride,
               int64_t padding) {
-  const Conv2dShape g = check_conv2d(input, weight_in, bias_in, stride, padding);
-  const Tensor x = input.contiguous();
-  const Tensor w = weight_in.contiguous();
+  Conv2dShape g = check_conv2d(input, weight_in, bias_in, stride, padding);
+  // A channels-last CUDA input runs cuDNN in NHWC (its tensor-core kernels for f16/bf16): the weight goes
+  // KRSC (a small copy unless it is channels-last already), the output and the input gradient stay NHWC. f64
+  // stays NCHW (cuDNN's NHWC paths do not cover it).
+  MemoryFormat format = op_memory_format(input);
+  if (input.dtype() == DType::f64) format = MemoryFormat::contiguous;
+  g.channels_last = format == MemoryFormat::channels_last;
+  const MemoryFormat weight_format = weight_in.memory_format();
+  const Tensor x = input.contiguous(format);
+  const Tensor w = weight_in.detach().contiguous(format);
   const Tensor b = bias_in.defined() ? bias_in.contiguous() : Tensor();
-  Tensor y = Tensor::empty({g.n, g.k, g.oh, g.ow}, x.dtype(), x.device());
+  Tensor y = Tensor::empty({g.n, g.k, g.oh, g.ow}, x.dtype(), x.device(), format);
   LIFTOFF_DISPATCH(x.device(), conv2d_forward, x, w, b, y, g);
   // Record against the caller's tensors: contiguous() of a strided input is a raw copy without grad edges.
   if (should_record({input, weight_in, bias_in})) {
@@ -80,18 +88,21 @@ Tensor conv2d(const Tensor& input, const Tensor& weight_in, const Tensor& bias_i
     const Tensor x_saved = weight_in.requires_grad() ? x.detach() : Tensor();
     const Tensor w_saved = input.requires_grad() ? w.detach() : Tensor();
     record(y, "conv2d", {input, weight_in, bias_in},
-           [x_saved, w_saved, g, dtype = x.dtype()](const Tensor& gy_in, const NeedsGrad& needs) {
+           [x_saved, w_saved, g, dtype = x.dtype(), format, weight_format](const Tensor& gy_in,
+                                                                           const NeedsGrad& needs) {
              LIFTOFF_CHECK(gy_in.shape() == Shape({g.n, g.k, g.oh, g.ow}) && gy_in.dtype() == dtype,
                            ShapeError, "conv2d backward: gradient ", shape_str(gy_in.shape()), " ",
                            dtype_name(gy_in.dtype()), " does not match the output [", g.n, ", ", g.k, ", ",
                            g.oh, ", ", g.ow, "] ", dtype_name(dtype));
-             const Tensor gy = gy_in.contiguous();
+             const Tensor gy = gy_in.contiguous(format);
              const Device dev = gy.device();
-             const Tensor gx = needs[0] ? Tensor::empty({g.n, g.c, g.h, g.w}, dtype, dev) : Tensor();
-             const Tensor gw = needs[1] ? Tensor::empty({g.k, g.c, g.r, g.s}, dtype, dev) : Tensor();
+             const Tensor gx = needs[0] ? Tensor::empty({g.n, g.c, g.h, g.w}, dtype, dev, format) : Tensor();
+             const Tensor gw = needs[1] ? Tensor::empty({g.k, g.c, g.r, g.s}, dtype, dev, format) : Tensor();
              const Tensor gb = needs[2] ? Tensor::empty({g.k}, dtype, dev) : Tensor();
              LIFTOFF_DISPATCH(dev, conv2d_backward, x_saved, w_saved, gy, gx, gw, gb, g);
-             return std::vector<Tensor>{gx, gw, gb};
+             // The weight's gradient in the weight's own layout (a KCRS parameter gets a KCRS gradient).
+             const Tensor gw_out = gw.defined() ? gw.contiguous(weight_format) : gw;
+             return std::vector<Tensor>{gx, gw_out, gb};
            });
   }
   return y;

@@ -362,7 +362,7 @@ void backward_impl(const Tensor& x, const Tensor& w, const Tensor& gy, const Ten
   Conv2dShape gt{};
   RowMat<T> flipped;
   if (transposed) {
-    gt = Conv2dShape{g.n, g.k, g.oh, g.ow, g.c, g.r, g.s, g.h, g.w, 1, g.r - 1 - g.padding};
+    gt = Conv2dShape{g.n, g.k, g.oh, g.ow, g.c, g.r, g.s, g.h, g.w, 1, g.r - 1 - g.padding, false};
     flipped.resize(g.c, g.k * g.r * g.s);  // flipped[c, (k, r', s')] = w[k, c, R-1-r', S-1-s']
     for (int64_t k = 0; k < g.k; ++k)
       for (int64_t c = 0; c < g.c; ++c)

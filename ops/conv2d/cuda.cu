@@ -25,17 +25,19 @@ namespace liftoff::cuda {
 
 namespace {
 
+// nhwc: y is channels-last (the channel is the innermost index).
 template <class T>
-__global__ void add_bias_kernel(T* y, const T* bias, int64_t n, int64_t plane, int64_t channels) {
+__global__ void add_bias_kernel(T* y, const T* bias, int64_t n, int64_t plane, int64_t channels, bool nhwc) {
   LIFTOFF_GRID_STRIDE_LOOP(i, n) {
-    const int64_t ch = (i / plane) % channels;
+    const int64_t ch = nhwc ? i % channels : (i / plane) % channels;
     y[i] = convert<T>(convert<acc_t<T>>(y[i]) + convert<acc_t<T>>(bias[ch]));
   }
 }
 
 // gb[k] = sum over images and pixels of gy[:, k]; one block per channel, fixed order (deterministic).
 template <class T>
-__global__ void bias_grad_kernel(const T* gy, T* gb, int64_t images, int64_t channels, int64_t plane) {
+__global__ void bias_grad_kernel(const T* gy, T* gb, int64_t images, int64_t channels, int64_t plane,
+                                 bool nhwc) {
   using A = acc_t<T>;
   __shared__ A partial[kBlock];
   const int64_t count = images * plane;
@@ -43,7 +45,7 @@ __global__ void bias_grad_kernel(const T* gy, T* gb, int64_t images, int64_t cha
     A sum = A(0);
     for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
       const int64_t img = j / plane;
-      sum += convert<A>(gy[(img * channels + ch) * plane + (j - img * plane)]);
+      sum += convert<A>(nhwc ? gy[j * channels + ch] : gy[(img * channels + ch) * plane + (j - img * plane)]);
     }
     partial[threadIdx.x] = sum;
     __syncthreads();
@@ -92,7 +94,13 @@ const void* scalar_zero(DType dtype) {
   return dtype == DType::f64 ? static_cast<const void*>(&zero_d) : static_cast<const void*>(&zero_f);
 }
 
-enum class Layout { nchw };  // the kernels receive contiguous tensors; channels-last would be a second value
+// The tensors' layout: NCHW (filters KCRS), or NHWC (filters KRSC: cuDNN's tensor-core convolutions want the
+// filter in the activations' layout) when the front passes channels-last tensors.
+enum class Layout { nchw, nhwc };
+
+Layout layout_of(const Conv2dShape& g) {
+  return g.channels_last ? Layout::nhwc : Layout::nchw;
+}
 
 struct PlanKey {
   int device;
@@ -165,9 +173,10 @@ void make_conv_descriptor(cudnnConvolutionDescriptor_t* desc, const Conv2dShape&
 
 // Called with plans_mutex() held.
 Plan& plan_for(int device, DType dtype, const Conv2dShape& g) {
+  const Layout layout = layout_of(g);
   const PlanKey key{device,
                     dtype,
-                    Layout::nchw,
+                    layout,
                     g.n,
                     g.c,
                     g.h,
@@ -186,15 +195,17 @@ Plan& plan_for(int device, DType dtype, const Conv2dShape& g) {
   as_int(g.k * g.c * g.r * g.s, g);
   auto plan = std::make_unique<Plan>();
   const cudnnDataType_t dt = cudnn_dtype(dtype);
+  // Sizes are given as (n, c, h, w) in both formats; the format says how memory is ordered.
+  const cudnnTensorFormat_t format = layout == Layout::nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
   LIFTOFF_CUDNN_CHECK(cudnnCreateTensorDescriptor(&plan->x));
-  LIFTOFF_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->x, CUDNN_TENSOR_NCHW, dt, as_int(g.n, g),
-                                                 as_int(g.c, g), as_int(g.h, g), as_int(g.w, g)));
+  LIFTOFF_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->x, format, dt, as_int(g.n, g), as_int(g.c, g),
+                                                 as_int(g.h, g), as_int(g.w, g)));
   LIFTOFF_CUDNN_CHECK(cudnnCreateTensorDescriptor(&plan->y));
-  LIFTOFF_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->y, CUDNN_TENSOR_NCHW, dt, as_int(g.n, g),
-                                                 as_int(g.k, g), as_int(g.oh, g), as_int(g.ow, g)));
+  LIFTOFF_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->y, format, dt, as_int(g.n, g), as_int(g.k, g),
+                                                 as_int(g.oh, g), as_int(g.ow, g)));
   LIFTOFF_CUDNN_CHECK(cudnnCreateFilterDescriptor(&plan->w));
-  LIFTOFF_CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan->w, dt, CUDNN_TENSOR_NCHW, as_int(g.k, g),
-                                                 as_int(g.c, g), as_int(g.r, g), as_int(g.s, g)));
+  LIFTOFF_CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan->w, dt, format, as_int(g.k, g), as_int(g.c, g),
+                                                 as_int(g.r, g), as_int(g.s, g)));
   make_conv_descriptor(&plan->fwd, g, dtype);
   make_conv_descriptor(&plan->bwd_data, g, dtype);
   make_conv_descriptor(&plan->bwd_filter, g, dtype);
@@ -263,7 +274,8 @@ bool log_choices() {
 
 std::string shape_text(const Conv2dShape& g, DType dtype) {
   return str_cat("input [", g.n, ", ", g.c, ", ", g.h, ", ", g.w, "], weight [", g.k, ", ", g.c, ", ", g.r,
-                 ", ", g.s, "], stride ", g.stride, ", padding ", g.padding, ", ", dtype_name(dtype));
+                 ", ", g.s, "], stride ", g.stride, ", padding ", g.padding, ", ", dtype_name(dtype),
+                 g.channels_last ? ", NHWC" : "");
 }
 
 // Picks the fastest successful result (cuDNN sorts them by time) and gives its math type to `desc`.
@@ -360,6 +372,15 @@ void require_contiguous(const Tensor& t, const char* what) {
                   " must be contiguous");
   }
 }
+
+// A 4-D tensor (x, w, y or a gradient of one) in the plan's layout.
+void require_layout(const Tensor& t, const Conv2dShape& g, const char* what) {
+  if (!t.defined()) return;
+  const bool ok = g.channels_last ? t.is_channels_last() : t.is_contiguous();
+  LIFTOFF_CHECK(ok, ValueError, "conv2d (CUDA): internal: ", what, " ", shape_str(t.shape()),
+                " with strides ", shape_str(t.strides()), " must be ",
+                g.channels_last ? "channels-last" : "contiguous");
+}
 }  // namespace
 
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
@@ -367,9 +388,9 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
   const int device = x.device().index;
   DeviceGuard guard(device);
   if (g.n == 0) return;
-  require_contiguous(x, "input");
-  require_contiguous(w, "weight");
-  require_contiguous(y, "output");
+  require_layout(x, g, "input");
+  require_layout(w, g, "weight");
+  require_layout(y, g, "output");
   const DType dtype = x.dtype();
   cudnnHandle_t handle = cudnn_handle(device);
   cudnnTensorDescriptor_t x_desc, y_desc;
@@ -396,7 +417,8 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
     dispatch_device_float(dtype, "conv2d", [&](auto tag) {
       using T = decltype(tag);
       add_bias_kernel<T><<<grid_for(n), kBlock, 0, compute_stream(device)>>>(
-          static_cast<T*>(y.raw_data()), static_cast<const T*>(bias.raw_data()), n, g.oh * g.ow, g.k);
+          static_cast<T*>(y.raw_data()), static_cast<const T*>(bias.raw_data()), n, g.oh * g.ow, g.k,
+          g.channels_last);
       LIFTOFF_LAUNCH_CHECK();
     });
   }
@@ -406,17 +428,18 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& gy, const T
                      const Tensor& gb, const Conv2dShape& g) {
   const int device = gy.device().index;
   DeviceGuard guard(device);
-  require_contiguous(gy, "output gradient");
-  require_contiguous(gx, "input gradient");
-  require_contiguous(gw, "weight gradient");
+  require_layout(gy, g, "output gradient");
+  require_layout(gx, g, "input gradient");
+  require_layout(gw, g, "weight gradient");
   require_contiguous(gb, "bias gradient");
   const DType dtype = gy.dtype();
   if (gb.defined()) {
     const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(g.k, 1), 65535));
     dispatch_device_float(dtype, "conv2d backward", [&](auto tag) {
       using T = decltype(tag);
-      bias_grad_kernel<T><<<blocks, kBlock, 0, compute_stream(device)>>>(
-          static_cast<const T*>(gy.raw_data()), static_cast<T*>(gb.raw_data()), g.n, g.k, g.oh * g.ow);
+      bias_grad_kernel<T><<<blocks, kBlock, 0, compute_stream(device)>>>(static_cast<const T*>(gy.raw_data()),
+                                                                         static_cast<T*>(gb.raw_data()), g.n,
+                                                                         g.k, g.oh * g.ow, g.channels_last);
       LIFTOFF_LAUNCH_CHECK();
     });
   }
@@ -425,8 +448,8 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& gy, const T
     if (gw.defined()) gw.zero_();
     return;
   }
-  require_contiguous(x, "input");
-  require_contiguous(w, "weight");
+  require_layout(x, g, "input");
+  require_layout(w, g, "weight");
   cudnnHandle_t handle = cudnn_handle(device);
   cudnnTensorDescriptor_t x_desc, y_desc;
   cudnnFilterDescriptor_t w_desc;

@@ -1,4 +1,5 @@
-// Kernels behind conv2d(): inputs are checked by the front, contiguous, and outputs allocated.
+// Kernels behind conv2d(): inputs are checked by the front and outputs allocated. x, w, y and the gradients
+// are contiguous, or, when channels_last is set (CUDA only), channels-last: x, y, gy, gx NHWC and w, gw KRSC.
 #pragma once
 #include "runtime/tensor.h"
 
@@ -10,6 +11,7 @@ struct Conv2dShape {
   int64_t k, r, s;     // filters
   int64_t oh, ow;      // output
   int64_t stride, padding;
+  bool channels_last = false;  // the tensors' layout (set by the front for channels-last CUDA input)
 };
 
 namespace cpu {

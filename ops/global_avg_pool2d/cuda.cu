@@ -24,6 +24,34 @@ __global__ void global_avg_pool2d_forward_kernel(const T* x, T* y, int64_t plane
   }
 }
 
+// Channels-last x [N, H, W, C] in memory: one thread per (n, c), walking the image's pixels; neighbouring
+// threads read neighbouring channels, so every pixel step is one coalesced row read.
+template <class T>
+__global__ void global_avg_pool2d_forward_nhwc_kernel(const T* x, T* y, int64_t outputs, int64_t channels,
+                                                      int64_t plane) {
+  using A = acc_t<T>;
+  LIFTOFF_GRID_STRIDE_LOOP(o, outputs) {
+    const int64_t n = o / channels;
+    const int64_t c = o - n * channels;
+    const T* in = x + n * plane * channels + c;
+    A sum = A(0);
+    for (int64_t j = 0; j < plane; ++j) sum += convert<A>(in[j * channels]);
+    y[o] = convert<T>(sum / static_cast<A>(plane));
+  }
+}
+
+// gx channels-last: element i is (n, pixel, c) with c = i % C and n = i / (plane * C).
+template <class T>
+__global__ void global_avg_pool2d_backward_nhwc_kernel(const T* gy, T* gx, int64_t total, int64_t channels,
+                                                       int64_t plane) {
+  using A = acc_t<T>;
+  LIFTOFF_GRID_STRIDE_LOOP(i, total) {
+    const int64_t n = i / (plane * channels);
+    const int64_t c = i % channels;
+    gx[i] = convert<T>(convert<A>(gy[n * channels + c]) / static_cast<A>(plane));
+  }
+}
+
 template <class T>
 __global__ void global_avg_pool2d_backward_kernel(const T* gy, T* gx, int64_t total, int64_t plane) {
   using A = acc_t<T>;
@@ -41,6 +69,12 @@ void global_avg_pool2d_forward(const Tensor& x, const Tensor& y) {
   const int64_t plane = x.size(2) * x.size(3);
   dispatch_device_float(x.dtype(), "global_avg_pool2d", [&](auto tag) {
     using T = decltype(tag);
+    if (x.is_channels_last()) {
+      global_avg_pool2d_forward_nhwc_kernel<T><<<grid_for(planes), kBlock, 0, compute_stream(device)>>>(
+          static_cast<const T*>(x.raw_data()), static_cast<T*>(y.raw_data()), planes, x.size(1), plane);
+      LIFTOFF_LAUNCH_CHECK();
+      return;
+    }
     // Every lane of a warp reaches the shuffles: the plane loop bound is uniform across the warp.
     global_avg_pool2d_forward_kernel<T><<<grid_for(planes * kWarp), kBlock, 0, compute_stream(device)>>>(
         static_cast<const T*>(x.raw_data()), static_cast<T*>(y.raw_data()), planes, plane);
@@ -56,6 +90,12 @@ void global_avg_pool2d_backward(const Tensor& gy, const Tensor& gx) {
   const int64_t plane = gx.size(2) * gx.size(3);
   dispatch_device_float(gy.dtype(), "global_avg_pool2d backward", [&](auto tag) {
     using T = decltype(tag);
+    if (gx.is_channels_last()) {
+      global_avg_pool2d_backward_nhwc_kernel<T><<<grid_for(total), kBlock, 0, compute_stream(device)>>>(
+          static_cast<const T*>(gy.raw_data()), static_cast<T*>(gx.raw_data()), total, gx.size(1), plane);
+      LIFTOFF_LAUNCH_CHECK();
+      return;
+    }
     global_avg_pool2d_backward_kernel<T><<<grid_for(total), kBlock, 0, compute_stream(device)>>>(
         static_cast<const T*>(gy.raw_data()), static_cast<T*>(gx.raw_data()), total, plane);
     LIFTOFF_LAUNCH_CHECK();

@@ -1,4 +1,5 @@
-// Kernels behind global_avg_pool2d(): inputs are checked by the front, contiguous, and outputs allocated.
+// Kernels behind global_avg_pool2d(): inputs are checked by the front and outputs allocated. x / gx are
+// contiguous, or (CUDA only) channels-last, which the CUDA kernels read from the strides.
 #pragma once
 #include "runtime/tensor.h"
 

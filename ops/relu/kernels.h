@@ -1,4 +1,5 @@
-// Kernels behind relu(): inputs are checked by the front, outputs allocated and contiguous.
+// Kernels behind relu(): inputs are checked by the front, outputs allocated; all tensors dense in one layout
+// (contiguous, or channels-last on CUDA): the kernels run over the storage linearly.
 #pragma once
 #include "runtime/tensor.h"
 

@@ -1,5 +1,6 @@
 #include "ops/relu/relu.h"
 
+#include "ops/common/layout.h"
 #include "ops/relu/kernels.h"
 #include "runtime/autograd.h"
 #include "runtime/dispatch.h"
@@ -7,13 +8,15 @@
 namespace liftoff {
 
 Tensor relu(const Tensor& input) {
-  const Tensor x = input.contiguous();
-  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  // Elementwise over the storage: a channels-last CUDA input stays channels-last (output and gradient).
+  const MemoryFormat format = op_memory_format(input);
+  const Tensor x = input.contiguous(format);
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device(), format);
   LIFTOFF_DISPATCH(x.device(), relu_forward, x, y);
   if (should_record({x})) {
-    record(y, "relu", {x}, [y_saved = y.detach()](const Tensor& gy, const NeedsGrad&) {
-      const Tensor grad_y = gy.contiguous();
-      Tensor gx = Tensor::empty(grad_y.shape(), grad_y.dtype(), grad_y.device());
+    record(y, "relu", {x}, [y_saved = y.detach(), format](const Tensor& gy, const NeedsGrad&) {
+      const Tensor grad_y = gy.contiguous(format);
+      Tensor gx = Tensor::empty(grad_y.shape(), grad_y.dtype(), grad_y.device(), format);
       LIFTOFF_DISPATCH(grad_y.device(), relu_backward, y_saved, grad_y, gx);
       return std::vector<Tensor>{gx};
     });

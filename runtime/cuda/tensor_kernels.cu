@@ -82,7 +82,11 @@ void device_copy(const Tensor& src, const Tensor& dst) {
   cudaStream_t stream = compute_stream(device);
   const int64_t n = src.numel();
   if (n == 0) return;
-  if (src.dtype() == dst.dtype() && src.is_contiguous() && dst.is_contiguous()) {
+  // Both dense in the same layout (contiguous, or both channels-last): element i of one storage is element i
+  // of the other, so the copy is linear.
+  const bool linear =
+      (src.is_contiguous() && dst.is_contiguous()) || (src.is_channels_last() && dst.is_channels_last());
+  if (src.dtype() == dst.dtype() && linear) {
     LIFTOFF_CUDA_CHECK(
         cudaMemcpyAsync(dst.raw_data(), src.raw_data(), dst.nbytes(), cudaMemcpyDeviceToDevice, stream));
     return;
@@ -92,8 +96,8 @@ void device_copy(const Tensor& src, const Tensor& dst) {
     dispatch_device_all(dst.dtype(), [&](auto dst_tag) {
       using D = decltype(dst_tag);
       copy_kernel<S, D><<<grid_for(n), kBlock, 0, stream>>>(
-          static_cast<const S*>(src.raw_data()), layout_of(src), src.is_contiguous(),
-          static_cast<D*>(dst.raw_data()), layout_of(dst), dst.is_contiguous(), n);
+          static_cast<const S*>(src.raw_data()), layout_of(src), linear || src.is_contiguous(),
+          static_cast<D*>(dst.raw_data()), layout_of(dst), linear || dst.is_contiguous(), n);
       LIFTOFF_LAUNCH_CHECK();
     });
   });

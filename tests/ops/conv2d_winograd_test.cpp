@@ -41,7 +41,7 @@ constexpr double kTol = 2e-5;
 
 void check(const Case& cs, int threads) {
   set_num_threads(threads);
-  const Conv2dShape g{cs.n, cs.c, cs.h, cs.w, cs.k, 3, 3, cs.h, cs.w, 1, 1};
+  const Conv2dShape g{cs.n, cs.c, cs.h, cs.w, cs.k, 3, 3, cs.h, cs.w, 1, 1, false};
   ASSERT_TRUE(cpu::winograd::supports(g));
   const Tensor x64 = testing::random_tensor({cs.n, cs.c, cs.h, cs.w}, 101).set_requires_grad(true);
   const Tensor w64 = testing::random_tensor({cs.k, cs.c, 3, 3}, 102).set_requires_grad(true);

@@ -1,0 +1,327 @@
+// Channels-last (NHWC) CUDA inputs through the layout-preserving ops: each op runs on channels-last CUDA
+// tensors and is compared with the CPU reference on the same values in NCHW, forward and backward; the output
+// and the input gradients must stay channels-last.
+#include <gtest/gtest.h>
+
+#include "ops/add/add.h"
+#include "ops/batch_norm2d/batch_norm2d.h"
+#include "ops/cast/cast.h"
+#include "ops/conv2d/conv2d.h"
+#include "ops/global_avg_pool2d/global_avg_pool2d.h"
+#include "ops/relu/relu.h"
+#include "runtime/autograd.h"
+#include "tests/common/cuda_test.h"
+#include "tests/common/parity.h"
+
+namespace liftoff {
+namespace {
+
+constexpr MemoryFormat kCl = MemoryFormat::channels_last;
+
+struct ClInput {
+  Tensor value;               // f32 on the CPU; requires_grad when its gradient is checked
+  DType dtype = DType::f32;   // on the device
+  bool channels_last = true;  // 4-D inputs: channels-last on the device (else contiguous)
+};
+
+struct Tol {
+  double atol, rtol;
+  double param_atol;  // for gradients of inputs that are not 4-D (weights, biases)
+};
+
+// The CPU runs fn in f32 NCHW on the values the device sees (rounded to each input's device dtype).
+::testing::AssertionResult channels_last_parity(const testing::TensorFn& fn,
+                                                const std::vector<ClInput>& inputs, Tol tol,
+                                                bool expect_channels_last = true,
+                                                std::vector<Tensor>* device_grads = nullptr,
+                                                bool whole_graph = false) {
+  const Device cuda = Device::cuda(0);
+  std::vector<Tensor> cpu, dev;
+  for (const ClInput& in : inputs) {
+    if (!in.value.defined()) {
+      cpu.emplace_back();
+      dev.emplace_back();
+      continue;
+    }
+    const bool grad = in.value.requires_grad();
+    Tensor c = in.value.detach().to(in.dtype).to(DType::f32).clone();
+    const MemoryFormat format = in.value.dim() == 4 && in.channels_last ? kCl : MemoryFormat::contiguous;
+    Tensor d = Tensor::empty(in.value.shape(), in.dtype, cuda, format);
+    d.copy_(in.value.detach());
+    if (grad) {
+      c.set_requires_grad(true);
+      d.set_requires_grad(true);
+    }
+    cpu.push_back(c);
+    dev.push_back(d);
+  }
+  const Tensor y_cpu = fn(cpu);
+  const Tensor y_dev = fn(dev);
+  if (y_dev.dim() == 4 && y_dev.is_channels_last() != expect_channels_last) {
+    return ::testing::AssertionFailure()
+           << "output " << shape_str(y_dev.shape()) << " has strides " << shape_str(y_dev.strides())
+           << "; expected " << (expect_channels_last ? "channels-last" : "contiguous");
+  }
+  auto r = testing::all_close(y_dev.to(Device::cpu(), DType::f32), y_cpu, tol.atol, tol.rtol);
+  if (!r) return ::testing::AssertionFailure() << "forward: " << r.message();
+  if (!y_cpu.requires_grad()) return ::testing::AssertionSuccess();
+
+  const Tensor g = testing::random_tensor(y_cpu.shape(), 777, 0.5, 1.5, DType::f32);
+  y_cpu.backward(g.to(y_dev.dtype()).to(DType::f32));
+  Tensor g_dev = Tensor::empty(y_dev.shape(), y_dev.dtype(), cuda, y_dev.memory_format());
+  g_dev.copy_(g);
+  // A single op: its own node's gradients, exactly as the op hands them on (layout included). A chain of ops
+  // (whole_graph): the leaves' gradients after a full backward.
+  std::vector<Tensor> grads;
+  if (whole_graph) {
+    y_dev.backward(g_dev);
+    for (const Tensor& d : dev) grads.push_back(d.defined() && d.requires_grad() ? d.grad() : Tensor());
+  } else {
+    grads = y_dev.grad_fn()->apply(g_dev);
+  }
+  if (device_grads != nullptr) *device_grads = grads;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!cpu[i].defined() || !cpu[i].requires_grad()) continue;
+    if (i >= grads.size() || !grads[i].defined())
+      return ::testing::AssertionFailure() << "input " << i << ": no CUDA gradient";
+    if (cpu[i].dim() == 4 && inputs[i].channels_last && expect_channels_last &&
+        !grads[i].is_channels_last()) {
+      return ::testing::AssertionFailure() << "gradient of input " << i << " has strides "
+                                           << shape_str(grads[i].strides()) << "; expected channels-last";
+    }
+    const double atol = cpu[i].dim() == 4 ? tol.atol : tol.param_atol;
+    auto rg = testing::all_close(grads[i].to(Device::cpu(), DType::f32), cpu[i].grad(), atol, tol.rtol);
+    if (!rg) return ::testing::AssertionFailure() << "gradient of input " << i << ": " << rg.message();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+Tensor rnd(const Shape& shape, uint64_t seed, double low = -1, double high = 1, bool grad = true) {
+  Tensor t = testing::random_tensor(shape, seed, low, high, DType::f32);
+  if (grad) t.set_requires_grad(true);
+  return t;
+}
+
+// ---- conv2d ----------------------------------------------------------------------------------------------
+
+struct ConvCase {
+  Shape x, w;
+  bool bias;
+  int64_t stride, padding;
+};
+// ResNet-20 layer kinds (stem, 3x3, strided 3x3, 1x1 projection) plus odd sizes.
+const std::vector<ConvCase> kConvCases = {
+    {{4, 3, 16, 16}, {16, 3, 3, 3}, false, 1, 1},   {{4, 16, 14, 14}, {32, 16, 3, 3}, false, 2, 1},
+    {{4, 16, 14, 14}, {32, 16, 1, 1}, false, 2, 0}, {{3, 5, 9, 7}, {6, 5, 2, 3}, true, 2, 1},
+    {{2, 8, 7, 7}, {8, 8, 3, 3}, true, 1, 1},
+};
+
+struct DTypeTol {
+  DType dtype;
+  Tol tol;
+};
+
+TEST(ChannelsLastCuda, Conv2dMatchesCpu) {
+  LIFTOFF_REQUIRE_CUDA();
+  // f32 may run TF32 in cuDNN; bf16/f16: 16-bit inputs and outputs, f32 accumulation.
+  const DTypeTol kinds[] = {
+      {DType::f32, {1e-2, 1e-2, 1e-2}}, {DType::bf16, {1e-1, 5e-2, 1e-1}}, {DType::f16, {3e-2, 2e-2, 3e-2}}};
+  for (const DTypeTol& k : kinds) {
+    for (const ConvCase& c : kConvCases) {
+      const Tensor b = c.bias ? rnd({c.w[0]}, 3) : Tensor();
+      const int64_t stride = c.stride, padding = c.padding;
+      auto fn = [stride, padding](const std::vector<Tensor>& t) {
+        return conv2d(t[0], t[1], t[2], stride, padding);
+      };
+      EXPECT_TRUE(channels_last_parity(
+          fn, {{rnd(c.x, 1), k.dtype}, {rnd(c.w, 2, -0.5, 0.5), k.dtype}, {b, k.dtype}}, k.tol))
+          << dtype_name(k.dtype) << " x " << shape_str(c.x) << " w " << shape_str(c.w);
+    }
+  }
+}
+
+// A KCRS (contiguous) weight with channels-last input: converted for cuDNN, its gradient comes back KCRS.
+TEST(ChannelsLastCuda, Conv2dWithContiguousWeight) {
+  LIFTOFF_REQUIRE_CUDA();
+  for (DType dt : {DType::f32, DType::bf16}) {
+    const Tol tol = dt == DType::f32 ? Tol{1e-2, 1e-2, 1e-2} : Tol{1e-1, 5e-2, 1e-1};
+    std::vector<Tensor> grads;
+    EXPECT_TRUE(channels_last_parity(
+        [](const std::vector<Tensor>& t) { return conv2d(t[0], t[1], Tensor(), 1, 1); },
+        {{rnd({4, 16, 8, 8}, 5), dt}, {rnd({16, 16, 3, 3}, 6, -0.5, 0.5), dt, /*channels_last=*/false}}, tol,
+        true, &grads))
+        << dtype_name(dt);
+    ASSERT_EQ(grads.size(), 3u);
+    EXPECT_TRUE(grads[1].is_contiguous()) << shape_str(grads[1].strides());
+  }
+}
+
+// f64 has no NHWC path: a channels-last f64 input is computed (correctly) in NCHW.
+TEST(ChannelsLastCuda, Conv2dF64FallsBackToNchw) {
+  LIFTOFF_REQUIRE_CUDA();
+  EXPECT_TRUE(channels_last_parity(
+      [](const std::vector<Tensor>& t) { return conv2d(t[0], t[1], t[2], 1, 1); },
+      {{rnd({2, 4, 6, 6}, 7), DType::f64}, {rnd({5, 4, 3, 3}, 8), DType::f64}, {rnd({5}, 9), DType::f64}},
+      {1e-5, 1e-5, 1e-5}, /*expect_channels_last=*/false));
+}
+
+// ---- batch norm ------------------------------------------------------------------------------------------
+
+TEST(ChannelsLastCuda, BatchNormTrainingMatchesCpu) {
+  LIFTOFF_REQUIRE_CUDA();
+  auto fn = [](const std::vector<Tensor>& t) {
+    return batch_norm2d(t[0], t[1], t[2], Tensor(), Tensor(), true);
+  };
+  // Many rows (several splits), channels that do not divide 256, a few big planes.
+  for (const Shape& shape : {Shape{64, 16, 7, 7}, Shape{32, 24, 14, 14}, Shape{2, 3, 40, 40},
+                             Shape{128, 16, 16, 16}, Shape{16, 64, 8, 8}}) {
+    const int64_t c = shape[1];
+    // f32: weight/bias gradients are sums of thousands of largely cancelling terms (see batch_norm2d_cuda).
+    EXPECT_TRUE(channels_last_parity(fn, {{rnd(shape, 1, -1, 3)}, {rnd({c}, 2, 0.5, 1.5)}, {rnd({c}, 3)}},
+                                     {1e-4, 1e-4, 5e-3}))
+        << shape_str(shape);
+    // AMP: bf16 activations, f32 parameters.
+    EXPECT_TRUE(channels_last_parity(
+        fn,
+        {{rnd(shape, 1, -1, 3), DType::bf16}, {rnd({c}, 2, 0.5, 1.5), DType::f32}, {rnd({c}, 3), DType::f32}},
+        {3e-2, 3e-2, 5e-2}))
+        << "bf16 " << shape_str(shape);
+  }
+}
+
+TEST(ChannelsLastCuda, BatchNormReluMatchesCpu) {
+  LIFTOFF_REQUIRE_CUDA();
+  auto with_residual = [](const std::vector<Tensor>& t) {
+    return batch_norm2d_relu(t[0], t[1], t[2], Tensor(), Tensor(), true, 0.1, 1e-5, t[3]);
+  };
+  auto without = [](const std::vector<Tensor>& t) {
+    return batch_norm2d_relu(t[0], t[1], t[2], Tensor(), Tensor(), true);
+  };
+  for (const Shape& shape : {Shape{64, 16, 7, 7}, Shape{8, 32, 14, 14}}) {
+    const int64_t c = shape[1];
+    for (DType dt : {DType::f32, DType::bf16}) {
+      const Tol tol = dt == DType::f32 ? Tol{1e-4, 1e-4, 5e-3} : Tol{3e-2, 3e-2, 5e-2};
+      EXPECT_TRUE(channels_last_parity(
+          with_residual,
+          {{rnd(shape, 7, -1, 3), dt}, {rnd({c}, 8, 0.5, 1.5)}, {rnd({c}, 9)}, {rnd(shape, 99), dt}}, tol))
+          << dtype_name(dt) << " " << shape_str(shape);
+      EXPECT_TRUE(channels_last_parity(
+          without, {{rnd(shape, 7, -1, 3), dt}, {rnd({c}, 8, 0.5, 1.5)}, {rnd({c}, 9)}}, tol))
+          << dtype_name(dt) << " " << shape_str(shape);
+    }
+  }
+  // A contiguous residual with a channels-last input: converted to the input's layout.
+  EXPECT_TRUE(channels_last_parity(with_residual,
+                                   {{rnd({8, 16, 6, 6}, 1)},
+                                    {rnd({16}, 2, 0.5, 1.5)},
+                                    {rnd({16}, 3)},
+                                    {rnd({8, 16, 6, 6}, 4), DType::f32, /*channels_last=*/false}},
+                                   {1e-4, 1e-4, 5e-3}));
+}
+
+TEST(ChannelsLastCuda, BatchNormEvalMatchesCpu) {
+  LIFTOFF_REQUIRE_CUDA();
+  EXPECT_TRUE(channels_last_parity(
+      [](const std::vector<Tensor>& t) { return batch_norm2d(t[0], t[1], t[2], t[3], t[4], false); },
+      {{rnd({16, 8, 5, 5}, 10)},
+       {rnd({8}, 11, 0.5, 1.5)},
+       {rnd({8}, 12)},
+       {rnd({8}, 13, -0.5, 0.5, false)},
+       {rnd({8}, 14, 0.5, 2, false)}},
+      {1e-5, 1e-5, 1e-4}));
+}
+
+TEST(ChannelsLastCuda, BatchNormRunningStatsMatchCpu) {
+  LIFTOFF_REQUIRE_CUDA();
+  const Device cuda = Device::cuda();
+  const Tensor x = rnd({32, 16, 9, 9}, 20, -1, 3, false);
+  const Tensor w = rnd({16}, 21, 0.5, 1.5, false), b = rnd({16}, 22, -1, 1, false);
+  const Tensor rm_cpu = rnd({16}, 23, -0.5, 0.5, false), rv_cpu = rnd({16}, 24, 0.5, 2, false);
+  const Tensor rm_gpu = rm_cpu.to(cuda), rv_gpu = rv_cpu.to(cuda);
+  batch_norm2d(x, w, b, rm_cpu, rv_cpu, true);
+  const Tensor y = batch_norm2d(x.to(cuda).contiguous(kCl), w.to(cuda), b.to(cuda), rm_gpu, rv_gpu, true);
+  EXPECT_TRUE(y.is_channels_last());
+  EXPECT_TRUE(testing::all_close(rm_gpu.to(Device::cpu()), rm_cpu, 1e-5, 1e-5));
+  EXPECT_TRUE(testing::all_close(rv_gpu.to(Device::cpu()), rv_cpu, 1e-5, 1e-5));
+}
+
+// More channels than the NHWC kernels take: computed in NCHW, still correct.
+TEST(ChannelsLastCuda, BatchNormWideChannelsFallBack) {
+  LIFTOFF_REQUIRE_CUDA();
+  EXPECT_TRUE(channels_last_parity(
+      [](const std::vector<Tensor>& t) { return batch_norm2d(t[0], t[1], t[2], Tensor(), Tensor(), true); },
+      {{rnd({4, 300, 3, 3}, 30)}, {rnd({300}, 31, 0.5, 1.5)}, {rnd({300}, 32)}}, {1e-4, 1e-4, 5e-3},
+      /*expect_channels_last=*/false));
+}
+
+// ---- elementwise ops, cast, global average pool ---------------------------------------------------------
+
+TEST(ChannelsLastCuda, ReluMatchesCpu) {
+  LIFTOFF_REQUIRE_CUDA();
+  for (DType dt : {DType::f32, DType::bf16}) {
+    EXPECT_TRUE(channels_last_parity([](const std::vector<Tensor>& t) { return relu(t[0]); },
+                                     {{rnd({4, 16, 5, 7}, 40), dt}}, {0, 0, 0}))
+        << dtype_name(dt);
+  }
+}
+
+TEST(ChannelsLastCuda, AddMatchesCpu) {
+  LIFTOFF_REQUIRE_CUDA();
+  auto fn = [](const std::vector<Tensor>& t) { return add(t[0], t[1]); };
+  for (DType dt : {DType::f32, DType::bf16}) {
+    const double tol = dt == DType::f32 ? 1e-6 : 1e-2;
+    EXPECT_TRUE(channels_last_parity(fn, {{rnd({4, 16, 5, 7}, 41), dt}, {rnd({4, 16, 5, 7}, 42), dt}},
+                                     {tol, tol, tol}))
+        << dtype_name(dt);
+    // Mixed layouts: the second operand follows the first's.
+    EXPECT_TRUE(channels_last_parity(
+        fn, {{rnd({4, 16, 5, 7}, 43), dt}, {rnd({4, 16, 5, 7}, 44), dt, /*channels_last=*/false}},
+        {tol, tol, tol}))
+        << dtype_name(dt);
+  }
+}
+
+TEST(ChannelsLastCuda, CastKeepsTheLayout) {
+  LIFTOFF_REQUIRE_CUDA();
+  EXPECT_TRUE(channels_last_parity([](const std::vector<Tensor>& t) { return cast(t[0], DType::bf16); },
+                                   {{rnd({4, 16, 5, 7}, 50)}}, {0, 0, 0}));
+  // Back to f32: the gradient is rounded to the input's bf16 (the CPU reference's input is f32 already).
+  EXPECT_TRUE(channels_last_parity([](const std::vector<Tensor>& t) { return cast(t[0], DType::f32); },
+                                   {{rnd({4, 16, 5, 7}, 51), DType::bf16}}, {0, 1e-2, 0}));
+}
+
+TEST(ChannelsLastCuda, GlobalAvgPoolMatchesCpu) {
+  LIFTOFF_REQUIRE_CUDA();
+  auto fn = [](const std::vector<Tensor>& t) { return global_avg_pool2d(t[0]); };
+  for (const Shape& shape : {Shape{8, 64, 8, 8}, Shape{3, 5, 7, 9}}) {
+    EXPECT_TRUE(channels_last_parity(fn, {{rnd(shape, 60)}}, {1e-5, 1e-5, 1e-5})) << shape_str(shape);
+    EXPECT_TRUE(channels_last_parity(fn, {{rnd(shape, 61), DType::bf16}}, {1e-2, 1e-2, 1e-2}))
+        << "bf16 " << shape_str(shape);
+  }
+}
+
+// conv -> batch norm -> ReLU -> add -> global pool on a channels-last input: the layout holds through the
+// chain, and the input's gradient sums its two paths (identity and conv).
+TEST(ChannelsLastCuda, ResidualChainKeepsTheLayout) {
+  LIFTOFF_REQUIRE_CUDA();
+  auto fn = [](const std::vector<Tensor>& t) {
+    const Tensor h =
+        relu(batch_norm2d(conv2d(t[0], t[1], Tensor(), 1, 1), t[2], t[3], Tensor(), Tensor(), true));
+    const Tensor sum = add(h, t[0]);
+    if (h.is_cuda()) {
+      EXPECT_TRUE(h.is_channels_last());
+      EXPECT_TRUE(sum.is_channels_last());
+    }
+    return global_avg_pool2d(sum);
+  };
+  // f32 convolutions may run TF32 on the device: a ReLU mask can flip for values near 0.
+  EXPECT_TRUE(channels_last_parity(fn,
+                                   {{rnd({8, 16, 8, 8}, 70)},
+                                    {rnd({16, 16, 3, 3}, 71, -0.3, 0.3)},
+                                    {rnd({16}, 72, 0.5, 1.5)},
+                                    {rnd({16}, 73)}},
+                                   {1e-2, 1e-2, 2e-2}, true, nullptr, /*whole_graph=*/true));
+}
+
+}  // namespace
+}  // namespace liftoff
