@@ -136,9 +136,15 @@ Verdict diagnose(const RunReport& r, const VerdictThresholds& th) {
   const bool r1 = has_h2d && h2d_share >= th.copy_share && (!busy || *busy < th.gpu_idle_for_copy);
   // The device finishing steps more than a step's time after the host issued them is behind the host: a
   // data wait then is back-pressure (the loader's buffers are still in the device's queue), not a slow input.
+  // Behind and busy (the lower of events and NVML): the device's compute holds the run back. Behind while
+  // our marks cover the step but NVML finds the SMs mostly idle: the device works through kernels too small
+  // to fill it (a tiny model at a small batch, graph-launched or not): latency, not compute.
   const bool device_behind = cuda && r.device_lag_ms && *r.device_lag_ms > wall;
+  const bool back_pressure = device_behind && busy && *busy >= th.gpu_busy;
+  const bool latency_bound =
+      device_behind && !back_pressure && r.device_busy_pct && *r.device_busy_pct / 100.0 >= th.gpu_busy;
   // R2 input-bound: the training thread waits for data, and the device is not what holds it back.
-  const bool r2 = wait_share >= th.input_share && !device_behind;
+  const bool r2 = wait_share >= th.input_share && !back_pressure && !latency_bound;
   // R3 communication-bound: all-reduce time not hidden behind backward.
   const bool r3 = has_comm && comm_share >= th.comm_share;
   // Among R1-R3, the largest share wins.
@@ -239,13 +245,13 @@ Verdict diagnose(const RunReport& r, const VerdictThresholds& th) {
     v.evidence = busy_text + "; " + shares + ": cannot tell compute-bound from host-bound";
     return v;
   }
-  if (*busy >= th.gpu_busy || device_behind) {
+  if (*busy >= th.gpu_busy) {
     v.kind = "compute-bound";
     v.rule = "R4 compute";
     v.evidence = busy_text + "; " + shares;
     if (r.device_lag_ms)
       v.evidence += "; the device ran " + fmt("%.2f", *r.device_lag_ms) + " ms behind the host";
-    if (device_behind && wait_share >= th.input_share)
+    if (back_pressure && wait_share >= th.input_share)
       v.evidence += " (the data wait is back-pressure: the loader waits for the device to release buffers)";
     if (c.amp == "off" || c.amp.empty()) v.suggestion = "--amp bf16";
     return v;
@@ -253,7 +259,12 @@ Verdict diagnose(const RunReport& r, const VerdictThresholds& th) {
   v.kind = "host/launch-bound";
   v.rule = "R5 host";
   v.evidence = busy_text + " although " + shares;
-  if (r.device_lag_ms) {
+  if (latency_bound) {
+    v.evidence +=
+        "; the device ran " + fmt("%.2f", *r.device_lag_ms) +
+        " ms behind the host inside our stages, yet its kernels kept the SMs mostly idle: too little "
+        "work per kernel (the data wait is back-pressure)";
+  } else if (r.device_lag_ms) {
     v.evidence += "; the device finished each step " + fmt("%.2f", *r.device_lag_ms) +
                   " ms after the host issued it (it waits for the host)";
   }

@@ -93,6 +93,32 @@ TEST(Verdict, DataWaitBehindABusyDeviceIsBackPressureNotInput) {
   EXPECT_EQ(diagnose(r).kind, "input-bound");
 }
 
+// Recorded on the H200 (simple_cnn, batch 16, CUDA graphs): the device ran 4.45 ms behind the host with our
+// marks covering the whole step, but NVML saw 2% utilization: tiny kernels, not compute; the data wait is the
+// loader waiting for buffers the device has not released.
+TEST(Verdict, DeviceBehindWithIdleSmsIsLaunchBoundNotComputeOrInput) {
+  RunReport r = cuda_report();
+  r.config.batch = 16;
+  r.step_ms_mean = 0.27;
+  r.stages[static_cast<size_t>(Stage::data_wait)].host_ms = 0.248;
+  r.stages[static_cast<size_t>(Stage::forward)].host_ms = 0.005;
+  r.stages[static_cast<size_t>(Stage::backward)].host_ms = 0.005;
+  r.stages[static_cast<size_t>(Stage::optimizer)].host_ms = 0.002;
+  r.stages[static_cast<size_t>(Stage::other)].host_ms = 0.01;
+  r.device_busy_pct = 100.0;
+  r.gpu.util_mean_pct = 2.0;
+  r.device_lag_ms = 4.45;
+  r.graphs.used = true;
+  r.graphs.nodes = 120;
+  Verdict v = diagnose(r);
+  EXPECT_EQ(v.kind, "host/launch-bound") << v.evidence;
+  EXPECT_NE(v.evidence.find("too little work per kernel"), std::string::npos) << v.evidence;
+  EXPECT_EQ(v.suggestion, "--batch 32");
+  // Behind, and our marks do not cover the step either: the device waits outside our work (for inputs).
+  r.device_busy_pct = 30.0;
+  EXPECT_EQ(diagnose(r).kind, "input-bound");
+}
+
 TEST(Verdict, InputBoundSuggestsMoreWorkersWhenTheyAreBusy) {
   RunReport r = cuda_report();
   stage(r, Stage::data_wait).host_ms = 12.2;
