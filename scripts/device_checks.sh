@@ -278,13 +278,15 @@ for stage in "$@"; do
       /tmp/bin/export_images --data synthetic --format jpg --image-size 224 --count ${JPEGS:-3000} --out /tmp/jpg224 >/dev/null 2>&1
       mkdir -p /tmp/jpg && ln -sfn /tmp/jpg224 /tmp/jpg/train && ln -sfn /tmp/jpg224 /tmp/jpg/test
       V="--device cuda --no-eval --epochs 100"
-      /tmp/bin/train $V --data folder --data-dir /tmp/jpg --model resnet20 --batch 64 --workers 1 --augment cpu --max-steps 25 --timing-warmup 5 --report "$OUT/v_input.json" >>"$OUT/verdicts.log" 2>&1
+      /tmp/bin/train $V --data folder --data-dir /tmp/jpg --model resnet20 --batch 64 --workers 1 --augment cpu --max-steps 25 --timing-warmup 5 --report /tmp/v_input.json >>"$OUT/verdicts.log" 2>&1
       note "planted input-bound: $(grep 'verdict' "$OUT/verdicts.log" | tail -1 | cut -c1-230)"
       /tmp/bin/train $V --data folder --data-dir /tmp/jpg --model simple_cnn --batch 128 --workers 14 --no-pin-memory --augment cpu --max-steps 30 --timing-warmup 5 >>"$OUT/verdicts.log" 2>&1
       note "planted large images, no pin: $(grep 'verdict' "$OUT/verdicts.log" | tail -1 | cut -c1-230)"
-      /tmp/bin/train $V --data-dir $DATA --model simple_cnn --batch 16 --max-steps 300 --timing-warmup 50 --report "$OUT/v_launch.json" >>"$OUT/verdicts.log" 2>&1
+      /tmp/bin/train $V --data folder --data-dir /tmp/jpg --model simple_cnn --batch 128 --workers 14 --no-pin-memory --augment cpu --amp bf16 --max-steps 30 --timing-warmup 5 >>"$OUT/verdicts.log" 2>&1
+      note "planted large images, no pin, bf16: $(grep 'verdict' "$OUT/verdicts.log" | tail -1 | cut -c1-230)"
+      /tmp/bin/train $V --data-dir $DATA --model simple_cnn --batch 16 --max-steps 300 --timing-warmup 50 --report /tmp/v_launch.json >>"$OUT/verdicts.log" 2>&1
       note "planted host/launch-bound: $(grep 'verdict' "$OUT/verdicts.log" | tail -1 | cut -c1-230)"
-      /tmp/bin/train $V --data-dir $DATA --model resnet56 --batch 1024 --max-steps 30 --timing-warmup 5 --report "$OUT/v_compute.json" >>"$OUT/verdicts.log" 2>&1
+      /tmp/bin/train $V --data-dir $DATA --model resnet56 --batch 1024 --max-steps 30 --timing-warmup 5 --report /tmp/v_compute.json >>"$OUT/verdicts.log" 2>&1
       note "planted compute-bound: $(grep 'verdict' "$OUT/verdicts.log" | tail -1 | cut -c1-230)"
       ;;
     ddp_debug)
