@@ -136,13 +136,15 @@ Verdict diagnose(const RunReport& r, const VerdictThresholds& th) {
   const bool r1 = has_h2d && h2d_share >= th.copy_share && (!busy || *busy < th.gpu_idle_for_copy);
   // The device finishing steps more than a step's time after the host issued them is behind the host: a
   // data wait then is back-pressure (the loader's buffers are still in the device's queue), not a slow input.
-  // Behind and busy (the lower of events and NVML): the device's compute holds the run back. Behind while
-  // our marks cover the step but NVML finds the SMs mostly idle: the device works through kernels too small
-  // to fill it (a tiny model at a small batch, graph-launched or not): latency, not compute.
+  // Behind with our marks covering the step: the device is working through our stages. With NVML finding the
+  // SMs nearly idle meanwhile, its kernels are too small to fill it (a tiny model at a small batch,
+  // graph-launched or not): latency, not compute; otherwise its compute holds the run back. Behind with our
+  // marks covering little of the step: the device waits outside our work (inputs), not back-pressure.
   const bool device_behind = cuda && r.device_lag_ms && *r.device_lag_ms > wall;
-  const bool back_pressure = device_behind && busy && *busy >= th.gpu_busy;
-  const bool latency_bound =
-      device_behind && !back_pressure && r.device_busy_pct && *r.device_busy_pct / 100.0 >= th.gpu_busy;
+  const bool inside_marks = !r.device_busy_pct || *r.device_busy_pct / 100.0 >= th.gpu_busy;
+  const bool sms_idle = r.gpu.available && r.gpu.samples > 0 && r.gpu.util_mean_pct / 100.0 < th.sm_idle;
+  const bool latency_bound = device_behind && r.device_busy_pct && inside_marks && sms_idle;
+  const bool back_pressure = device_behind && inside_marks && !latency_bound;
   // R2 input-bound: the training thread waits for data, and the device is not what holds it back.
   const bool r2 = wait_share >= th.input_share && !back_pressure && !latency_bound;
   // R3 communication-bound: all-reduce time not hidden behind backward.
@@ -245,7 +247,7 @@ Verdict diagnose(const RunReport& r, const VerdictThresholds& th) {
     v.evidence = busy_text + "; " + shares + ": cannot tell compute-bound from host-bound";
     return v;
   }
-  if (*busy >= th.gpu_busy) {
+  if (*busy >= th.gpu_busy || back_pressure) {
     v.kind = "compute-bound";
     v.rule = "R4 compute";
     v.evidence = busy_text + "; " + shares;

@@ -88,6 +88,7 @@ struct VerdictThresholds {
   double input_share = 0.20;        // R2: data wait / step wall
   double comm_share = 0.20;         // R3: exposed all-reduce / step wall
   double gpu_busy = 0.80;           // R4/R5: GPU busy fraction separating compute- from host-bound
+  double sm_idle = 0.30;  // R5: NVML utilization below this while the device is behind: tiny kernels
   double cpu_compute_share = 0.50;  // R4 (CPU device): forward+backward+optimizer / step wall
   double workers_busy = 0.75;       // input-bound suggestion: workers busy above this -> more workers
   double cpu_augment_share = 0.30;  // input-bound suggestion: CPU augmentation share of worker time

@@ -114,9 +114,25 @@ TEST(Verdict, DeviceBehindWithIdleSmsIsLaunchBoundNotComputeOrInput) {
   EXPECT_EQ(v.kind, "host/launch-bound") << v.evidence;
   EXPECT_NE(v.evidence.find("too little work per kernel"), std::string::npos) << v.evidence;
   EXPECT_EQ(v.suggestion, "--batch 32");
-  // Behind, and our marks do not cover the step either: the device waits outside our work (for inputs).
+  // Behind, but our marks cover little of the step: the device waits outside our work (for inputs).
   r.device_busy_pct = 30.0;
   EXPECT_EQ(diagnose(r).kind, "input-bound");
+}
+
+// Recorded on the H200 (resnet56, batch 1024, CUDA graphs, 30 steps): NVML's 68% is below the busy threshold
+// but far from idle, and the device ran 467 ms behind: compute-bound, the data wait is back-pressure.
+TEST(Verdict, DeviceFarBehindWithBusySmsIsComputeBound) {
+  RunReport r = cuda_report();
+  r.config.batch = 1024;
+  r.step_ms_mean = 12.98;
+  r.stages[static_cast<size_t>(Stage::data_wait)].host_ms = 12.85;
+  r.device_busy_pct = 100.0;
+  r.gpu.util_mean_pct = 68.0;
+  r.device_lag_ms = 466.92;
+  r.graphs.used = true;
+  const Verdict v = diagnose(r);
+  EXPECT_EQ(v.kind, "compute-bound") << v.evidence;
+  EXPECT_NE(v.evidence.find("back-pressure"), std::string::npos) << v.evidence;
 }
 
 TEST(Verdict, InputBoundSuggestsMoreWorkersWhenTheyAreBusy) {
