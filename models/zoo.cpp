@@ -12,10 +12,12 @@
 namespace liftoff {
 
 namespace {
+// -1: automatic (fused on CUDA, unfused on the CPU), 0: off, 1: on.
 std::atomic<int>& fused_bn_relu_setting() {
   static std::atomic<int> setting{[] {
-    const char* text = std::getenv("LIFTOFF_FUSED_BN_RELU");
-    return text != nullptr && std::string(text) == "1" ? 1 : 0;
+    const std::optional<double> value = env_number("LIFTOFF_FUSED_BN_RELU", 0.0, false, "0 or 1");
+    if (!value) return -1;
+    return *value != 0.0 ? 1 : 0;
   }()};
   return setting;
 }
@@ -35,11 +37,12 @@ void set_channels_last_activations(bool on) {
   channels_last_setting().store(on ? 1 : 0, std::memory_order_relaxed);
 }
 
-bool fused_batch_norm_relu() {
-  return fused_bn_relu_setting().load(std::memory_order_relaxed) != 0;
+bool fused_batch_norm_relu(Device device) {
+  const int setting = fused_bn_relu_setting().load(std::memory_order_relaxed);
+  return setting < 0 ? device.is_cuda() : setting != 0;
 }
-void set_fused_batch_norm_relu(bool on) {
-  fused_bn_relu_setting().store(on ? 1 : 0, std::memory_order_relaxed);
+void set_fused_batch_norm_relu(std::optional<bool> on) {
+  fused_bn_relu_setting().store(on ? (*on ? 1 : 0) : -1, std::memory_order_relaxed);
 }
 
 SimpleCNN::SimpleCNN(int64_t in_channels, int64_t classes, int64_t image_size, Generator& gen) {
@@ -74,7 +77,7 @@ BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, Genera
 }
 
 Tensor BasicBlock::forward(const Tensor& x) {
-  if (fused_batch_norm_relu()) {
+  if (fused_batch_norm_relu(x.device())) {
     const Tensor y = bn1_->forward_relu(conv1_->forward(x));
     return bn2_->forward_relu(conv2_->forward(y), shortcut_->forward(x));
   }
@@ -110,8 +113,8 @@ Tensor ResNet::forward(const Tensor& input) {
   const bool to_channels_last =
       channels_last_activations() && autocast_enabled(&half) && input.is_cuda() && input.dim() == 4;
   const Tensor x = to_channels_last ? input.contiguous(MemoryFormat::channels_last) : input;
-  Tensor y = fused_batch_norm_relu() ? bn1_->forward_relu(conv1_->forward(x))
-                                     : relu(bn1_->forward(conv1_->forward(x)));
+  Tensor y = fused_batch_norm_relu(x.device()) ? bn1_->forward_relu(conv1_->forward(x))
+                                               : relu(bn1_->forward(conv1_->forward(x)));
   y = layer3_->forward(layer2_->forward(layer1_->forward(y)));
   return fc_->forward(global_avg_pool2d(y));
 }

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,11 +59,13 @@ class ResNet : public Module {
   std::shared_ptr<Linear> fc_;
 };
 
-// Whether ResNet blocks run batch norm + (residual add +) ReLU as one op (batch_norm2d_relu): fewer passes
-// and kernel launches, same values in f32/f64. Off unless LIFTOFF_FUSED_BN_RELU=1 (read once) or
-// set_fused_batch_norm_relu(true); it stays off by default until measured on a GPU (docs/perf.md).
-bool fused_batch_norm_relu();
-void set_fused_batch_norm_relu(bool on);
+// Whether ResNet blocks on `device` run batch norm + (residual add +) ReLU as one op (batch_norm2d_relu):
+// fewer passes and kernel launches, same values in f32/f64. Automatic by default: on for CUDA (fewer graph
+// nodes, measured no slower on the H200), off on the CPU (measured slower there; docs/perf.md).
+// LIFTOFF_FUSED_BN_RELU=0/1 (read once) or set_fused_batch_norm_relu(false/true) forces it; nullopt restores
+// the automatic choice.
+bool fused_batch_norm_relu(Device device);
+void set_fused_batch_norm_relu(std::optional<bool> on);
 
 // Whether ResNets run their activations channels-last (NHWC) on CUDA under f16/bf16 autocast: the input is
 // converted once at the stem, and conv2d (cuDNN NHWC, KRSC filters), batch norm (+ ReLU), ReLU, add, cast and
