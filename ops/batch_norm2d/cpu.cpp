@@ -182,19 +182,17 @@ void batch_norm_backward(const Tensor& x, const Tensor& grad_y, const Tensor& we
     using T = decltype(tag);
     const int64_t batch = x.size(0), channels = x.size(1), hw = x.size(2) * x.size(3);
     const T* in = x.data<T>();
-    // A fused ReLU passes gradients where its output was positive: mask first (the residual's gradient is
-    // that masked gradient), then the batch-norm backward as usual.
-    // The masked gradient is written once, into grad_residual when the residual wants it.
+    // A fused ReLU passes gradients where its output was positive: each plane is masked first (the residual's
+    // gradient is that masked gradient), then the batch-norm backward as usual. The masked gradient is
+    // written once, into grad_residual when the residual wants it, plane by plane inside the channel loop
+    // (in parallel, and still in cache when the sums read it).
+    const T* gy_in = grad_y.data<T>();
+    const T* yr = y_relu.defined() ? y_relu.data<T>() : nullptr;
     Tensor masked = grad_residual;
-    if (y_relu.defined()) {
-      if (!masked.defined()) masked = Tensor::empty(grad_y.shape(), grad_y.dtype(), grad_y.device());
-      const Eigen::Index n = static_cast<Eigen::Index>(grad_y.numel());
-      OutPlane<T>(masked.data<T>(), n) =
-          (Plane<T>(y_relu.data<T>(), n) > T(0)).select(Plane<T>(grad_y.data<T>(), n), T(0));
-    } else if (masked.defined()) {
-      std::memcpy(masked.data<T>(), grad_y.data<T>(), grad_y.nbytes());
-    }
-    const T* gy = y_relu.defined() ? masked.data<T>() : grad_y.data<T>();
+    if (yr != nullptr && !masked.defined())
+      masked = Tensor::empty(grad_y.shape(), grad_y.dtype(), grad_y.device());
+    T* mk = masked.defined() ? masked.data<T>() : nullptr;
+    const T* gy = mk != nullptr ? mk : gy_in;
     const T* w = weight.data<T>();
     const T* sm = save_mean.data<T>();
     const T* si = save_invstd.data<T>();
@@ -210,6 +208,12 @@ void batch_norm_backward(const Tensor& x, const Tensor& grad_y, const Tensor& we
         double sum_dy = 0.0, sum_dy_xmu = 0.0;
         for (int64_t n = 0; n < batch; ++n) {
           const int64_t base = (n * channels + c) * hw;
+          if (yr != nullptr) {
+            OutPlane<T>(mk + base, hw) =
+                (Plane<T>(yr + base, hw) > T(0)).select(Plane<T>(gy_in + base, hw), T(0));
+          } else if (mk != nullptr) {
+            std::memcpy(mk + base, gy_in + base, static_cast<size_t>(hw) * sizeof(T));
+          }
           plane_grad_sums(gy + base, in + base, hw, mean, sum_dy, sum_dy_xmu);
         }
         if (gw) gw[c] = static_cast<T>(sum_dy_xmu * invstd);
