@@ -90,6 +90,8 @@ struct DistributedDataParallel::State {
   int64_t round_first_bytes = 0;
   // The round recorded by the last graph capture (what each replay issues again).
   int64_t captured_calls = 0, captured_bytes = 0;
+  bool capturing = false;  // between begin_graph_capture and end_graph_capture
+  DDPStats before_capture;
   // Stats.
   DDPStats stats;
   std::deque<StepRecord> unresolved;
@@ -252,16 +254,10 @@ void DistributedDataParallel::synchronize_gradients() {
     --s.missing[s.bucket_of[i]];
   }
   s.launch_ready();
-  if (s.mark_open) {
+  const bool marked = s.mark_open;
+  if (marked) {
     s.profiler->end_device_stage(Stage::allreduce, StreamKind::comm);  // after the last bucket
     s.mark_open = false;
-#if LIFTOFF_WITH_CUDA
-    // The compute stream also waits for the mark itself: a graph capture must join every node of the comm
-    // stream back into the compute stream, and the buckets' own events come before the mark.
-    cuda::Event marked;
-    marked.record(cuda::comm_stream(s.device.index));
-    marked.wait(cuda::compute_stream(s.device.index));
-#endif
   }
   // A captured step's events belong to the graph (querying them is an error): it is not timed here.
   const bool captured = graph_capture_active();
@@ -277,6 +273,14 @@ void DistributedDataParallel::synchronize_gradients() {
   for (auto& w : s.works) w->wait();
   record.host_wait_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 #if LIFTOFF_WITH_CUDA
+  if (marked) {
+    // The compute stream also waits for the end mark (right behind the last bucket): a graph capture must
+    // join every node of the comm stream back into the compute stream. After backward_end, so the wait
+    // counts as exposed like the buckets' own.
+    cuda::Event mark_done;
+    mark_done.record(cuda::comm_stream(s.device.index));
+    mark_done.wait(cuda::compute_stream(s.device.index));
+  }
   if (cuda_group) {
     record.after_wait = std::make_unique<cuda::Event>(true);
     record.after_wait->record(cuda::compute_stream(s.device.index));
@@ -313,6 +317,26 @@ void DistributedDataParallel::count_replayed_round() {
   ++s.stats.sync_steps;
   s.stats.all_reduce_calls += s.captured_calls;
   s.stats.bytes_reduced += s.captured_bytes;
+  s.round_first_call = s.stats.all_reduce_calls;
+  s.round_first_bytes = s.stats.bytes_reduced;
+}
+
+void DistributedDataParallel::begin_graph_capture() {
+  State& s = *state_;
+  s.before_capture = s.stats;
+  s.capturing = true;
+}
+
+void DistributedDataParallel::end_graph_capture(bool succeeded) noexcept {
+  State& s = *state_;
+  if (!s.capturing) return;
+  s.capturing = false;
+  if (succeeded) return;
+  abandon_round();
+  // Nothing recorded in the failed capture ran: its sync and launches are not counted (the eager rerun is).
+  s.stats.sync_steps = s.before_capture.sync_steps;
+  s.stats.all_reduce_calls = s.before_capture.all_reduce_calls;
+  s.stats.bytes_reduced = s.before_capture.bytes_reduced;
   s.round_first_call = s.stats.all_reduce_calls;
   s.round_first_bytes = s.stats.bytes_reduced;
 }

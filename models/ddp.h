@@ -94,6 +94,11 @@ class DistributedDataParallel {
   // slice. A no-op while require_sync() is off. Call once per optimizer step, after the last backward.
   void synchronize_gradients();
 
+  // Bracket a graph capture of a step (the Trainer does): a capture that fails (succeeded false) is
+  // abandoned and its sync and launches are uncounted, whatever point it failed at. Never throws at the end.
+  void begin_graph_capture();
+  void end_graph_capture(bool succeeded) noexcept;
+
   // Forgets the current round after a failed step (e.g. an aborted graph capture): buckets launched or
   // half-filled are dropped, the next backward starts a fresh round. Never throws.
   void abandon_round() noexcept;

@@ -84,7 +84,9 @@ Verdict diagnose(const RunReport& r, const VerdictThresholds& th) {
   if (r.device_busy_pct) {
     busy = *r.device_busy_pct / 100.0;
     busy_text = "GPU busy " + pct(*busy) + " of the step (CUDA events)";
-    if (r.gpu.available && r.gpu.samples > 0) {
+    if (r.gpu.available && r.gpu.samples > 0 && r.gpu.samples < th.nvml_min_samples) {
+      busy_text += ", NVML " + std::to_string(r.gpu.samples) + " sample(s) only, not used";
+    } else if (r.gpu.available && r.gpu.samples > 0) {
       busy_text += ", NVML utilization " + fmt("%.0f%%", r.gpu.util_mean_pct);
       // Event spans include the gaps between kernels inside a stage (an upper bound); NVML counts time a
       // kernel was running. A launch-bound step shows spans near 100% but low NVML utilization: trust the
@@ -140,10 +142,16 @@ Verdict diagnose(const RunReport& r, const VerdictThresholds& th) {
   // SMs nearly idle meanwhile, its kernels are too small to fill it (a tiny model at a small batch,
   // graph-launched or not): latency, not compute; otherwise its compute holds the run back. Behind with our
   // marks covering little of the step: the device waits outside our work (inputs), not back-pressure.
+  // Tiny kernels show as NVML finding the SMs idle (when it sampled enough), or as a captured graph whose
+  // node count alone, at the least a node costs, takes half the step.
   const bool device_behind = cuda && r.device_lag_ms && *r.device_lag_ms > wall;
-  const bool inside_marks = !r.device_busy_pct || *r.device_busy_pct / 100.0 >= th.gpu_busy;
-  const bool sms_idle = r.gpu.available && r.gpu.samples > 0 && r.gpu.util_mean_pct / 100.0 < th.sm_idle;
-  const bool latency_bound = device_behind && r.device_busy_pct && inside_marks && sms_idle;
+  const bool inside_marks = r.device_busy_pct && *r.device_busy_pct / 100.0 >= th.gpu_busy;
+  const bool sms_idle =
+      r.gpu.available && r.gpu.samples >= th.nvml_min_samples && r.gpu.util_mean_pct / 100.0 < th.sm_idle;
+  const double node_floor_ms =
+      r.graphs.used ? static_cast<double>(r.graphs.nodes) * th.node_latency_us / 1000.0 : 0.0;
+  const bool many_nodes = node_floor_ms >= th.latency_share * wall;
+  const bool latency_bound = device_behind && inside_marks && (sms_idle || many_nodes);
   const bool back_pressure = device_behind && inside_marks && !latency_bound;
   // R2 input-bound: the training thread waits for data, and the device is not what holds it back.
   const bool r2 = wait_share >= th.input_share && !back_pressure && !latency_bound;
@@ -247,7 +255,7 @@ Verdict diagnose(const RunReport& r, const VerdictThresholds& th) {
     v.evidence = busy_text + "; " + shares + ": cannot tell compute-bound from host-bound";
     return v;
   }
-  if (*busy >= th.gpu_busy || back_pressure) {
+  if (!latency_bound && (*busy >= th.gpu_busy || back_pressure)) {
     v.kind = "compute-bound";
     v.rule = "R4 compute";
     v.evidence = busy_text + "; " + shares;
@@ -263,9 +271,13 @@ Verdict diagnose(const RunReport& r, const VerdictThresholds& th) {
   v.evidence = busy_text + " although " + shares;
   if (latency_bound) {
     v.evidence +=
-        "; the device ran " + fmt("%.2f", *r.device_lag_ms) +
-        " ms behind the host inside our stages, yet its kernels kept the SMs mostly idle: too little "
-        "work per kernel (the data wait is back-pressure)";
+        "; the device ran " + fmt("%.2f", *r.device_lag_ms) + " ms behind the host inside our stages";
+    v.evidence += sms_idle ? ", yet NVML found its SMs mostly idle"
+                           : ", and the graph's " + std::to_string(r.graphs.nodes) +
+                                 " nodes alone take about " + fmt("%.2f", node_floor_ms) + " ms at " +
+                                 fmt("%.1f", th.node_latency_us) + " us each";
+    v.evidence += ": too little work per kernel";
+    if (wait_share >= th.input_share) v.evidence += " (the data wait is back-pressure)";
   } else if (r.device_lag_ms) {
     v.evidence += "; the device finished each step " + fmt("%.2f", *r.device_lag_ms) +
                   " ms after the host issued it (it waits for the host)";
@@ -284,7 +296,7 @@ Verdict diagnose(const RunReport& r, const VerdictThresholds& th) {
   }
   if (c.batch > 0 && c.batch < th.small_batch && memory_room) {
     v.suggestion = "--batch " + std::to_string(2 * c.batch);
-  } else if (!r.graphs.used) {
+  } else if (!r.graphs.used && !latency_bound) {
     v.suggestion = "CUDA graphs";
   } else {
     v.suggestion = "more work per launch: a larger --batch";

@@ -88,7 +88,10 @@ struct VerdictThresholds {
   double input_share = 0.20;        // R2: data wait / step wall
   double comm_share = 0.20;         // R3: exposed all-reduce / step wall
   double gpu_busy = 0.80;           // R4/R5: GPU busy fraction separating compute- from host-bound
-  double sm_idle = 0.30;  // R5: NVML utilization below this while the device is behind: tiny kernels
+  double sm_idle = 0.30;         // R5: NVML utilization below this while the device is behind: tiny kernels
+  int64_t nvml_min_samples = 5;  // NVML figures are used only with this many samples in the measured steps
+  double node_latency_us = 2.5;  // R5: the least a CUDA graph node costs the device (launch latency)
+  double latency_share = 0.50;   // R5: graph nodes x node latency above this share of the step: tiny kernels
   double cpu_compute_share = 0.50;  // R4 (CPU device): forward+backward+optimizer / step wall
   double workers_busy = 0.75;       // input-bound suggestion: workers busy above this -> more workers
   double cpu_augment_share = 0.30;  // input-bound suggestion: CPU augmentation share of worker time

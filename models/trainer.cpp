@@ -192,11 +192,30 @@ Tensor Trainer::run_staged_eagerly(int64_t count) {
   return step_loss;
 }
 
+void Trainer::check_group_before_replay() {
+  if (!options_.ddp) return;
+  try {
+    options_.ddp->group().check_healthy();
+  } catch (...) {
+    // The communicator was aborted (a peer died or hung): no replay is launched on it, and the graph, which
+    // holds the communicator's captured work (NCCL finishes an abort only once such graphs are gone), goes.
+    graph_.reset();
+    graphs_possible_ = false;
+    graph_status_.reason = "the process group failed";
+    throw;
+  }
+}
+
+Trainer::~Trainer() {
+  if (options_.ddp) options_.ddp->set_profiler(nullptr);  // the profiler may go before the DDP wrapper
+}
+
 bool Trainer::run_graph_step() {
   Profiler* prof = options_.profiler;
   // The learning rate goes to the device before the graph, which reads it there.
   if (schedule_) optimizer_.set_lr(schedule_->lr_at(global_step_));
   if (graph_->ready()) {
+    check_group_before_replay();
     graph_->replay(prof ? prof->replay_graph_marks() : std::vector<void*>{});
     if (options_.ddp) {
       options_.ddp->count_replayed_round();
@@ -219,10 +238,11 @@ bool Trainer::run_graph_step() {
     global_step_ = step_before;
     optimizer_.zero_grad();
     scaler_.abandon_step();
-    if (options_.ddp) options_.ddp->abandon_round();
+    if (options_.ddp) options_.ddp->end_graph_capture(/*succeeded=*/false);
     advance_weight_version();
   };
   try {
+    if (options_.ddp) options_.ddp->begin_graph_capture();
     if (prof) prof->begin_graph_capture();
     graph_->begin_capture();
     Tensor step_loss = run_staged_eagerly(options_.accum);
@@ -233,6 +253,7 @@ bool Trainer::run_graph_step() {
       optimizer_step(/*set_lr=*/false);
     }
     graph_->end_capture(prof ? prof->end_graph_capture() : std::vector<void*>{});
+    if (options_.ddp) options_.ddp->end_graph_capture(/*succeeded=*/true);
     graph_step_loss_ = step_loss;
   } catch (const GraphCaptureError& e) {
     roll_back();
@@ -248,6 +269,7 @@ bool Trainer::run_graph_step() {
     roll_back();  // leave no capture open behind a foreign exception
     throw;
   }
+  check_group_before_replay();
   graph_->replay();  // the first launch records the capture's own events
   if (options_.ddp) options_.ddp->group().watch_graph_replay("all-reduce in the captured training step");
   graph_status_.used = true;

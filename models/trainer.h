@@ -92,7 +92,12 @@ struct EvalResult {
 class Trainer {
  public:
   // schedule may be null (constant learning rate). The model and optimizer must outlive the trainer.
+  // With DDP and CUDA graphs, destroy the Trainer (it owns the graph, which holds captured collectives)
+  // before the process group.
   Trainer(Module& model, Optimizer& optimizer, const LRSchedule* schedule, TrainerOptions options);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
 
   // Runs one epoch of `source`; on_step runs after every optimizer step (cheap: it must not sync the device
   // unless it wants to, e.g. running_loss()).
@@ -135,6 +140,9 @@ class Trainer {
   void stage_static_input(int64_t slot, const Batch& batch);
   // Runs staged micro-batches eagerly (a shape change mid-step, a failed capture, the tail of an epoch).
   Tensor run_staged_eagerly(int64_t count);
+  // DDP: throws the process group's failure (BackendError) before a replay would run on a dead
+  // communicator, dropping the graph.
+  void check_group_before_replay();
   // Captures the step on its first call, replays afterwards; false when the capture failed (nothing ran).
   bool run_graph_step();
 

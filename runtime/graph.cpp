@@ -15,10 +15,15 @@ namespace liftoff {
 
 namespace {
 thread_local bool capturing_on_this_thread = false;
+thread_local int capture_device_on_this_thread = -1;
 }  // namespace
 
 bool graph_capture_active() {
   return capturing_on_this_thread;
+}
+
+int graph_capture_device() {
+  return capturing_on_this_thread ? capture_device_on_this_thread : -1;
 }
 
 void check_not_capturing(const char* what) {
@@ -83,6 +88,7 @@ void CudaGraph::begin_capture() {
   }
   impl_->capturing = true;
   capturing_on_this_thread = true;
+  capture_device_on_this_thread = impl_->device;
   cuda::keep_workspaces_for_graphs(impl_->device);
 }
 

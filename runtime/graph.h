@@ -23,6 +23,8 @@ class GraphCaptureError : public Error {
 
 // True while the calling thread is capturing a graph.
 bool graph_capture_active();
+// The device whose compute stream the calling thread captures; -1 when not capturing.
+int graph_capture_device();
 // Throws GraphCaptureError ("<what> cannot be captured in a CUDA graph ...") while capturing; no-op
 // otherwise.
 void check_not_capturing(const char* what);

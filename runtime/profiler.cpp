@@ -373,10 +373,34 @@ void Profiler::abort_graph_capture() noexcept {
   graph_calls_.clear();
 #if LIFTOFF_WITH_CUDA
   if (!dev_) return;
-  dev_->mode_events.clear();
-  dev_->mode = DeviceState::MarkMode::record;
-  // The marks of the failed capture were never recorded: the step's device figures cannot be trusted.
-  if (dev_->count > 0) dev_->slot_at(dev_->count - 1).incomplete = true;
+  DeviceState& d = *dev_;
+  if (d.count > 0) {
+    // The marks of the failed capture were never recorded: the step's device figures cannot be trusted, and
+    // its events must never be queried (an event last recorded in a capture cannot be), so they go back to
+    // the pool and the slot forgets them.
+    DeviceState::Slot& s = d.slot_at(d.count - 1);
+    s.incomplete = true;
+    const auto captured = [&](int i) {
+      if (i < 0) return false;
+      const void* e = d.events[static_cast<size_t>(i)];
+      return std::find(d.mode_events.begin(), d.mode_events.end(), e) != d.mode_events.end();
+    };
+    for (int& e : s.last_end) {
+      if (captured(e)) e = -1;
+    }
+    auto kept = s.marks.begin();
+    for (auto it = s.marks.begin(); it != s.marks.end(); ++it) {
+      if (captured(it->begin) || captured(it->end)) {
+        d.give(it->begin);
+        d.give(it->end);
+      } else {
+        *kept++ = *it;
+      }
+    }
+    s.marks.erase(kept, s.marks.end());
+  }
+  d.mode_events.clear();
+  d.mode = DeviceState::MarkMode::record;
 #endif
 }
 

@@ -144,12 +144,13 @@ for stage in "$@"; do
     ddp_perf)
       # The scaling figures (CUDA graphs auto = the default, and off), then the killed-rank check.
       pkill -9 -f 'bin/train' 2>/dev/null; sleep 1
-      for n in 1 2; do
+      for n in ${DDP_NS:-1 2}; do
         for g in ${DDP_GRAPHS:-auto off}; do
           timeout -s KILL 60 /tmp/bin/train --gpus $n --device cuda --model resnet20 --data-dir $DATA --batch 256 --amp bf16 \
             --cuda-graphs $g --max-steps ${DDP_STEPS:-300} --timing-warmup 30 --no-eval --epochs 100 >>"$OUT/ddp.log" 2>&1
           note "ddp scaling bf16 ${n} GPU(s) graphs $g: rc=$? liftoff [$(grep -o 'steady state [0-9.]* images/s' "$OUT/ddp.log" | tail -1)] [$(grep '^ddp:' "$OUT/ddp.log" | tail -1 | grep -o '([0-9]* buckets).*' | cut -c1-200)] [$(grep -o 'CUDA graphs: [^;]*' "$OUT/ddp.log" | tail -1 | cut -c1-80)]"
         done
+        [ "${DDP_PT:-1}" = 0 ] && continue
         torchrun --standalone --nproc_per_node $n tools/reference/ddp_reference.py --model resnet20 --batch 256 \
           --amp bf16 --channels-last --bucket-mb 25 --steps 180 --warmup-steps 20 >>"$OUT/ddp.log" 2>&1
         note "ddp scaling bf16 ${n} GPU(s): pytorch [$(grep RESULT "$OUT/ddp.log" | tail -1)]"

@@ -40,8 +40,9 @@ Event& Event::operator=(Event&& other) noexcept {
 void Event::record(cudaStream_t stream) {
   int stream_device = 0;
   if (graph_capture_active()) {
-    // cudaStreamGetDevice is refused on a capturing stream; captured code runs under its device's guard.
-    LIFTOFF_CUDA_CHECK(cudaGetDevice(&stream_device));
+    // cudaStreamGetDevice is refused on a capturing stream (and would invalidate the capture); the streams
+    // joined into a capture belong to the captured device.
+    stream_device = graph_capture_device();
   } else {
     LIFTOFF_CUDA_CHECK(cudaStreamGetDevice(stream, &stream_device));
   }

@@ -5,6 +5,7 @@
 
 #include <nccl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -50,6 +51,26 @@ double seconds_since(Clock::time_point start) {
 // If a failure was reported but the caller never comes back to the group (blocked elsewhere), the process
 // ends this long after the abort, with the message.
 constexpr double kExitGraceSeconds = 15.0;
+
+// ncclCommAbort waits for graphs that hold the communicator's captured work to be destroyed; if that never
+// happens (the thread that owns them is stuck elsewhere), the process ends after the grace period with the
+// reason instead of hanging.
+void abort_within_grace(ncclComm_t comm, const std::string& reason) {
+  auto returned = std::make_shared<std::atomic<bool>>(false);
+  std::thread([returned, reason] {
+    const auto start = Clock::now();
+    while (!returned->load() && seconds_since(start) < kExitGraceSeconds)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (returned->load()) return;
+    std::fprintf(stderr,
+                 "liftoff: error: %s (the NCCL communicator could not be aborted within %.0f s; exiting)\n",
+                 reason.c_str(), kExitGraceSeconds);
+    std::fflush(stderr);
+    std::_Exit(1);
+  }).detach();
+  ncclCommAbort(comm);
+  returned->store(true);
+}
 
 std::string id_to_hex(const ncclUniqueId& id) {
   static const char* digits = "0123456789abcdef";
@@ -237,7 +258,7 @@ class NcclGroup : public ProcessGroup {
       // Unwinding from an error: the peers may be inside a collective this rank will never join, and a
       // finalize or destroy would wait for them forever. Abort, so the error reaches the user and the rank
       // exits (the launcher or mpirun then stops the others).
-      ncclCommAbort(comm_);
+      abort_within_grace(comm_, str_cat("rank ", rank_, " is unwinding from an error"));
       comm_ = nullptr;
       return;
     }
@@ -253,10 +274,10 @@ class NcclGroup : public ProcessGroup {
       if (state == ncclSuccess) {
         ncclCommDestroy(comm_);
       } else {
-        ncclCommAbort(comm_);
+        abort_within_grace(comm_, str_cat("rank ", rank_, ": the NCCL communicator did not finalize"));
       }
     } catch (const std::exception&) {
-      ncclCommAbort(comm_);
+      abort_within_grace(comm_, str_cat("rank ", rank_, ": the NCCL communicator did not finalize"));
     }
     comm_ = nullptr;
   }
@@ -290,6 +311,8 @@ class NcclGroup : public ProcessGroup {
     ++broadcast_calls_;
     return work;
   }
+
+  void check_healthy() override { throw_if_failed(); }
 
   void barrier() override {
     if (!barrier_buffer_.defined()) barrier_buffer_ = Tensor::zeros({1}, DType::i32, device());
@@ -327,6 +350,17 @@ class NcclGroup : public ProcessGroup {
     cuda::DeviceGuard guard(device_);
     const cudaStream_t compute = cuda::compute_stream(device_);
     const cudaStream_t comm = cuda::comm_stream(device_);
+    if (graph_capture_active()) {
+      // A capture already invalidated would make NCCL's launch fail and leave that as the communicator's
+      // error (read by the watchdog as a dead peer): fail the capture instead, which falls back to eager.
+      cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+      const cudaError_t query = cudaStreamIsCapturing(compute, &status);
+      if (query != cudaSuccess) cudaGetLastError();
+      if (query != cudaSuccess || status != cudaStreamCaptureStatusActive) {
+        throw GraphCaptureError(str_cat("NCCL ", what, ": the CUDA graph capture on cuda:", device_,
+                                        " was invalidated before the collective"));
+      }
+    }
     // The collective reads what the compute stream wrote so far: the comm stream waits for it (device-side).
     cuda::Event ready;
     ready.record(compute);
@@ -379,7 +413,12 @@ class NcclGroup : public ProcessGroup {
       if (stop_) break;
       std::string verdict;
       try {
-        while (!pending_.empty() && pending_.front().done->query()) pending_.pop_front();
+        while (!pending_.empty() && pending_.front().done->query()) {
+          pending_.pop_front();
+          // The next one's clock starts now at the latest: work queued far ahead (graph replays) is not
+          // late just because it waited behind earlier work.
+          if (!pending_.empty()) pending_.front().issued = std::max(pending_.front().issued, Clock::now());
+        }
       } catch (const std::exception& e) {
         verdict = str_cat("CUDA error while watching NCCL collectives on rank ", rank_, ": ", e.what());
       }
@@ -439,7 +478,7 @@ class NcclGroup : public ProcessGroup {
     // ncclCommAbort makes the in-flight kernels return, which unblocks host waits on the streams.
     std::lock_guard<std::mutex> lock(comm_mutex_);
     if (comm_ != nullptr) {
-      ncclCommAbort(comm_);
+      abort_within_grace(comm_, reason);
       comm_ = nullptr;
     }
   }

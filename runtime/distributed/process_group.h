@@ -86,11 +86,15 @@ class ProcessGroup {
   virtual std::unique_ptr<Work> broadcast(const Tensor& t, int root = 0) = 0;
   // Blocks the host until every rank arrived (outside training steps: start-up, evaluation, shutdown).
   virtual void barrier() = 0;
+  // Throws BackendError when the group has failed (a dead or hung peer found by the watchdog); cheap, no
+  // communication. Call before launching work that holds this group's collectives (a graph replay).
+  virtual void check_healthy() {}
   // After launching a CUDA graph that holds this group's collectives: the watchdog times the replay like a
   // collective (`what` names it in the error). MPI groups have nothing to watch.
   virtual void watch_graph_replay(const char* what) { (void)what; }
 
-  // Collectives issued so far (all_reduce, broadcast, barrier), for tests and the report.
+  // Collectives issued from the host so far (all_reduce, broadcast, barrier), for tests and the report. A
+  // collective captured in a CUDA graph counts once, not per replay (DDPStats counts replays).
   int64_t all_reduce_calls() const { return all_reduce_calls_; }
   int64_t broadcast_calls() const { return broadcast_calls_; }
 

@@ -106,14 +106,33 @@ TEST(Verdict, DeviceBehindWithIdleSmsIsLaunchBoundNotComputeOrInput) {
   r.stages[static_cast<size_t>(Stage::optimizer)].host_ms = 0.002;
   r.stages[static_cast<size_t>(Stage::other)].host_ms = 0.01;
   r.device_busy_pct = 100.0;
-  r.gpu.util_mean_pct = 2.0;
+  r.gpu.util_mean_pct = 1.0;
+  r.gpu.samples = 1;  // a 0.1 s run: one NVML sample, not used
   r.device_lag_ms = 4.45;
   r.graphs.used = true;
-  r.graphs.nodes = 120;
+  r.graphs.nodes = 60;  // x 2.5 us = 0.15 ms of a 0.27 ms step
   Verdict v = diagnose(r);
   EXPECT_EQ(v.kind, "host/launch-bound") << v.evidence;
   EXPECT_NE(v.evidence.find("too little work per kernel"), std::string::npos) << v.evidence;
+  EXPECT_NE(v.evidence.find("60 nodes"), std::string::npos) << v.evidence;
+  EXPECT_NE(v.evidence.find("back-pressure"), std::string::npos) << v.evidence;
+  EXPECT_NE(v.evidence.find("1 sample(s) only"), std::string::npos) << v.evidence;
   EXPECT_EQ(v.suggestion, "--batch 32");
+  // No NVML at all (MIG, no driver library): the node count alone still tells latency from compute.
+  r.gpu.available = false;
+  r.gpu.samples = 0;
+  EXPECT_EQ(diagnose(r).kind, "host/launch-bound");
+  // A small data wait is not called back-pressure.
+  r.stages[static_cast<size_t>(Stage::data_wait)].host_ms = 0.01;
+  r.stages[static_cast<size_t>(Stage::other)].host_ms = 0.248;
+  v = diagnose(r);
+  EXPECT_EQ(v.kind, "host/launch-bound") << v.evidence;
+  EXPECT_EQ(v.evidence.find("back-pressure"), std::string::npos) << v.evidence;
+  r.stages[static_cast<size_t>(Stage::data_wait)].host_ms = 0.248;
+  r.stages[static_cast<size_t>(Stage::other)].host_ms = 0.01;
+  r.gpu.available = true;
+  r.gpu.samples = 50;
+  r.gpu.util_mean_pct = 2.0;
   // Behind, but our marks cover little of the step: the device waits outside our work (for inputs).
   r.device_busy_pct = 30.0;
   EXPECT_EQ(diagnose(r).kind, "input-bound");
@@ -129,7 +148,9 @@ TEST(Verdict, DeviceFarBehindWithBusySmsIsComputeBound) {
   r.device_busy_pct = 100.0;
   r.gpu.util_mean_pct = 68.0;
   r.device_lag_ms = 466.92;
+  r.gpu.samples = 4;  // too few: NVML not used, the events' 100% is
   r.graphs.used = true;
+  r.graphs.nodes = 1203;  // x 2.5 us = 3.0 ms of a 13 ms step: not latency
   const Verdict v = diagnose(r);
   EXPECT_EQ(v.kind, "compute-bound") << v.evidence;
   EXPECT_NE(v.evidence.find("back-pressure"), std::string::npos) << v.evidence;

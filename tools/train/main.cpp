@@ -383,6 +383,8 @@ int run(const Flags& f) {
           "profiler marks), %.3f ms exposed, %.3f ms overlapped with backward (%.0f%% hidden)",
           total, *report.allreduce_exposed_ms, *report.allreduce_overlapped_ms,
           total > 0 ? 100.0 * *report.allreduce_overlapped_ms / total : 0.0);
+    } else if (gs.graph_steps > 0) {
+      std::printf("; all-reduce timing of the captured steps comes from the profiler (--profile)");
     } else if (st.device_timed && st.timed_steps > 0) {
       const double per = 1.0 / static_cast<double>(st.timed_steps);
       std::printf(
