@@ -335,6 +335,8 @@ int run(const Flags& f) {
   report.graphs.graph_steps = gs.graph_steps;
   report.graphs.eager_steps = gs.eager_steps;
   report.graphs.nodes = gs.nodes;
+  // The verdict weighs the graph (node count, whether the step was captured): judge again with it filled in.
+  if (f.profile) report.verdict = diagnose(report);
   // Every rank's step time on rank 0 (a collective: all ranks profile or none do, since flags are shared).
   if (group && f.profile) report.rank_step_ms = all_gather_value(*group, report.step_ms_mean);
   if (nan_step >= 0) {
