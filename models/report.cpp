@@ -1226,35 +1226,71 @@ std::string comparison_html(const RunReport& a, const RunReport& b, const std::s
                             const std::string& name_b) {
   static const char* kColors[kNumStages] = {"#e4572e", "#f3a712", "#a8c686", "#29335c",
                                             "#669bbc", "#8e44ad", "#17becf", "#bbbbbb"};
-  const double max_ms = std::max({a.step_ms_mean, b.step_ms_mean, 1e-9});
-  // The label column grows with the longer run name (about 7 px a character at 12 px sans-serif).
-  const int longest = static_cast<int>(std::max(name_a.size(), name_b.size()));
-  const int left = std::max(150, 7 * longest + 24), width = 600, bar_h = 34, top = 20;
-  std::ostringstream svg;
-  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << left + width + 120 << "\" height=\""
-      << top + 2 * (bar_h + 16) + 60 << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  // One bar of host ms/step per run (they add up to the step), and for a run with CUDA event timings a
+  // second bar of device ms/step per stage: with the device as the limit (CUDA graphs), the host bar is
+  // mostly data wait (back-pressure) and the device bar shows where the time goes.
+  struct Bar {
+    std::string label;
+    std::array<double, kNumStages> ms{};
+    double total = 0.0;
+    std::string total_text;
+  };
+  std::vector<Bar> bars;
   const RunReport* runs[2] = {&a, &b};
   const std::string names[2] = {name_a, name_b};
   for (int k = 0; k < 2; ++k) {
     const RunReport& r = *runs[k];
+    Bar host;
+    for (int i = 0; i < kNumStages; ++i)
+      host.ms[static_cast<size_t>(i)] = r.stages[static_cast<size_t>(i)].host_ms;
+    host.total = r.step_ms_mean;
+    host.total_text = fmt("%.2f", r.step_ms_mean) + " ms";
+    Bar dev;
+    for (int i = 0; i < kNumStages; ++i) {
+      const auto& d = r.stages[static_cast<size_t>(i)].device_ms;
+      dev.ms[static_cast<size_t>(i)] = d ? *d : 0.0;
+      dev.total += dev.ms[static_cast<size_t>(i)];
+    }
+    const bool has_device = dev.total > 0.0;
+    host.label = names[k] + (has_device ? " (host)" : "");
+    bars.push_back(host);
+    if (has_device) {
+      dev.label = names[k] + " (device)";
+      dev.total_text = fmt("%.2f", dev.total) + " ms on the device";
+      bars.push_back(dev);
+    }
+  }
+  double max_ms = 1e-9;
+  size_t longest = 0;
+  for (const Bar& bar : bars) {
+    max_ms = std::max(max_ms, bar.total);
+    longest = std::max(longest, bar.label.size());
+  }
+  // The label column grows with the longest label (about 7 px a character at 12 px sans-serif).
+  const int left = std::max(150, 7 * static_cast<int>(longest) + 24), width = 600, bar_h = 34, top = 20;
+  const int rows = static_cast<int>(bars.size());
+  std::ostringstream svg;
+  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << left + width + 180 << "\" height=\""
+      << top + rows * (bar_h + 16) + 60 << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  for (int k = 0; k < rows; ++k) {
+    const Bar& bar = bars[static_cast<size_t>(k)];
     const int y = top + k * (bar_h + 16);
     svg << "<text x=\"" << left - 8 << "\" y=\"" << y + bar_h / 2 + 4 << "\" text-anchor=\"end\">"
-        << html_escape(names[k]) << "</text>\n";
+        << html_escape(bar.label) << "</text>\n";
     double x = left;
     for (int i = 0; i < kNumStages; ++i) {
-      const double w = width * r.stages[static_cast<size_t>(i)].host_ms / max_ms;
+      const double ms = bar.ms[static_cast<size_t>(i)];
+      const double w = width * ms / max_ms;
       if (w <= 0) continue;
       svg << "<rect x=\"" << fmt("%.2f", x) << "\" y=\"" << y << "\" width=\"" << fmt("%.2f", w)
           << "\" height=\"" << bar_h << "\" fill=\"" << kColors[i] << "\"><title>"
-          << stage_name(static_cast<Stage>(i)) << ": "
-          << fmt("%.3f", r.stages[static_cast<size_t>(i)].host_ms) << " ms/step ("
-          << fmt("%.1f", 100.0 * r.stages[static_cast<size_t>(i)].host_share) << "%)</title></rect>\n";
+          << stage_name(static_cast<Stage>(i)) << ": " << fmt("%.3f", ms) << " ms/step</title></rect>\n";
       x += w;
     }
-    svg << "<text x=\"" << fmt("%.2f", x + 6) << "\" y=\"" << y + bar_h / 2 + 4 << "\">"
-        << fmt("%.2f", r.step_ms_mean) << " ms</text>\n";
+    svg << "<text x=\"" << fmt("%.2f", x + 6) << "\" y=\"" << y + bar_h / 2 + 4 << "\">" << bar.total_text
+        << "</text>\n";
   }
-  const int ly = top + 2 * (bar_h + 16) + 10;
+  const int ly = top + rows * (bar_h + 16) + 10;
   for (int i = 0; i < kNumStages; ++i) {
     const int lx = left + i * 85;
     svg << "<rect x=\"" << lx << "\" y=\"" << ly << "\" width=\"12\" height=\"12\" fill=\"" << kColors[i]
@@ -1271,7 +1307,7 @@ std::string comparison_html(const RunReport& a, const RunReport& b, const std::s
     << "td:first-child,th:first-child{text-align:left}</style></head><body>\n";
   o << "<h1>" << html_escape(name_a) << " vs " << html_escape(name_b) << "</h1>\n";
   o << "<p>A: " << html_escape(run_label(a)) << "<br>B: " << html_escape(run_label(b)) << "</p>\n";
-  o << "<h2>Step time by stage (host ms/step)</h2>\n" << svg.str();
+  o << "<h2>Step time by stage (host ms/step; device ms/step where CUDA events timed it)</h2>\n" << svg.str();
   o << "<h2>Side by side</h2>\n<table><tr><th>ms/step</th><th>A</th><th>B</th><th>A/B</th></tr>\n";
   for (const auto& row : comparison_rows(a, b)) {
     o << "<tr><td>" << html_escape(row[0]) << "</td><td>" << html_escape(row[1]) << "</td><td>"
