@@ -34,28 +34,54 @@ __global__ void add_bias_kernel(T* y, const T* bias, int64_t n, int64_t plane, i
   }
 }
 
-// gb[k] = sum over images and pixels of gy[:, k]; one block per channel, fixed order (deterministic).
+// gb[k] = sum over images and pixels of gy[:, k], in two deterministic passes: each channel's images*plane
+// values are cut into `chunks` equal ranges, one block per (range, channel) writes its partial sum, then one
+// block per channel adds its partials in range order. (One block per channel left a 32-channel layer at 224
+// px with 32 busy blocks: 11.9 of 41.7 ms per step on the H200.)
 template <class T>
-__global__ void bias_grad_kernel(const T* gy, T* gb, int64_t images, int64_t channels, int64_t plane,
-                                 bool nhwc) {
+__global__ void bias_grad_partial_kernel(const T* gy, acc_t<T>* partials, int64_t images, int64_t channels,
+                                         int64_t plane, int64_t chunks, bool nhwc) {
   using A = acc_t<T>;
   __shared__ A partial[kBlock];
+  const int64_t ch = blockIdx.y;
+  const int64_t chunk = blockIdx.x;
   const int64_t count = images * plane;
-  for (int64_t ch = blockIdx.x; ch < channels; ch += gridDim.x) {
-    A sum = A(0);
-    for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
-      const int64_t img = j / plane;
-      sum += convert<A>(nhwc ? gy[j * channels + ch] : gy[(img * channels + ch) * plane + (j - img * plane)]);
+  const int64_t per_chunk = (count + chunks - 1) / chunks;
+  const int64_t begin = chunk * per_chunk;
+  const int64_t end = begin + per_chunk < count ? begin + per_chunk : count;
+  A sum = A(0);
+  if (nhwc) {
+    for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) sum += convert<A>(gy[j * channels + ch]);
+  } else {
+    // Walk whole planes (contiguous runs) so threads read neighbouring values and skip most divisions.
+    int64_t img = begin / plane;
+    int64_t pix = begin - img * plane;
+    int64_t j = begin;
+    while (j < end) {
+      const int64_t run = (plane - pix) < (end - j) ? (plane - pix) : (end - j);
+      const T* row = gy + (img * channels + ch) * plane + pix;
+      for (int64_t t = threadIdx.x; t < run; t += blockDim.x) sum += convert<A>(row[t]);
+      j += run;
+      ++img;
+      pix = 0;
     }
-    partial[threadIdx.x] = sum;
-    __syncthreads();
-    for (int offset = kBlock / 2; offset > 0; offset >>= 1) {
-      if (threadIdx.x < offset) partial[threadIdx.x] += partial[threadIdx.x + offset];
-      __syncthreads();
-    }
-    if (threadIdx.x == 0) gb[ch] = convert<T>(partial[0]);
+  }
+  partial[threadIdx.x] = sum;
+  __syncthreads();
+  for (int offset = kBlock / 2; offset > 0; offset >>= 1) {
+    if (threadIdx.x < offset) partial[threadIdx.x] += partial[threadIdx.x + offset];
     __syncthreads();
   }
+  if (threadIdx.x == 0) partials[ch * chunks + chunk] = partial[0];
+}
+
+template <class T>
+__global__ void bias_grad_finish_kernel(const acc_t<T>* partials, T* gb, int64_t channels, int64_t chunks) {
+  const int64_t ch = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (ch >= channels) return;
+  acc_t<T> sum = acc_t<T>(0);
+  for (int64_t c = 0; c < chunks; ++c) sum += partials[ch * chunks + c];
+  gb[ch] = convert<T>(sum);
 }
 
 cudnnDataType_t cudnn_dtype(DType dtype) {
@@ -433,15 +459,31 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& gy, const T
   require_layout(gw, g, "weight gradient");
   require_contiguous(gb, "bias gradient");
   const DType dtype = gy.dtype();
-  if (gb.defined()) {
-    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(g.k, 1), 65535));
+  if (gb.defined() && g.k > 0) {
+    // About 1024 blocks in all, at least 8192 values each; a fixed split: the sum does not depend on timing.
+    const int64_t count = g.n * g.oh * g.ow;
+    const int64_t chunks =
+        std::max<int64_t>(1, std::min<int64_t>(count / 8192, std::max<int64_t>(1, 1024 / g.k)));
+    LIFTOFF_CHECK(g.k <= 65535, ShapeError, "conv2d backward: ", g.k,
+                  " output channels exceed the bias kernel's "
+                  "grid (65535)");
+    const DType acc = dtype == DType::f64 ? DType::f64 : DType::f32;
+    const Tensor partials = Tensor::empty({g.k * chunks}, acc, gy.device());
     dispatch_device_float(dtype, "conv2d backward", [&](auto tag) {
       using T = decltype(tag);
-      bias_grad_kernel<T><<<blocks, kBlock, 0, compute_stream(device)>>>(static_cast<const T*>(gy.raw_data()),
-                                                                         static_cast<T*>(gb.raw_data()), g.n,
-                                                                         g.k, g.oh * g.ow, g.channels_last);
+      using A = acc_t<T>;
+      const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(g.k));
+      bias_grad_partial_kernel<T><<<grid, kBlock, 0, compute_stream(device)>>>(
+          static_cast<const T*>(gy.raw_data()), static_cast<A*>(partials.raw_data()), g.n, g.k, g.oh * g.ow,
+          chunks, g.channels_last);
+      LIFTOFF_LAUNCH_CHECK();
+      const auto finish_blocks = static_cast<unsigned>((g.k + kBlock - 1) / kBlock);
+      bias_grad_finish_kernel<T><<<finish_blocks, kBlock, 0, compute_stream(device)>>>(
+          static_cast<const A*>(partials.raw_data()), static_cast<T*>(gb.raw_data()), g.k, chunks);
       LIFTOFF_LAUNCH_CHECK();
     });
+  } else if (gb.defined()) {
+    gb.zero_();
   }
   if (!gx.defined() && !gw.defined()) return;
   if (g.n == 0) {

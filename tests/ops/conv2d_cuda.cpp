@@ -14,9 +14,14 @@ struct Case {
 };
 // ResNet-20 layer kinds plus odd sizes (batch, channels, rectangular kernel).
 const std::vector<Case> kCases = {
-    {{4, 3, 16, 16}, {16, 3, 3, 3}, true, 1, 1},    {{4, 16, 14, 14}, {32, 16, 3, 3}, false, 2, 1},
-    {{4, 16, 14, 14}, {32, 16, 1, 1}, false, 2, 0}, {{3, 5, 9, 7}, {6, 5, 2, 3}, true, 2, 1},
+    {{4, 3, 16, 16}, {16, 3, 3, 3}, true, 1, 1},
+    {{4, 16, 14, 14}, {32, 16, 3, 3}, false, 2, 1},
+    {{4, 16, 14, 14}, {32, 16, 1, 1}, false, 2, 0},
+    {{3, 5, 9, 7}, {6, 5, 2, 3}, true, 2, 1},
     {{2, 8, 7, 7}, {8, 8, 3, 3}, true, 1, 1},
+    // 5 x 61 x 67 = 20,435 output values per channel: the bias gradient splits them into two ranges that
+    // cut a plane in the middle.
+    {{5, 3, 61, 67}, {4, 3, 3, 3}, true, 1, 1},
 };
 
 ::testing::AssertionResult parity(const Case& c, const testing::ParityOptions& options) {
