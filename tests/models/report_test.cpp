@@ -574,6 +574,18 @@ TEST(Report, ComparisonTableAndHtml) {
   EXPECT_EQ(html.find("b<&>.json"), std::string::npos);
   EXPECT_EQ(html.find("http://"), html.find("http://www.w3.org/2000/svg"));  // no external assets
   EXPECT_NE(html.find("<title>forward:"), std::string::npos);
+  // A run timed with CUDA events gets a second, device bar (with graphs its host bar is mostly data wait);
+  // one without (a CPU run) keeps one bar.
+  for (auto& stage : a.stages) stage.device_ms.reset();
+  for (auto& stage : b.stages) stage.device_ms.reset();
+  b.stages[static_cast<size_t>(Stage::forward)].device_ms = 2.6;
+  b.stages[static_cast<size_t>(Stage::backward)].device_ms = 3.2;
+  const std::string with_device = comparison_html(a, b, "cpu", "cuda");
+  EXPECT_NE(with_device.find(">cuda (host)<"), std::string::npos) << with_device;
+  EXPECT_NE(with_device.find(">cuda (device)<"), std::string::npos) << with_device;
+  EXPECT_NE(with_device.find("5.80 ms on the device"), std::string::npos) << with_device;
+  EXPECT_NE(with_device.find(">cpu<"), std::string::npos) << with_device;
+  EXPECT_EQ(with_device.find(">cpu (device)<"), std::string::npos) << with_device;
 }
 
 // --- files -----------------------------------------------------------------------------------------------
