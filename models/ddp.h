@@ -99,10 +99,6 @@ class DistributedDataParallel {
   void begin_graph_capture();
   void end_graph_capture(bool succeeded) noexcept;
 
-  // Forgets the current round after a failed step (e.g. an aborted graph capture): buckets launched or
-  // half-filled are dropped, the next backward starts a fresh round. Never throws.
-  void abandon_round() noexcept;
-
   // A replay of a captured step ran this DDP's captured round again: the call counters advance as if the
   // round had been issued (no timings). Call once per replay.
   void count_replayed_round();
@@ -138,6 +134,10 @@ class DistributedDataParallel {
   struct State;  // shared with the hooks, which outlive nothing: they hold a weak reference
 
  private:
+  // Forgets the current round after a failed capture: buckets launched or
+  // half-filled are dropped, the next backward starts a fresh round. Never throws.
+  void abandon_round() noexcept;
+
   Module& module_;
   distributed::ProcessGroup& group_;
   bool require_sync_ = true;

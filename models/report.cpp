@@ -441,6 +441,7 @@ RunReport build_report(const RunConfig& config, const RunMeasurements& m) {
     }
   }
   if (workers > 0) r.workers_cpu_pct_mean = worker_sum / workers;
+  if (m.graphs) r.graphs = *m.graphs;
   r.verdict = diagnose(r);
   return r;
 }
@@ -1001,7 +1002,8 @@ void RunMonitor::start() {
   sampler_.start();
 }
 
-RunReport RunMonitor::finish(const LoaderStats* loader, std::optional<CommTimes> comm) {
+RunReport RunMonitor::finish(const LoaderStats* loader, std::optional<CommTimes> comm,
+                             std::optional<GraphReport> graphs) {
   LIFTOFF_CHECK(started_ && !finished_, ValueError, "RunMonitor::finish: call start() once before finish()");
   finished_ = true;
   profiler_.abandon_step();
@@ -1010,6 +1012,7 @@ RunReport RunMonitor::finish(const LoaderStats* loader, std::optional<CommTimes>
   const double end_s = now_s();
   RunMeasurements m;
   m.comm = comm;
+  m.graphs = std::move(graphs);
   m.profile = profiler_.summary();
   m.gpu = sampler_.summary(m.profile.windows);
   if (loader != nullptr) m.loader = loader_report(*loader, m.profile.all_steps_wall_ms * 1e-3);

@@ -177,6 +177,7 @@ struct CommTimes {
 struct RunMeasurements {
   ProfileSummary profile;
   std::optional<CommTimes> comm;      // DDP runs
+  std::optional<GraphReport> graphs;  // CUDA graphs of the run (the verdict weighs them)
   std::optional<GpuUtilization> gpu;  // none: no sampler ran
   std::optional<LoaderReport> loader;
   std::optional<int64_t> device_memory_peak_allocated, device_memory_peak_reserved, device_memory_total;
@@ -213,7 +214,8 @@ class RunMonitor {
   void start();
   // Resolves pending device timings (one device sync), stops the sampler and assembles the report. `loader`:
   // the training DataLoader's stats (null for InOrderBatches).
-  RunReport finish(const LoaderStats* loader = nullptr, std::optional<CommTimes> comm = std::nullopt);
+  RunReport finish(const LoaderStats* loader = nullptr, std::optional<CommTimes> comm = std::nullopt,
+                   std::optional<GraphReport> graphs = std::nullopt);
   // "6368 img/s | GPU 87% | mem 2.1 GiB" for the progress line (only what is measured).
   std::string progress_text() const;
 

@@ -559,6 +559,21 @@ TEST(Report, TableShowsEveryStageAndTheVerdict) {
   EXPECT_NE(t.find("(loader events)"), std::string::npos) << t;
 }
 
+// The graph status reaches the report before the verdict is judged (the verdict weighs the node count).
+TEST(Report, GraphStatusIsInTheReportTheVerdictSees) {
+  RunMeasurements m = recorded_measurements();
+  GraphReport g;
+  g.mode = "auto";
+  g.used = true;
+  g.nodes = 1307;
+  m.graphs = g;
+  const RunReport r = build_report(recorded_config(), m);
+  EXPECT_TRUE(r.graphs.used);
+  EXPECT_EQ(r.graphs.nodes, 1307);
+  EXPECT_NE(r.verdict.evidence.find("already runs as a CUDA graph (1307 nodes)"), std::string::npos)
+      << r.verdict.evidence;
+}
+
 TEST(Report, ComparisonTableAndHtml) {
   RunReport a = build_report(recorded_config(), recorded_measurements());
   RunMeasurements m = recorded_measurements();

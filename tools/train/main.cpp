@@ -326,17 +326,17 @@ int run(const Flags& f) {
                        (st.overlapped_ms - ddp_at_warmup.overlapped_ms) * per};
     }
   }
-  RunReport report = f.profile ? monitor.finish(&loader_stats, comm) : RunReport{};
   const GraphStatus& gs = trainer.graph_status();
-  report.graphs.mode = graph_mode_name(gs.mode);
-  report.graphs.used = gs.used;
-  report.graphs.reason = gs.reason;
-  report.graphs.captured_at_step = gs.captured_at_step;
-  report.graphs.graph_steps = gs.graph_steps;
-  report.graphs.eager_steps = gs.eager_steps;
-  report.graphs.nodes = gs.nodes;
-  // The verdict weighs the graph (node count, whether the step was captured): judge again with it filled in.
-  if (f.profile) report.verdict = diagnose(report);
+  GraphReport graphs;
+  graphs.mode = graph_mode_name(gs.mode);
+  graphs.used = gs.used;
+  graphs.reason = gs.reason;
+  graphs.captured_at_step = gs.captured_at_step;
+  graphs.graph_steps = gs.graph_steps;
+  graphs.eager_steps = gs.eager_steps;
+  graphs.nodes = gs.nodes;
+  RunReport report = f.profile ? monitor.finish(&loader_stats, comm, graphs) : RunReport{};
+  if (!f.profile) report.graphs = graphs;
   // Every rank's step time on rank 0 (a collective: all ranks profile or none do, since flags are shared).
   if (group && f.profile) report.rank_step_ms = all_gather_value(*group, report.step_ms_mean);
   if (nan_step >= 0) {
