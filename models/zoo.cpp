@@ -64,6 +64,27 @@ Tensor SimpleCNN::forward(const Tensor& x) {
   return fc2_->forward(y);
 }
 
+StridedCNN::StridedCNN(int64_t in_channels, int64_t classes, Generator& gen) {
+  int64_t in = in_channels;
+  for (const int64_t out : {16, 32, 64}) {
+    const std::string index = std::to_string(convs_.size() + 1);
+    convs_.push_back(register_module("conv" + index, std::make_shared<Conv2d>(in, out, 3, 2, 1, false, gen)));
+    norms_.push_back(register_module("bn" + index, std::make_shared<BatchNorm2d>(out)));
+    in = out;
+  }
+  fc_ = register_module("fc", std::make_shared<Linear>(in, classes, true, gen));
+}
+
+Tensor StridedCNN::forward(const Tensor& x) {
+  Tensor y = x;
+  const bool fused = fused_batch_norm_relu(x.device());
+  for (size_t i = 0; i < convs_.size(); ++i) {
+    y = convs_[i]->forward(y);
+    y = fused ? norms_[i]->forward_relu(y) : relu(norms_[i]->forward(y));
+  }
+  return fc_->forward(global_avg_pool2d(y));
+}
+
 BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, Generator& gen) {
   conv1_ = register_module("conv1", std::make_shared<Conv2d>(in_planes, planes, 3, stride, 1, false, gen));
   bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(planes));
@@ -120,7 +141,7 @@ Tensor ResNet::forward(const Tensor& input) {
 }
 
 std::vector<std::string> model_names() {
-  return {"simple_cnn", "resnet20", "resnet32", "resnet44", "resnet56"};
+  return {"simple_cnn", "strided_cnn", "resnet20", "resnet32", "resnet44", "resnet56"};
 }
 
 std::unique_ptr<Module> make_model(const std::string& name, int64_t in_channels, int64_t classes,
@@ -130,6 +151,7 @@ std::unique_ptr<Module> make_model(const std::string& name, int64_t in_channels,
                 ", ", image_size);
   Generator gen(seed);
   if (name == "simple_cnn") return std::make_unique<SimpleCNN>(in_channels, classes, image_size, gen);
+  if (name == "strided_cnn") return std::make_unique<StridedCNN>(in_channels, classes, gen);
   const std::pair<const char*, int64_t> resnets[] = {
       {"resnet20", 3}, {"resnet32", 5}, {"resnet44", 7}, {"resnet56", 9}};
   for (const auto& [resnet, n] : resnets) {

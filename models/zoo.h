@@ -29,6 +29,24 @@ class SimpleCNN : public Module {
   std::shared_ptr<Linear> fc1_, fc2_;
 };
 
+// A light CNN for large images (e.g. 224 px folders): three stride-2 stages cut the pixels 64x before the
+// pool, so the cost per image stays small at any size. As PyTorch:
+//   conv1 = Conv2d(in, 16, 3, stride=2, padding=1, bias=False); bn1 = BatchNorm2d(16)  -> ReLU
+//   conv2 = Conv2d(16, 32, 3, stride=2, padding=1, bias=False); bn2 = BatchNorm2d(32)  -> ReLU
+//   conv3 = Conv2d(32, 64, 3, stride=2, padding=1, bias=False); bn3 = BatchNorm2d(64)  -> ReLU
+//   AdaptiveAvgPool2d(1); flatten; fc = Linear(64, classes)
+class StridedCNN : public Module {
+ public:
+  StridedCNN(int64_t in_channels, int64_t classes, Generator& gen);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "StridedCNN"; }
+
+ private:
+  std::vector<std::shared_ptr<Conv2d>> convs_;
+  std::vector<std::shared_ptr<BatchNorm2d>> norms_;
+  std::shared_ptr<Linear> fc_;
+};
+
 // He et al. 2016's CIFAR basic block: conv3x3-BN-ReLU-conv3x3-BN, plus the shortcut, then ReLU.
 // The shortcut is an empty Sequential (identity) or, when the stride or the width changes, the projection
 // Sequential(Conv2d(in, out, 1, stride, bias=False), BatchNorm2d(out)) ("shortcut.0", "shortcut.1").
@@ -75,7 +93,7 @@ void set_fused_batch_norm_relu(std::optional<bool> on);
 bool channels_last_activations();
 void set_channels_last_activations(bool on);
 
-// The names make_model knows: simple_cnn, resnet20, resnet32, resnet44, resnet56.
+// The names make_model knows: simple_cnn, strided_cnn, resnet20, resnet32, resnet44, resnet56.
 std::vector<std::string> model_names();
 
 // Builds a model by name, initialised from Generator(seed). image_size is the side of the (square) input;

@@ -218,6 +218,29 @@ for stage in "$@"; do
         done
       done
       ;;
+    conv_algos)
+      # cuDNN's choice per convolution (LIFTOFF_CUDNN_LOG=1: algorithm, its time in the search) for bf16 batch 256,
+      # NCHW against channels-last, and where nsys is installed, the per-kernel device time of each.
+      for cl in 0 1; do
+        LIFTOFF_CUDNN_LOG=1 LIFTOFF_CHANNELS_LAST=$cl /tmp/bin/train --device cuda --model resnet20 --data-dir $DATA \
+          --batch 256 --amp bf16 --max-steps 80 --timing-warmup 20 --no-eval --epochs 100 >"$OUT/conv_algos_cl$cl.log" 2>&1
+        note "conv algos channels_last=$cl: rc=$? $(grep -o 'steady state [0-9.]* images/s' "$OUT/conv_algos_cl$cl.log" | tail -1)"
+      done
+      if command -v nsys >/dev/null; then
+        IFS=';' read -ra cfgs <<<"${NSYS_CFGS:-256 1 bf16 0;256 1 bf16 1;16 4 off 0}"
+        for cfg in "${cfgs[@]}"; do
+          set -- $cfg
+          tag="b$1x$2-$3-cl$4"
+          LIFTOFF_CHANNELS_LAST=$4 timeout 120 nsys profile -q -o /tmp/nsys_$tag --force-overwrite true \
+            --cuda-graph-trace=node /tmp/bin/train --device cuda --model resnet20 --data-dir $DATA --batch $1 \
+            --accum $2 --amp $3 --max-steps 100 --timing-warmup 20 --no-eval --epochs 100 >/dev/null 2>&1
+          nsys stats -q --report cuda_gpu_kern_sum --format csv /tmp/nsys_$tag.nsys-rep >"$OUT/nsys_$tag.csv" 2>&1
+          note "nsys $tag: rc=$? $(wc -l <"$OUT/nsys_$tag.csv") lines"
+        done
+      else
+        note "nsys: not installed"
+      fi
+      ;;
     kernels)
       # Per-kernel device time (ncu, one metric, clocks left alone) over a couple of steady-state eager steps:
       # Liftoff bf16 against PyTorch bf16 channels-last. Kernel launches after SKIP are profiled.
@@ -285,6 +308,13 @@ for stage in "$@"; do
       note "planted large images, no pin: $(grep 'verdict' "$OUT/verdicts.log" | tail -1 | cut -c1-230)"
       /tmp/bin/train $V --data folder --data-dir /tmp/jpg --model simple_cnn --batch 128 --workers 4 --no-pin-memory --augment cpu --max-steps 30 --timing-warmup 5 >>"$OUT/verdicts.log" 2>&1
       note "planted large images, no pin, 4 workers: $(grep 'verdict' "$OUT/verdicts.log" | tail -1 | cut -c1-230)"
+      # A light model, so the unpinned f32 copies (not the model) can hold the step back.
+      for w in 14 4; do
+        /tmp/bin/train $V --data folder --data-dir /tmp/jpg --model strided_cnn --batch 128 --workers $w --no-pin-memory --augment cpu --max-steps 40 --timing-warmup 8 --report /tmp/v_nopin_$w.json >>"$OUT/verdicts.log" 2>&1
+        note "planted strided_cnn, no pin, $w workers: $(grep 'verdict' "$OUT/verdicts.log" | tail -1 | cut -c1-300)"
+        /tmp/bin/train $V --data folder --data-dir /tmp/jpg --model strided_cnn --batch 128 --workers $w --pin-memory --augment cpu --max-steps 40 --timing-warmup 8 >>"$OUT/verdicts.log" 2>&1
+        note "same, pinned: $(grep -o 'steady state [0-9.]* images/s' "$OUT/verdicts.log" | tail -1) $(grep 'verdict' "$OUT/verdicts.log" | tail -1 | cut -c1-200)"
+      done
       /tmp/bin/train $V --data-dir $DATA --model simple_cnn --batch 16 --max-steps 300 --timing-warmup 50 --report /tmp/v_launch.json >>"$OUT/verdicts.log" 2>&1
       note "planted host/launch-bound: $(grep 'verdict' "$OUT/verdicts.log" | tail -1 | cut -c1-230)"
       /tmp/bin/train $V --data-dir $DATA --model resnet56 --batch 1024 --max-steps 30 --timing-warmup 5 --report /tmp/v_compute.json >>"$OUT/verdicts.log" 2>&1

@@ -26,6 +26,16 @@ TEST(Zoo, SimpleCnnParameterCount) {
             3 * 32 * 9 + 32 + 64 + 18496 + 128 + 64 * 64 * 128 + 128 + 1290);
 }
 
+TEST(Zoo, StridedCnnParameterCountAndSizeIndependence) {
+  // conv 1*16*9, bn 32; conv 16*32*9, bn 64; conv 32*64*9, bn 128; fc 64*10+10: the same at any image size.
+  const int64_t expected = 144 + 32 + 4608 + 64 + 18432 + 128 + 650;
+  EXPECT_EQ(make_model("strided_cnn", 1, 10, 28, 0)->num_parameters(), expected);
+  EXPECT_EQ(make_model("strided_cnn", 1, 10, 224, 0)->num_parameters(), expected);
+  const auto model = make_model("strided_cnn", 3, 5, 64, 2);
+  EXPECT_EQ(model->forward(testing::random_tensor({2, 3, 64, 64}, 4, -1, 1, DType::f32)).shape(),
+            (Shape{2, 5}));
+}
+
 TEST(Zoo, ForwardShapes) {
   for (const std::string& name : model_names()) {
     const auto gray = make_model(name, 1, 10, 28, 1);

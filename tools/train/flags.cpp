@@ -14,7 +14,9 @@ void add_flags(CLI::App& app, Flags& f) {
       ->group(g_dev);
 
   const std::string g_data = "Model and data";
-  app.add_option("--model", f.model, "simple_cnn | resnet20 | resnet32 | resnet44 | resnet56")
+  app.add_option(
+         "--model", f.model,
+         "simple_cnn | strided_cnn (light, for large images) | resnet20 | resnet32 | resnet44 | resnet56")
       ->capture_default_str()
       ->group(g_data);
   app.add_option("--data", f.data, "fashion-mnist | mnist | cifar10 | folder | synthetic")
