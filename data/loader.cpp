@@ -491,12 +491,14 @@ void DataLoader::hand_out_cuda(Slot& slot, Batch& out) {
 
   // The staging buffers are free again once the compute stream finished reading them (device-side wait).
   slot.consumed->wait(copy);
+  const auto issue_start = Clock::now();
   slot.copy_start->record(copy);
   LIFTOFF_CUDA_CHECK(
       cudaMemcpyAsync(slot.staging_pixels.get(), host_pixels, pixel_bytes, cudaMemcpyHostToDevice, copy));
   LIFTOFF_CUDA_CHECK(cudaMemcpyAsync(slot.staging_meta.get(), slot.meta.raw_data(), meta_bytes,
                                      cudaMemcpyHostToDevice, copy));
   slot.copy_done->record(copy);
+  const double issue_seconds = static_cast<double>(ns_since(issue_start)) * 1e-9;
   slot.copy_done->wait(compute);
 
   // Outputs are fresh compute-stream tensors: the caller may keep them while the staging is reused.
@@ -536,6 +538,7 @@ void DataLoader::hand_out_cuda(Slot& slot, Batch& out) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stats_.h2d_bytes += static_cast<int64_t>(pixel_bytes + meta_bytes);
+    stats_.h2d_issue_seconds += issue_seconds;
     slot.copy_timing_pending = true;
     slot.aug_timing_pending = !host_augmented;
   }

@@ -73,6 +73,9 @@ struct LoaderStats {
   std::vector<double> worker_busy_seconds;  // per worker: reading, decoding, collating (+ CPU augmentation)
   double cpu_augment_seconds = 0.0;         // part of the busy time spent in CPU augmentation/normalisation
   int64_t h2d_bytes = 0;                    // issued host-to-device copies
+  // Training-thread time next() spent issuing the copies: microseconds from pinned memory, the copy itself
+  // from pageable memory (--no-pin-memory: the driver stages it through its own buffer before returning).
+  double h2d_issue_seconds = 0.0;
   double h2d_ms = 0.0;                      // copy-stream time of the copies timed so far
   int64_t h2d_timed = 0;                    // batches whose copy time is in h2d_ms
   double augment_ms = 0.0;                  // compute-stream time of the augmentation kernel

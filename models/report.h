@@ -68,6 +68,8 @@ struct LoaderReport {
   std::optional<double> cpu_augment_share;  // of the workers' busy time
   int64_t h2d_bytes_per_batch = 0;
   std::optional<double> h2d_ms_per_batch;  // copy-stream time (events)
+  // Training-thread time issuing the copies (the copy itself from pageable memory); absent without a GPU.
+  std::optional<double> h2d_issue_ms_per_batch;
   std::optional<double> h2d_gb_per_s;
   std::optional<double> augment_ms_per_batch;  // compute-stream time of the augmentation kernel (events)
   int64_t skipped_samples = 0;
@@ -83,7 +85,7 @@ struct Verdict {
 
 // Thresholds of the verdict rules (docs/report-schema.md explains each).
 struct VerdictThresholds {
-  double copy_share = 0.30;         // R1: H2D device time / step wall
+  double copy_share = 0.30;         // R1: H2D time (device, or host issuing from pageable memory) / step wall
   double gpu_idle_for_copy = 0.80;  // R1: ... and GPU busy below this (or unknown)
   double input_share = 0.20;        // R2: data wait / step wall
   double comm_share = 0.20;         // R3: exposed all-reduce / step wall

@@ -27,11 +27,14 @@ const std::vector<Case> kCases = {
     {{5, 3, 61, 67}, {4, 3, 3, 3}, true, 1, 1, false},
 };
 
-::testing::AssertionResult parity(const Case& c, const testing::ParityOptions& options) {
-  const Tensor x = testing::random_tensor(c.x, 1, -1, 1, DType::f32).set_requires_grad(true);
-  const Tensor w = testing::random_tensor(c.w, 2, -0.5, 0.5, DType::f32).set_requires_grad(true);
+// `reference` is the CPU side's dtype: f32, or f64 for the f64 device run (an f32 reference's rounding over
+// the long sums would exceed an f64 tolerance).
+::testing::AssertionResult parity(const Case& c, const testing::ParityOptions& options,
+                                  DType reference = DType::f32) {
+  const Tensor x = testing::random_tensor(c.x, 1, -1, 1, reference).set_requires_grad(true);
+  const Tensor w = testing::random_tensor(c.w, 2, -0.5, 0.5, reference).set_requires_grad(true);
   const Tensor b =
-      c.bias ? testing::random_tensor({c.w[0]}, 3, -1, 1, DType::f32).set_requires_grad(true) : Tensor();
+      c.bias ? testing::random_tensor({c.w[0]}, 3, -1, 1, reference).set_requires_grad(true) : Tensor();
   const int64_t stride = c.stride, padding = c.padding;
   return testing::cuda_parity(
       [stride, padding](const std::vector<Tensor>& in) {
@@ -51,10 +54,12 @@ TEST(Conv2dCuda, MatchesCpuF32) {
 TEST(Conv2dCuda, MatchesCpuF64) {
   LIFTOFF_REQUIRE_CUDA();
   testing::ParityOptions options;
-  options.atol = 1e-5;  // the CPU reference runs in f32 here; f64 on the device is the exact side
-  options.rtol = 1e-5;
+  options.atol = 1e-9;  // f64 on both sides: only the order of the sums differs
+  options.rtol = 1e-9;
   options.cuda_dtype = DType::f64;
-  for (const Case& c : kCases) EXPECT_TRUE(parity(c, options)) << shape_str(c.x) << " * " << shape_str(c.w);
+  for (const Case& c : kCases) {
+    EXPECT_TRUE(parity(c, options, DType::f64)) << shape_str(c.x) << " * " << shape_str(c.w);
+  }
 }
 
 TEST(Conv2dCuda, MatchesCpuF16) {
