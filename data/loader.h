@@ -55,7 +55,8 @@ struct LoaderOptions {
   uint64_t seed = 0;
   Device device = Device::cpu();
   // Distributed sampler: this process reads shard `rank` of `world_size` of the same per-epoch order (the
-  // permutation is identical on every rank: same seed and epoch). Rank r takes positions r, r + W, r + 2W, ...
+  // permutation is identical on every rank: same seed and epoch). Rank r takes positions r, r + W, r + 2W,
+  // ...
   int rank = 0;
   int world_size = 1;
   // With world_size > 1. true: the order is padded by repeating its start (PyTorch's DistributedSampler) so
@@ -76,11 +77,11 @@ struct LoaderStats {
   // Training-thread time next() spent issuing the copies: microseconds from pinned memory, the copy itself
   // from pageable memory (--no-pin-memory: the driver stages it through its own buffer before returning).
   double h2d_issue_seconds = 0.0;
-  double h2d_ms = 0.0;                      // copy-stream time of the copies timed so far
-  int64_t h2d_timed = 0;                    // batches whose copy time is in h2d_ms
-  double augment_ms = 0.0;                  // compute-stream time of the augmentation kernel
-  int64_t augment_timed = 0;                // batches whose kernel time is in augment_ms
-  int64_t skipped_samples = 0;              // distinct bad files skipped (image folders, skip policy)
+  double h2d_ms = 0.0;          // copy-stream time of the copies timed so far
+  int64_t h2d_timed = 0;        // batches whose copy time is in h2d_ms
+  double augment_ms = 0.0;      // compute-stream time of the augmentation kernel
+  int64_t augment_timed = 0;    // batches whose kernel time is in augment_ms
+  int64_t skipped_samples = 0;  // distinct bad files skipped (image folders, skip policy)
 };
 
 class DataLoader : public BatchSource {

@@ -1,17 +1,22 @@
-// CUDA conv2d through cuDNN's legacy convolution API. Per shape (device, dtype, layout, geometry) a plan
-// holds the descriptors and, found once with cudnnFind*AlgorithmEx (PyTorch's cudnn.benchmark), the
-// algorithm, workspace size and math type of each direction. The search synchronizes; every later call only
-// enqueues.
+// CUDA conv2d through cuDNN. Per shape (device, dtype, layout, geometry) a plan holds the legacy API's
+// descriptors and, found once with cudnnFind*AlgorithmEx (PyTorch's cudnn.benchmark), the algorithm,
+// workspace size and math type of each direction; then, unless turned off, the graph API's engines for the
+// same direction are timed against it (cudnn_graph.h) and the faster is kept. The searches synchronize;
+// every later call only enqueues.
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <tuple>
 
+#include "ops/conv2d/cudnn_graph.h"
 #include "ops/conv2d/kernels.h"
 #include "runtime/cuda/caching_allocator.h"
 #include "runtime/cuda/check.h"
@@ -134,12 +139,30 @@ struct PlanKey {
   Layout layout;
   int64_t n, c, h, w, k, r, s, stride, padding;
   bool deterministic;  // --deterministic plans keep only reproducible algorithms
+  ConvEngines engines;
   bool operator<(const PlanKey& o) const {
-    return std::tie(device, dtype, layout, n, c, h, w, k, r, s, stride, padding, deterministic) <
+    return std::tie(device, dtype, layout, n, c, h, w, k, r, s, stride, padding, deterministic, engines) <
            std::tie(o.device, o.dtype, o.layout, o.n, o.c, o.h, o.w, o.k, o.r, o.s, o.stride, o.padding,
-                    o.deterministic);
+                    o.deterministic, o.engines);
   }
 };
+
+std::atomic<int>& engines_setting() {
+  static std::atomic<int> setting{[] {
+    const char* text = std::getenv("LIFTOFF_CONV_ENGINES");
+    const std::string value = text != nullptr ? text : "";
+    if (value.empty() || value == "auto") return static_cast<int>(ConvEngines::automatic);
+    if (value == "legacy") return static_cast<int>(ConvEngines::legacy);
+    if (value == "graph") return static_cast<int>(ConvEngines::graph);
+    throw ValueError(str_cat("LIFTOFF_CONV_ENGINES=\"", value, "\" is not one of auto, legacy, graph"));
+  }()};
+  return setting;
+}
+
+std::atomic<int64_t>& graph_executions() {
+  static std::atomic<int64_t> count{0};
+  return count;
+}
 
 // One chosen algorithm of one direction.
 template <class Algo>
@@ -157,6 +180,8 @@ struct Plan {
   Choice<cudnnConvolutionFwdAlgo_t> fwd_choice;
   Choice<cudnnConvolutionBwdDataAlgo_t> bwd_data_choice;
   Choice<cudnnConvolutionBwdFilterAlgo_t> bwd_filter_choice;
+  // Graph-API plans that beat the legacy choice (null: the legacy algorithm runs).
+  std::shared_ptr<conv_graph::GraphPlan> fwd_graph, bwd_data_graph, bwd_filter_graph;
 
   Plan() = default;
   Plan(const Plan&) = delete;
@@ -212,7 +237,8 @@ Plan& plan_for(int device, DType dtype, const Conv2dShape& g) {
                     g.s,
                     g.stride,
                     g.padding,
-                    deterministic_algorithms()};
+                    deterministic_algorithms(),
+                    conv_engines()};
   auto& cache = plans();
   auto it = cache.find(key);
   if (it != cache.end()) return *it->second;
@@ -392,6 +418,49 @@ void find_backward_filter(cudnnHandle_t handle, int device, Plan& p, const Tenso
   take_best(perf, returned, limit, p.bwd_filter, &p.bwd_filter_choice, "backward-filter", g, gy.dtype());
 }
 
+// The graph API's search scratch: the engines these convolutions get need a few MiB at most; a larger
+// scratch would only raise the run's peak memory (it is returned right after the search).
+constexpr size_t kGraphSearchWorkspace = size_t{64} << 20;
+
+// Times the legacy choice (run_legacy, given a workspace) and the graph API's engines on the call's buffers,
+// and returns a graph plan that was faster (under ConvEngines::graph, any that runs); null keeps the legacy
+// algorithm.
+std::shared_ptr<conv_graph::GraphPlan> graph_plan_for(conv_graph::Direction direction, cudnnHandle_t handle,
+                                                      int device, const Conv2dShape& g, DType dtype,
+                                                      const conv_graph::Buffers& buffers, size_t legacy_bytes,
+                                                      const std::function<void(void*)>& run_legacy) {
+  const ConvEngines engines = conv_engines();
+  if (engines == ConvEngines::legacy || dtype == DType::f64 || deterministic_algorithms()) return nullptr;
+  const SearchWorkspace scratch(
+      device,
+      std::max(legacy_bytes, std::min(kGraphSearchWorkspace, SearchWorkspace::workspace_limit(dtype))),
+      dtype);
+  float legacy_ms = std::numeric_limits<float>::infinity();
+  if (engines == ConvEngines::automatic && legacy_bytes <= scratch.bytes()) {
+    legacy_ms = conv_graph::time_ms(device, [&] { run_legacy(scratch.get()); });
+  }
+  const conv_graph::SearchResult found = conv_graph::search(direction, handle, device, g, dtype, buffers,
+                                                            scratch.get(), scratch.bytes(), legacy_ms);
+  if (log_choices()) {
+    const std::string graph =
+        found.plan ? str_cat(conv_graph::describe(*found.plan), " ", found.plan_ms, " ms, kept") : found.note;
+    std::fprintf(stderr, "liftoff cudnn: %s %s: legacy %.3f ms; graph API (%d engines timed): %s\n",
+                 conv_graph::direction_name(direction), shape_text(g, dtype).c_str(),
+                 static_cast<double>(legacy_ms), found.candidates, graph.c_str());
+  }
+  return found.plan;
+}
+
+// Runs a graph plan when there is one and the buffers suit it; false: the caller runs the legacy algorithm.
+bool run_graph_plan(const std::shared_ptr<conv_graph::GraphPlan>& plan, cudnnHandle_t handle, int device,
+                    const conv_graph::Buffers& buffers) {
+  if (!plan || !conv_graph::accepts(buffers)) return false;
+  const size_t bytes = conv_graph::workspace_bytes(*plan);
+  conv_graph::execute(handle, *plan, buffers, bytes > 0 ? workspace(device, bytes) : nullptr);
+  graph_executions().fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 void require_contiguous(const Tensor& t, const char* what) {
   if (t.defined()) {
     LIFTOFF_CHECK(t.is_contiguous(), ValueError, "conv2d (CUDA): internal: ", what, " ", shape_str(t.shape()),
@@ -423,20 +492,32 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
   cudnnFilterDescriptor_t w_desc;
   cudnnConvolutionDescriptor_t conv_desc;
   Choice<cudnnConvolutionFwdAlgo_t> choice;
+  std::shared_ptr<conv_graph::GraphPlan> graph;
+  const conv_graph::Buffers buffers{x.raw_data(), w.raw_data(), y.raw_data()};
+  auto run_legacy = [&](void* ws) {
+    LIFTOFF_CUDNN_CHECK(cudnnConvolutionForward(
+        handle, scalar_one(dtype), x_desc, x.raw_data(), w_desc, w.raw_data(), conv_desc, choice.algo, ws,
+        choice.workspace_bytes, scalar_zero(dtype), y_desc, y.raw_data()));
+  };
   {
     std::lock_guard<std::mutex> lock(plans_mutex());
     Plan& plan = plan_for(device, dtype, g);
-    if (!plan.fwd_choice.found) find_forward(handle, device, plan, x, w, y, g);
     x_desc = plan.x;
     y_desc = plan.y;
     w_desc = plan.w;
     conv_desc = plan.fwd;
+    if (!plan.fwd_choice.found) {
+      find_forward(handle, device, plan, x, w, y, g);
+      choice = plan.fwd_choice;
+      plan.fwd_graph = graph_plan_for(conv_graph::Direction::forward, handle, device, g, dtype, buffers,
+                                      choice.workspace_bytes, run_legacy);
+    }
     choice = plan.fwd_choice;
+    graph = plan.fwd_graph;
   }
-  void* ws = choice.workspace_bytes ? workspace(device, choice.workspace_bytes) : nullptr;
-  LIFTOFF_CUDNN_CHECK(cudnnConvolutionForward(
-      handle, scalar_one(dtype), x_desc, x.raw_data(), w_desc, w.raw_data(), conv_desc, choice.algo, ws,
-      choice.workspace_bytes, scalar_zero(dtype), y_desc, y.raw_data()));
+  if (!run_graph_plan(graph, handle, device, buffers)) {
+    run_legacy(choice.workspace_bytes ? workspace(device, choice.workspace_bytes) : nullptr);
+  }
   if (bias.defined()) {
     require_contiguous(bias, "bias");
     const int64_t n = y.numel();
@@ -498,32 +579,63 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& gy, const T
   cudnnConvolutionDescriptor_t data_desc, filter_desc;
   Choice<cudnnConvolutionBwdDataAlgo_t> data_choice;
   Choice<cudnnConvolutionBwdFilterAlgo_t> filter_choice;
+  std::shared_ptr<conv_graph::GraphPlan> data_graph, filter_graph;
+  const conv_graph::Buffers data_buffers{gx.defined() ? gx.raw_data() : nullptr, w.raw_data(), gy.raw_data()};
+  const conv_graph::Buffers filter_buffers{x.raw_data(), gw.defined() ? gw.raw_data() : nullptr,
+                                           gy.raw_data()};
+  auto run_data = [&](void* ws) {
+    LIFTOFF_CUDNN_CHECK(cudnnConvolutionBackwardData(
+        handle, scalar_one(dtype), w_desc, w.raw_data(), y_desc, gy.raw_data(), data_desc, data_choice.algo,
+        ws, data_choice.workspace_bytes, scalar_zero(dtype), x_desc, gx.raw_data()));
+  };
+  auto run_filter = [&](void* ws) {
+    LIFTOFF_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+        handle, scalar_one(dtype), x_desc, x.raw_data(), y_desc, gy.raw_data(), filter_desc,
+        filter_choice.algo, ws, filter_choice.workspace_bytes, scalar_zero(dtype), w_desc, gw.raw_data()));
+  };
   {
     std::lock_guard<std::mutex> lock(plans_mutex());
     Plan& plan = plan_for(device, dtype, g);
-    if (gx.defined() && !plan.bwd_data_choice.found) find_backward_data(handle, device, plan, w, gy, gx, g);
-    if (gw.defined() && !plan.bwd_filter_choice.found)
-      find_backward_filter(handle, device, plan, x, gy, gw, g);
     x_desc = plan.x;
     y_desc = plan.y;
     w_desc = plan.w;
     data_desc = plan.bwd_data;
     filter_desc = plan.bwd_filter;
+    if (gx.defined() && !plan.bwd_data_choice.found) {
+      find_backward_data(handle, device, plan, w, gy, gx, g);
+      data_choice = plan.bwd_data_choice;
+      plan.bwd_data_graph = graph_plan_for(conv_graph::Direction::backward_data, handle, device, g, dtype,
+                                           data_buffers, data_choice.workspace_bytes, run_data);
+    }
+    if (gw.defined() && !plan.bwd_filter_choice.found) {
+      find_backward_filter(handle, device, plan, x, gy, gw, g);
+      filter_choice = plan.bwd_filter_choice;
+      plan.bwd_filter_graph = graph_plan_for(conv_graph::Direction::backward_filter, handle, device, g, dtype,
+                                             filter_buffers, filter_choice.workspace_bytes, run_filter);
+    }
     data_choice = plan.bwd_data_choice;
     filter_choice = plan.bwd_filter_choice;
+    data_graph = plan.bwd_data_graph;
+    filter_graph = plan.bwd_filter_graph;
   }
-  if (gx.defined()) {
-    void* ws = data_choice.workspace_bytes ? workspace(device, data_choice.workspace_bytes) : nullptr;
-    LIFTOFF_CUDNN_CHECK(cudnnConvolutionBackwardData(
-        handle, scalar_one(dtype), w_desc, w.raw_data(), y_desc, gy.raw_data(), data_desc, data_choice.algo,
-        ws, data_choice.workspace_bytes, scalar_zero(dtype), x_desc, gx.raw_data()));
+  if (gx.defined() && !run_graph_plan(data_graph, handle, device, data_buffers)) {
+    run_data(data_choice.workspace_bytes ? workspace(device, data_choice.workspace_bytes) : nullptr);
   }
-  if (gw.defined()) {
-    void* ws = filter_choice.workspace_bytes ? workspace(device, filter_choice.workspace_bytes) : nullptr;
-    LIFTOFF_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
-        handle, scalar_one(dtype), x_desc, x.raw_data(), y_desc, gy.raw_data(), filter_desc,
-        filter_choice.algo, ws, filter_choice.workspace_bytes, scalar_zero(dtype), w_desc, gw.raw_data()));
+  if (gw.defined() && !run_graph_plan(filter_graph, handle, device, filter_buffers)) {
+    run_filter(filter_choice.workspace_bytes ? workspace(device, filter_choice.workspace_bytes) : nullptr);
   }
+}
+
+void set_conv_engines(ConvEngines engines) {
+  engines_setting().store(static_cast<int>(engines), std::memory_order_relaxed);
+}
+
+ConvEngines conv_engines() {
+  return static_cast<ConvEngines>(engines_setting().load(std::memory_order_relaxed));
+}
+
+int64_t conv_graph_executions() {
+  return graph_executions().load(std::memory_order_relaxed);
 }
 
 }  // namespace liftoff::cuda

@@ -23,6 +23,16 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& gy, const T
                      const Tensor& gb, const Conv2dShape& g);
 }  // namespace cpu
 namespace cuda {
+// Which cuDNN API runs the convolutions. automatic (default): per shape and direction, the faster of the
+// legacy API's best algorithm and the graph API's best engine, both timed on the first call's buffers.
+// legacy / graph force one (graph where an engine exists for the shape; f64 and --deterministic stay
+// legacy). LIFTOFF_CONV_ENGINES=auto|legacy|graph sets it at start; shapes already planned keep their plan
+// under the old setting, as it is part of the plan's key.
+enum class ConvEngines { automatic, legacy, graph };
+void set_conv_engines(ConvEngines engines);
+ConvEngines conv_engines();
+// Convolutions (any direction) run through a graph-API plan so far in this process.
+int64_t conv_graph_executions();
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
                     const Conv2dShape& g);
 void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& gy, const Tensor& gx, const Tensor& gw,

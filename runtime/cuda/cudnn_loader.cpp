@@ -173,4 +173,26 @@ LIFTOFF_CUDNN_FORWARD(cudnnConvolutionBackwardData,
                       (handle, alpha, wDesc, w, dyDesc, dy, convDesc, algo, workSpace, workSpaceSizeInBytes,
                        beta, dxDesc, dx))
 
+// The graph (backend) API (ops/conv2d/cudnn_graph.cpp).
+LIFTOFF_CUDNN_FORWARD(cudnnBackendCreateDescriptor,
+                      (cudnnBackendDescriptorType_t descriptorType, cudnnBackendDescriptor_t* descriptor),
+                      (descriptorType, descriptor))
+LIFTOFF_CUDNN_FORWARD(cudnnBackendDestroyDescriptor, (cudnnBackendDescriptor_t descriptor), (descriptor))
+LIFTOFF_CUDNN_FORWARD(cudnnBackendFinalize, (cudnnBackendDescriptor_t descriptor), (descriptor))
+LIFTOFF_CUDNN_FORWARD(cudnnBackendSetAttribute,
+                      (cudnnBackendDescriptor_t descriptor, cudnnBackendAttributeName_t attributeName,
+                       cudnnBackendAttributeType_t attributeType, int64_t elementCount,
+                       const void* arrayOfElements),
+                      (descriptor, attributeName, attributeType, elementCount, arrayOfElements))
+LIFTOFF_CUDNN_FORWARD(cudnnBackendGetAttribute,
+                      (cudnnBackendDescriptor_t const descriptor, cudnnBackendAttributeName_t attributeName,
+                       cudnnBackendAttributeType_t attributeType, int64_t requestedElementCount,
+                       int64_t* elementCount, void* arrayOfElements),
+                      (descriptor, attributeName, attributeType, requestedElementCount, elementCount,
+                       arrayOfElements))
+LIFTOFF_CUDNN_FORWARD(cudnnBackendExecute,
+                      (cudnnHandle_t handle, cudnnBackendDescriptor_t executionPlan,
+                       cudnnBackendDescriptor_t variantPack),
+                      (handle, executionPlan, variantPack))
+
 }  // extern "C"

@@ -7,6 +7,7 @@
 #include "ops/batch_norm2d/batch_norm2d.h"
 #include "ops/cast/cast.h"
 #include "ops/conv2d/conv2d.h"
+#include "ops/conv2d/kernels.h"
 #include "ops/global_avg_pool2d/global_avg_pool2d.h"
 #include "ops/relu/relu.h"
 #include "runtime/autograd.h"
@@ -121,8 +122,7 @@ struct DTypeTol {
   Tol tol;
 };
 
-TEST(ChannelsLastCuda, Conv2dMatchesCpu) {
-  LIFTOFF_REQUIRE_CUDA();
+void expect_conv_cases_match_cpu() {
   // f32 may run TF32 in cuDNN; bf16/f16: 16-bit inputs and outputs, f32 accumulation.
   const DTypeTol kinds[] = {
       {DType::f32, {1e-2, 1e-2, 1e-2}}, {DType::bf16, {1e-1, 5e-2, 1e-1}}, {DType::f16, {3e-2, 2e-2, 3e-2}}};
@@ -138,6 +138,23 @@ TEST(ChannelsLastCuda, Conv2dMatchesCpu) {
           << dtype_name(k.dtype) << " x " << shape_str(c.x) << " w " << shape_str(c.w);
     }
   }
+}
+
+TEST(ChannelsLastCuda, Conv2dMatchesCpu) {
+  LIFTOFF_REQUIRE_CUDA();
+  expect_conv_cases_match_cpu();
+}
+
+// The same through cuDNN's graph-API engines (the NHWC tensor-core kernels the automatic choice is after).
+TEST(ChannelsLastCuda, Conv2dGraphApiEnginesMatchCpu) {
+  LIFTOFF_REQUIRE_CUDA();
+#if LIFTOFF_WITH_CUDA
+  cuda::set_conv_engines(cuda::ConvEngines::graph);
+  const int64_t before = cuda::conv_graph_executions();
+  expect_conv_cases_match_cpu();
+  EXPECT_GT(cuda::conv_graph_executions() - before, 20);
+  cuda::set_conv_engines(cuda::ConvEngines::automatic);
+#endif
 }
 
 // A KCRS (contiguous) weight with channels-last input: converted for cuDNN, its gradient comes back KCRS.

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "ops/conv2d/conv2d.h"
+#include "ops/conv2d/kernels.h"
 #include "tests/common/cuda_test.h"
 #include "tests/common/parity.h"
 
@@ -84,6 +85,42 @@ TEST(Conv2dCuda, MatchesCpuBf16) {
     if (!c.half_too) continue;
     EXPECT_TRUE(parity(c, options)) << shape_str(c.x) << " * " << shape_str(c.w);
   }
+}
+
+#if LIFTOFF_WITH_CUDA
+// Forces cuDNN's graph-API engines for the convolutions planned in its scope (restores automatic).
+struct ForceGraphEngines {
+  ForceGraphEngines() { cuda::set_conv_engines(cuda::ConvEngines::graph); }
+  ~ForceGraphEngines() { cuda::set_conv_engines(cuda::ConvEngines::automatic); }
+};
+#endif
+
+// The graph API's plans (normally kept only where they beat the legacy algorithm) give the CPU's values in
+// every direction and dtype, and did run.
+TEST(Conv2dCuda, GraphApiEnginesMatchCpu) {
+  LIFTOFF_REQUIRE_CUDA();
+#if LIFTOFF_WITH_CUDA
+  const ForceGraphEngines force;
+  const int64_t before = cuda::conv_graph_executions();
+  struct Kind {
+    DType dtype;
+    double atol, rtol;
+  };
+  for (const Kind& k :
+       {Kind{DType::f32, 1e-2, 1e-2}, Kind{DType::f16, 3e-2, 2e-2}, Kind{DType::bf16, 1e-1, 5e-2}}) {
+    testing::ParityOptions options;
+    options.atol = k.atol;
+    options.rtol = k.rtol;
+    options.cuda_dtype = k.dtype;
+    for (const Case& c : kCases) {
+      if (k.dtype != DType::f32 && !c.half_too) continue;
+      EXPECT_TRUE(parity(c, options))
+          << dtype_name(k.dtype) << " " << shape_str(c.x) << " * " << shape_str(c.w);
+    }
+  }
+  // 3 dtypes x 5-6 shapes x 3 directions; a shape without a graph engine runs the legacy algorithm.
+  EXPECT_GT(cuda::conv_graph_executions() - before, 30);
+#endif
 }
 
 TEST(Conv2dCuda, SecondCallReusesThePlan) {

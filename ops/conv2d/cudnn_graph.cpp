@@ -1,0 +1,363 @@
+#include "ops/conv2d/cudnn_graph.h"
+
+#include <algorithm>
+#include <limits>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "runtime/cuda/check.h"
+#include "runtime/cuda/context.h"  // compute_stream
+#include "runtime/cuda/event.h"
+#include "runtime/error.h"
+
+namespace liftoff::cuda::conv_graph {
+
+namespace {
+
+constexpr int64_t kXid = 1, kWid = 2, kYid = 3;
+constexpr int64_t kAlignment = 16;
+
+// One backend descriptor, destroyed with its owner.
+class Desc {
+ public:
+  explicit Desc(cudnnBackendDescriptorType_t type) {
+    LIFTOFF_CUDNN_CHECK(cudnnBackendCreateDescriptor(type, &desc_));
+  }
+  ~Desc() {
+    if (desc_ != nullptr) cudnnBackendDestroyDescriptor(desc_);
+  }
+  Desc(Desc&& other) noexcept : desc_(std::exchange(other.desc_, nullptr)) {}
+  Desc& operator=(Desc&& other) noexcept {
+    if (this != &other) {
+      if (desc_ != nullptr) cudnnBackendDestroyDescriptor(desc_);
+      desc_ = std::exchange(other.desc_, nullptr);
+    }
+    return *this;
+  }
+  Desc(const Desc&) = delete;
+  Desc& operator=(const Desc&) = delete;
+
+  cudnnBackendDescriptor_t get() const { return desc_; }
+  Desc& set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, int64_t count,
+            const void* values) {
+    LIFTOFF_CUDNN_CHECK(cudnnBackendSetAttribute(desc_, name, type, count, values));
+    return *this;
+  }
+  Desc& set_desc(cudnnBackendAttributeName_t name, const Desc& other) {
+    cudnnBackendDescriptor_t d = other.get();
+    return set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &d);
+  }
+  void finalize() { LIFTOFF_CUDNN_CHECK(cudnnBackendFinalize(desc_)); }
+
+ private:
+  cudnnBackendDescriptor_t desc_ = nullptr;
+};
+
+cudnnDataType_t data_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return CUDNN_DATA_FLOAT;
+    case DType::f16:
+      return CUDNN_DATA_HALF;
+    case DType::bf16:
+      return CUDNN_DATA_BFLOAT16;
+    default:
+      throw DTypeError(str_cat("conv2d (cuDNN graph API): dtype ", dtype_name(dtype),
+                               " is not supported (f32, f16, bf16)"));
+  }
+}
+
+// A 4-D tensor of logical sizes (a, b, h, w) = (n, c, h, w) or (k, c, r, s); channels_last orders memory
+// with b innermost (NHWC / KRSC).
+Desc make_tensor(int64_t uid, DType dtype, int64_t a, int64_t b, int64_t h, int64_t w, bool channels_last) {
+  const int64_t dims[4] = {a, b, h, w};
+  int64_t strides[4];
+  if (channels_last) {
+    strides[0] = h * w * b;
+    strides[1] = 1;
+    strides[2] = w * b;
+    strides[3] = b;
+  } else {
+    strides[0] = b * h * w;
+    strides[1] = h * w;
+    strides[2] = w;
+    strides[3] = 1;
+  }
+  const cudnnDataType_t dt = data_type(dtype);
+  Desc t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt)
+      .set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims)
+      .set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides)
+      .set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid)
+      .set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &kAlignment);
+  t.finalize();
+  return t;
+}
+
+Desc make_convolution(const Conv2dShape& g) {
+  const cudnnDataType_t compute = CUDNN_DATA_FLOAT;  // f16/bf16 accumulate in f32; f32 may use TF32
+  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  const int64_t spatial = 2;
+  const int64_t dilation[2] = {1, 1};
+  const int64_t stride[2] = {g.stride, g.stride};
+  const int64_t padding[2] = {g.padding, g.padding};
+  Desc c(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+  c.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute)
+      .set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode)
+      .set(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &spatial)
+      .set(CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dilation)
+      .set(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, stride)
+      .set(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, padding)
+      .set(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, padding);
+  c.finalize();
+  return c;
+}
+
+// The graph of one direction and what it references (kept alive with the plan).
+struct OperationGraph {
+  Desc x, w, y, conv, op, graph;
+};
+
+OperationGraph make_graph(Direction d, cudnnHandle_t handle, const Conv2dShape& g, DType dtype) {
+  const bool cl = g.channels_last;
+  OperationGraph og{
+      make_tensor(kXid, dtype, g.n, g.c, g.h, g.w, cl),
+      make_tensor(kWid, dtype, g.k, g.c, g.r, g.s, cl),
+      make_tensor(kYid, dtype, g.n, g.k, g.oh, g.ow, cl),
+      make_convolution(g),
+      Desc(d == Direction::forward         ? CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR
+           : d == Direction::backward_data ? CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR
+                                           : CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR),
+      Desc(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR)};
+  const float alpha = 1.0f, beta = 0.0f;
+  switch (d) {
+    case Direction::forward:
+      og.op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, og.x)
+          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, og.w)
+          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, og.y)
+          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, og.conv)
+          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha)
+          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
+      break;
+    case Direction::backward_data:
+      og.op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, og.x)
+          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, og.w)
+          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, og.y)
+          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, og.conv)
+          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha)
+          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
+      break;
+    case Direction::backward_filter:
+      og.op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, og.x)
+          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, og.w)
+          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, og.y)
+          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, og.conv)
+          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha)
+          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
+      break;
+  }
+  og.op.finalize();
+  cudnnBackendDescriptor_t op = og.op.get();
+  og.graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op)
+      .set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+  og.graph.finalize();
+  return og;
+}
+
+// Engines whose notes say they round inputs down or reduce in reduced precision are left out (PyTorch
+// filters the same), as are those compiled at run time (seconds of start-up per shape).
+bool acceptable_engine(const Desc& config, int64_t* global_index) {
+  Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  cudnnBackendDescriptor_t e = engine.get();
+  int64_t count = 0;
+  LIFTOFF_CUDNN_CHECK(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE,
+                                               CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &e));
+  LIFTOFF_CUDNN_CHECK(
+      cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &count, global_index));
+  cudnnBackendNumericalNote_t numerical[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+  LIFTOFF_CUDNN_CHECK(cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                               CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &count, numerical));
+  for (int64_t i = 0; i < count; ++i) {
+    if (numerical[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS ||
+        numerical[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION) {
+      return false;
+    }
+  }
+  cudnnBackendBehaviorNote_t behavior[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
+  LIFTOFF_CUDNN_CHECK(cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                                               CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &count, behavior));
+  for (int64_t i = 0; i < count; ++i) {
+    if (behavior[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+class GraphPlan {
+ public:
+  GraphPlan(std::shared_ptr<OperationGraph> graph, Desc config, Desc plan, size_t workspace, int64_t engine)
+      : graph_(std::move(graph)),
+        config_(std::move(config)),
+        plan_(std::move(plan)),
+        workspace_(workspace),
+        engine_(engine) {}
+
+  size_t workspace() const { return workspace_; }
+  int64_t engine() const { return engine_; }
+
+  void execute(cudnnHandle_t handle, const Buffers& b, void* ws) {
+    // The variant pack is rebuilt only when the pointers change (the caching allocator mostly hands the
+    // same blocks back step after step).
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!pack_ || b.x != last_.x || b.w != last_.w || b.y != last_.y || ws != last_ws_) {
+      Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+      const int64_t uids[3] = {kXid, kWid, kYid};
+      void* pointers[3] = {b.x, b.w, b.y};
+      pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids)
+          .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, pointers)
+          .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
+      pack.finalize();
+      pack_ = std::make_unique<Desc>(std::move(pack));
+      last_ = b;
+      last_ws_ = ws;
+    }
+    LIFTOFF_CUDNN_CHECK(cudnnBackendExecute(handle, plan_.get(), pack_->get()));
+  }
+
+ private:
+  std::shared_ptr<OperationGraph> graph_;  // what the engine configuration was made for
+  Desc config_;
+  Desc plan_;
+  size_t workspace_;
+  int64_t engine_;
+  std::mutex mutex_;
+  std::unique_ptr<Desc> pack_;
+  Buffers last_;
+  void* last_ws_ = nullptr;
+};
+
+const char* direction_name(Direction d) {
+  switch (d) {
+    case Direction::forward:
+      return "forward";
+    case Direction::backward_data:
+      return "backward-data";
+    case Direction::backward_filter:
+      return "backward-filter";
+  }
+  return "?";
+}
+
+float time_ms(int device, const std::function<void()>& run) {
+  cudaStream_t stream = compute_stream(device);
+  for (int i = 0; i < 2; ++i) run();
+  std::vector<float> times;
+  Event start(true), end(true);
+  for (int i = 0; i < 7; ++i) {
+    start.record(stream);
+    run();
+    end.record(stream);
+    end.synchronize();
+    times.push_back(Event::elapsed_ms(start, end));
+  }
+  std::nth_element(times.begin(), times.begin() + 3, times.end());
+  return times[3];
+}
+
+SearchResult search(Direction direction, cudnnHandle_t handle, int device, const Conv2dShape& g, DType dtype,
+                    const Buffers& buffers, void* scratch, size_t scratch_bytes, float baseline_ms,
+                    int max_candidates) {
+  SearchResult result;
+  if (!accepts(buffers)) {
+    result.note = "buffers not 16-byte aligned";
+    return result;
+  }
+  std::shared_ptr<OperationGraph> graph;
+  std::vector<Desc> configs;
+  try {
+    graph = std::make_shared<OperationGraph>(make_graph(direction, handle, g, dtype));
+    Desc heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+    const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+    heuristics.set_desc(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph->graph)
+        .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+    heuristics.finalize();
+    int64_t available = 0;
+    LIFTOFF_CUDNN_CHECK(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &available, nullptr));
+    const int64_t wanted = std::min<int64_t>(available, 4 * max_candidates);
+    std::vector<cudnnBackendDescriptor_t> raw;
+    for (int64_t i = 0; i < wanted; ++i) {
+      configs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+      raw.push_back(configs.back().get());
+    }
+    int64_t returned = 0;
+    if (wanted > 0) {
+      LIFTOFF_CUDNN_CHECK(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, wanted, &returned,
+                                                   raw.data()));
+    }
+    configs.erase(configs.begin() + std::min(returned, wanted), configs.end());
+  } catch (const Error& e) {
+    result.note = str_cat("graph not built: ", e.what());
+    return result;
+  }
+  if (configs.empty()) {
+    result.note = "cuDNN's heuristics returned no engine";
+    return result;
+  }
+
+  float best_ms = baseline_ms;
+  for (Desc& config : configs) {
+    if (result.candidates >= max_candidates) break;
+    try {
+      int64_t engine = -1;
+      if (!acceptable_engine(config, &engine)) continue;
+      Desc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+      plan.set_desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config)
+          .set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+      if (cudnnBackendFinalize(plan.get()) != CUDNN_STATUS_SUCCESS) continue;  // not for this shape
+      int64_t ws_bytes = 0, count = 0;
+      LIFTOFF_CUDNN_CHECK(cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                                   CUDNN_TYPE_INT64, 1, &count, &ws_bytes));
+      if (ws_bytes < 0 || static_cast<size_t>(ws_bytes) > scratch_bytes) continue;
+      auto candidate = std::make_shared<GraphPlan>(graph, std::move(config), std::move(plan),
+                                                   static_cast<size_t>(ws_bytes), engine);
+      const float ms = time_ms(device, [&] { candidate->execute(handle, buffers, scratch); });
+      ++result.candidates;
+      if (ms < best_ms) {
+        best_ms = ms;
+        result.plan = std::move(candidate);
+        result.plan_ms = ms;
+      }
+    } catch (const Error& e) {
+      // An engine that fails to run is skipped (a failed candidate leaves the stream usable).
+      result.note = str_cat("an engine failed: ", e.what());
+      cudaGetLastError();
+    }
+  }
+  if (!result.plan && result.note.empty()) {
+    result.note = result.candidates > 0 ? "no engine beat the legacy algorithm" : "no engine fit";
+  }
+  return result;
+}
+
+size_t workspace_bytes(const GraphPlan& plan) {
+  return plan.workspace();
+}
+
+std::string describe(const GraphPlan& plan) {
+  return str_cat("engine ", plan.engine());
+}
+
+bool accepts(const Buffers& b) {
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % kAlignment == 0; };
+  return aligned(b.x) && aligned(b.w) && aligned(b.y);
+}
+
+void execute(cudnnHandle_t handle, GraphPlan& plan, const Buffers& buffers, void* workspace) {
+  plan.execute(handle, buffers, workspace);
+}
+
+}  // namespace liftoff::cuda::conv_graph

@@ -1,0 +1,58 @@
+// conv2d on CUDA through cuDNN's graph (backend) API: one convolution direction as a one-operation graph,
+// engine configurations from cuDNN's heuristics, the fastest of a few, timed on the call's own buffers, kept
+// as the execution plan. It reaches engines the legacy API does not choose (on the H200, the legacy search
+// picked non-tensor-core weight-gradient kernels for bf16 at 0.1-0.2 ms per ResNet-20 layer). cuda.cu times
+// the legacy algorithm the same way and keeps whichever is faster. Internal to conv2d's CUDA path.
+#pragma once
+#include <cudnn.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "ops/conv2d/kernels.h"
+#include "runtime/dtype.h"
+
+namespace liftoff::cuda::conv_graph {
+
+enum class Direction { forward, backward_data, backward_filter };
+const char* direction_name(Direction d);
+
+// The three buffers of one call. Forward: x, w in, y out. Backward data: w, y (= dy) in, x (= dx) out.
+// Backward filter: x, y (= dy) in, w (= dw) out.
+struct Buffers {
+  void* x = nullptr;
+  void* w = nullptr;
+  void* y = nullptr;
+};
+
+class GraphPlan;  // an execution plan with its descriptors (cudnn_graph.cpp)
+
+struct SearchResult {
+  std::shared_ptr<GraphPlan> plan;  // null when no engine configuration finalized or all were slower
+  float plan_ms = 0.0f;             // the chosen plan's median time
+  int candidates = 0;               // configurations that finalized and ran
+  std::string note;                 // why none was chosen, for LIFTOFF_CUDNN_LOG
+};
+
+// Builds the graph of one direction, times up to `max_candidates` heuristic configurations whose workspace
+// fits the search's `scratch` on `buffers` (synchronizes: eager steps only), and returns the fastest when it
+// beats `baseline_ms` (the legacy algorithm timed by time_ms; +inf to take any). Never throws for an engine
+// that fails: it is skipped; the result says why nothing was chosen.
+SearchResult search(Direction direction, cudnnHandle_t handle, int device, const Conv2dShape& g, DType dtype,
+                    const Buffers& buffers, void* scratch, size_t scratch_bytes, float baseline_ms,
+                    int max_candidates = 8);
+
+// Median milliseconds of `run` on the device's compute stream (two warm-up runs, then seven timed).
+float time_ms(int device, const std::function<void()>& run);
+
+size_t workspace_bytes(const GraphPlan& plan);
+std::string describe(const GraphPlan& plan);  // "engine 12" (cuDNN's global engine index)
+// Whether the plan can run on these buffers (they are 16-byte aligned, as the plan's tensors promised).
+bool accepts(const Buffers& buffers);
+// Enqueues the plan on the handle's stream (capturable).
+void execute(cudnnHandle_t handle, GraphPlan& plan, const Buffers& buffers, void* workspace);
+
+}  // namespace liftoff::cuda::conv_graph
