@@ -580,9 +580,10 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& gy, const T
   Choice<cudnnConvolutionBwdDataAlgo_t> data_choice;
   Choice<cudnnConvolutionBwdFilterAlgo_t> filter_choice;
   std::shared_ptr<conv_graph::GraphPlan> data_graph, filter_graph;
-  const conv_graph::Buffers data_buffers{gx.defined() ? gx.raw_data() : nullptr, w.raw_data(), gy.raw_data()};
-  const conv_graph::Buffers filter_buffers{x.raw_data(), gw.defined() ? gw.raw_data() : nullptr,
-                                           gy.raw_data()};
+  // Only what a direction needs is defined (the front saves w only for gx, x only for gw).
+  auto data_of = [](const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; };
+  const conv_graph::Buffers data_buffers{data_of(gx), data_of(w), gy.raw_data()};
+  const conv_graph::Buffers filter_buffers{data_of(x), data_of(gw), gy.raw_data()};
   auto run_data = [&](void* ws) {
     LIFTOFF_CUDNN_CHECK(cudnnConvolutionBackwardData(
         handle, scalar_one(dtype), w_desc, w.raw_data(), y_desc, gy.raw_data(), data_desc, data_choice.algo,

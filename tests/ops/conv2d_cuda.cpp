@@ -12,9 +12,10 @@ struct Case {
   Shape x, w;
   bool bias;
   int64_t stride, padding;
-  // Sums over many positions: the f16/bf16 tests compare against an f32 reference on unrounded inputs,
-  // whose rounding error grows with the sum's length, so large cases run in f32/f64 only.
-  bool half_too = true;
+  // Sums over many positions: f16/bf16, and f32 on cuDNN's TF32 tensor cores (PyTorch's default too), round
+  // the inputs to 10 or fewer mantissa bits, an error that grows with the sum's length (a 2% weight
+  // gradient error at 20,435 terms on the H200), so large cases run in f64 only.
+  bool reduced_precision_too = true;
 };
 // ResNet-20 layer kinds plus odd sizes (batch, channels, rectangular kernel).
 const std::vector<Case> kCases = {
@@ -49,7 +50,10 @@ TEST(Conv2dCuda, MatchesCpuF32) {
   testing::ParityOptions options;
   options.atol = 1e-2;  // cuDNN may use TF32 (10-bit mantissa) for f32, as PyTorch does by default
   options.rtol = 1e-2;
-  for (const Case& c : kCases) EXPECT_TRUE(parity(c, options)) << shape_str(c.x) << " * " << shape_str(c.w);
+  for (const Case& c : kCases) {
+    if (!c.reduced_precision_too) continue;
+    EXPECT_TRUE(parity(c, options)) << shape_str(c.x) << " * " << shape_str(c.w);
+  }
 }
 
 TEST(Conv2dCuda, MatchesCpuF64) {
@@ -70,7 +74,7 @@ TEST(Conv2dCuda, MatchesCpuF16) {
   options.rtol = 2e-2;
   options.cuda_dtype = DType::f16;
   for (const Case& c : kCases) {
-    if (!c.half_too) continue;
+    if (!c.reduced_precision_too) continue;
     EXPECT_TRUE(parity(c, options)) << shape_str(c.x) << " * " << shape_str(c.w);
   }
 }
@@ -82,7 +86,7 @@ TEST(Conv2dCuda, MatchesCpuBf16) {
   options.rtol = 5e-2;
   options.cuda_dtype = DType::bf16;
   for (const Case& c : kCases) {
-    if (!c.half_too) continue;
+    if (!c.reduced_precision_too) continue;
     EXPECT_TRUE(parity(c, options)) << shape_str(c.x) << " * " << shape_str(c.w);
   }
 }
@@ -113,7 +117,7 @@ TEST(Conv2dCuda, GraphApiEnginesMatchCpu) {
     options.rtol = k.rtol;
     options.cuda_dtype = k.dtype;
     for (const Case& c : kCases) {
-      if (k.dtype != DType::f32 && !c.half_too) continue;
+      if (!c.reduced_precision_too) continue;
       EXPECT_TRUE(parity(c, options))
           << dtype_name(k.dtype) << " " << shape_str(c.x) << " * " << shape_str(c.w);
     }
