@@ -22,6 +22,7 @@ struct StepResult {
 };
 
 StepResult train_step(bool channels_last, DType amp, const Tensor& x, const Tensor& labels) {
+  const bool before = channels_last_activations();
   set_channels_last_activations(channels_last);
   auto model = make_model("resnet20", 3, 10, 32, 11);
   model->to(Device::cuda());
@@ -38,7 +39,7 @@ StepResult train_step(bool channels_last, DType amp, const Tensor& x, const Tens
   for (const Tensor& p : model->parameters()) r.grads.push_back(p.grad().to(Device::cpu(), DType::f32));
   for (const Tensor& b : model->buffers())
     if (is_floating(b.dtype())) r.buffers.push_back(b.to(Device::cpu(), DType::f32));
-  set_channels_last_activations(false);
+  set_channels_last_activations(before);
   return r;
 }
 
