@@ -62,25 +62,14 @@ BatchNorm2d::BatchNorm2d(int64_t channels, double eps, double momentum) : eps_(e
   num_batches_tracked_ = register_buffer("num_batches_tracked", Tensor::zeros({}, DType::i64));
 }
 
-void BatchNorm2d::count_batch() {
-  if (!is_training()) return;
-  // On the device, without reading the count back to the host.
-  // One cached increment per device: no allocation or fill kernel per forward.
-  if (!one_.defined() || one_.device() != num_batches_tracked_.device()) {
-    one_ = Tensor::ones({}, DType::i64, num_batches_tracked_.device());
-  }
-  accumulate_into(num_batches_tracked_, one_);
-}
-
 Tensor BatchNorm2d::forward(const Tensor& x) {
-  count_batch();
-  return batch_norm2d(x, weight_, bias_, running_mean_, running_var_, is_training(), momentum_, eps_);
+  return batch_norm2d(x, weight_, bias_, running_mean_, running_var_, is_training(), momentum_, eps_,
+                      num_batches_tracked_);
 }
 
 Tensor BatchNorm2d::forward_relu(const Tensor& x, const Tensor& residual) {
-  count_batch();
   return batch_norm2d_relu(x, weight_, bias_, running_mean_, running_var_, is_training(), momentum_, eps_,
-                           residual);
+                           residual, num_batches_tracked_);
 }
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Generator& gen) {

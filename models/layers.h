@@ -48,10 +48,10 @@ class BatchNorm2d : public Module {
   const Tensor& num_batches_tracked() const { return num_batches_tracked_; }
 
  private:
-  void count_batch();  // num_batches_tracked += 1 in training mode, on the device
   double eps_, momentum_;
+  // num_batches_tracked: incremented by the op in training mode (on the device, inside its statistics
+  // kernel).
   Tensor weight_, bias_, running_mean_, running_var_, num_batches_tracked_;
-  Tensor one_;  // the i64 increment of num_batches_tracked, on its device (not state)
 };
 
 // weight [out, in], bias [out] (when bias): [N, in] -> [N, out]; under autocast in the half dtype.

@@ -1,7 +1,12 @@
 #include "runtime/graph.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #if LIFTOFF_WITH_CUDA
 #include <cuda_runtime.h>
@@ -16,6 +21,61 @@ namespace liftoff {
 namespace {
 thread_local bool capturing_on_this_thread = false;
 thread_local int capture_device_on_this_thread = -1;
+
+#if LIFTOFF_WITH_CUDA
+// LIFTOFF_GRAPH_LOG=1 prints what a captured graph holds, kernels by name, most frequent first: where a
+// replayed step's per-node cost goes.
+bool log_graphs() {
+  static const bool on = [] {
+    const char* text = std::getenv("LIFTOFF_GRAPH_LOG");
+    return text != nullptr && *text != '\0' && std::string(text) != "0";
+  }();
+  return on;
+}
+
+std::string node_name(cudaGraphNode_t node) {
+  cudaGraphNodeType type{};
+  if (cudaGraphNodeGetType(node, &type) != cudaSuccess) return "?";
+  switch (type) {
+    case cudaGraphNodeTypeKernel: {
+      cudaKernelNodeParams params{};
+      const char* name = nullptr;
+      if (cudaGraphKernelNodeGetParams(node, &params) != cudaSuccess ||
+          cudaFuncGetName(&name, params.func) != cudaSuccess || name == nullptr) {
+        cudaGetLastError();  // a library's driver-API launch has no runtime function: not an error here
+        return "kernel (library)";
+      }
+      std::string text = name;
+      // "void ns::kernel<T>(args)" -> "ns::kernel<T>": the arguments only repeat the template.
+      if (text.rfind("void ", 0) == 0) text = text.substr(5);
+      const size_t paren = text.find('(');
+      return paren == std::string::npos ? text : text.substr(0, paren);
+    }
+    case cudaGraphNodeTypeMemcpy:
+      return "memcpy";
+    case cudaGraphNodeTypeMemset:
+      return "memset";
+    case cudaGraphNodeTypeEventRecord:
+      return "event record";
+    case cudaGraphNodeTypeWaitEvent:
+      return "event wait";
+    case cudaGraphNodeTypeEmpty:
+      return "empty";
+    default:
+      return "node type " + std::to_string(static_cast<int>(type));
+  }
+}
+
+void print_node_histogram(const std::vector<cudaGraphNode_t>& nodes, int device) {
+  std::map<std::string, int> counts;
+  for (cudaGraphNode_t node : nodes) ++counts[node_name(node)];
+  std::vector<std::pair<int, std::string>> sorted;
+  for (const auto& [name, count] : counts) sorted.emplace_back(count, name);
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::fprintf(stderr, "liftoff graph: cuda:%d, %zu nodes\n", device, nodes.size());
+  for (const auto& [count, name] : sorted) std::fprintf(stderr, "  %5d  %s\n", count, name.c_str());
+}
+#endif
 }  // namespace
 
 bool graph_capture_active() {
@@ -116,6 +176,7 @@ void CudaGraph::end_capture(const std::vector<void*>& record_events) {
   std::vector<cudaGraphNode_t> nodes(count);
   if (count > 0) LIFTOFF_CUDA_CHECK(cudaGraphGetNodes(impl_->graph, nodes.data(), &count));
   impl_->nodes = count;
+  if (log_graphs()) print_node_histogram(nodes, impl_->device);
   // Map each event the caller recorded to its node, so replays can bind fresh events in the same order.
   impl_->event_nodes.assign(record_events.size(), nullptr);
   for (cudaGraphNode_t node : nodes) {

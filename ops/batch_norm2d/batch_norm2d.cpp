@@ -32,7 +32,7 @@ namespace {
 // both.
 Tensor batch_norm_impl(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in,
                        const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,
-                       double eps, const Tensor& residual_in, bool relu) {
+                       double eps, const Tensor& residual_in, bool relu, const Tensor& batches_tracked) {
   LIFTOFF_CHECK(x_in.defined() && weight_in.defined() && bias_in.defined(), ValueError,
                 "batch_norm2d: input, weight and bias must be defined tensors");
   LIFTOFF_CHECK(x_in.dim() == 4, ShapeError, "batch_norm2d: expected input [N, C, H, W], got ",
@@ -65,6 +65,12 @@ Tensor batch_norm_impl(const Tensor& x_in, const Tensor& weight_in, const Tensor
   LIFTOFF_CHECK(momentum >= 0.0 && momentum <= 1.0, ValueError, "batch_norm2d: momentum ", momentum,
                 " is outside [0, 1]");
 
+  if (batches_tracked.defined()) {
+    LIFTOFF_CHECK(batches_tracked.dim() == 0 && batches_tracked.dtype() == DType::i64 &&
+                      batches_tracked.device() == x_in.device(),
+                  ValueError, "batch_norm2d: num_batches_tracked ", describe(batches_tracked),
+                  " must be an i64 scalar on the input's device (input ", describe(x_in), ")");
+  }
   if (residual_in.defined()) {
     LIFTOFF_CHECK(residual_in.shape() == x_in.shape() && residual_in.dtype() == xt &&
                       residual_in.device() == x_in.device(),
@@ -82,6 +88,13 @@ Tensor batch_norm_impl(const Tensor& x_in, const Tensor& weight_in, const Tensor
   BnEpilogue epilogue;
   if (residual_in.defined()) epilogue.residual = residual_in.contiguous(format);
   epilogue.relu = relu;
+  if (training && batches_tracked.defined()) {
+    if (x.device().is_cuda()) {
+      epilogue.batches_tracked = batches_tracked;
+    } else {
+      *static_cast<int64_t*>(batches_tracked.raw_data()) += 1;
+    }
+  }
   const int64_t channels = x.size(1);
   const DType stat_dtype = xt == DType::f64 ? DType::f64 : DType::f32;
   Tensor y = Tensor::empty(x.shape(), xt, x.device(), format);
@@ -116,15 +129,18 @@ Tensor batch_norm_impl(const Tensor& x_in, const Tensor& weight_in, const Tensor
 }  // namespace
 
 Tensor batch_norm2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
-                    const Tensor& running_var, bool training, double momentum, double eps) {
-  return batch_norm_impl(x, weight, bias, running_mean, running_var, training, momentum, eps, Tensor(),
-                         false);
+                    const Tensor& running_var, bool training, double momentum, double eps,
+                    const Tensor& num_batches_tracked) {
+  return batch_norm_impl(x, weight, bias, running_mean, running_var, training, momentum, eps, Tensor(), false,
+                         num_batches_tracked);
 }
 
 Tensor batch_norm2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias,
                          const Tensor& running_mean, const Tensor& running_var, bool training,
-                         double momentum, double eps, const Tensor& residual) {
-  return batch_norm_impl(x, weight, bias, running_mean, running_var, training, momentum, eps, residual, true);
+                         double momentum, double eps, const Tensor& residual,
+                         const Tensor& num_batches_tracked) {
+  return batch_norm_impl(x, weight, bias, running_mean, running_var, training, momentum, eps, residual, true,
+                         num_batches_tracked);
 }
 
 }  // namespace liftoff

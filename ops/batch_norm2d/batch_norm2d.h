@@ -13,14 +13,18 @@ namespace liftoff {
 // (AMP). x: f32/f64 on the CPU; f32/f64/f16/bf16 on CUDA, statistics always in f32 (f64 for f64 input).
 // Backward: gradients for x, weight and bias (with the batch statistics in training, the running ones in
 // eval).
+// num_batches_tracked: an i64 scalar on x's device that a training call increments (on CUDA inside the
+// statistics kernel, not as a launch of its own), or undefined.
 Tensor batch_norm2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
-                    const Tensor& running_var, bool training, double momentum = 0.1, double eps = 1e-5);
+                    const Tensor& running_var, bool training, double momentum = 0.1, double eps = 1e-5,
+                    const Tensor& num_batches_tracked = Tensor());
 
 // relu(batch_norm2d(x, ...) + residual) in one pass over the output (residual: x's shape, dtype and device,
 // or undefined for relu(batch_norm2d(x, ...))). Same values as the three ops for f32/f64; for f16/bf16 the
 // sum is rounded once instead of twice. Backward masks with the output and gives residual its gradient.
 Tensor batch_norm2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias,
                          const Tensor& running_mean, const Tensor& running_var, bool training,
-                         double momentum = 0.1, double eps = 1e-5, const Tensor& residual = Tensor());
+                         double momentum = 0.1, double eps = 1e-5, const Tensor& residual = Tensor(),
+                         const Tensor& num_batches_tracked = Tensor());
 
 }  // namespace liftoff

@@ -86,6 +86,7 @@ struct StatsFinalize {
   W* running_var;
   A* save_mean;
   A* save_invstd;
+  int64_t* batches_tracked;  // incremented once per training forward, or null
   __device__ void operator()(const A* channel_partials, int splits, int64_t c) const {
     A n = 0, mean = 0, m2 = 0;
     for (int s = 0; s < splits; ++s) {
@@ -99,6 +100,8 @@ struct StatsFinalize {
     const A var = m2 / count;  // biased, for normalization
     save_mean[c] = mean;
     save_invstd[c] = rsqrt_acc(var + eps);
+    // Here rather than as a kernel of its own: one graph node less per batch-norm layer and micro-batch.
+    if (batches_tracked != nullptr && c == 0) *batches_tracked += 1;
     if (running_mean != nullptr) {
       running_mean[c] = convert<W>((A(1) - momentum) * convert<A>(running_mean[c]) + momentum * mean);
       running_var[c] =
@@ -522,6 +525,9 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
   W* rv = running_var.defined() ? static_cast<W*>(running_var.raw_data()) : nullptr;
   A* sm = static_cast<A*>(save_mean.raw_data());
   A* si = static_cast<A*>(save_invstd.raw_data());
+  int64_t* tracked = epilogue.batches_tracked.defined()
+                         ? static_cast<int64_t*>(epilogue.batches_tracked.raw_data())
+                         : nullptr;
   const T* residual =
       epilogue.residual.defined() ? static_cast<const T*>(epilogue.residual.raw_data()) : nullptr;
   if (nhwc_layout(x)) {
@@ -532,7 +538,7 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
       const int64_t chunk = (count + splits - 1) / splits;
       const Tensor partial = Tensor::empty({channels, splits, 3}, DTypeOf<A>::value, x.device());
       const StatsFinalize<A, W> finalize{
-          static_cast<A>(count), static_cast<A>(eps), static_cast<A>(momentum), rm, rv, sm, si};
+          static_cast<A>(count), static_cast<A>(eps), static_cast<A>(momentum), rm, rv, sm, si, tracked};
       stats_partial_nhwc_kernel<T, A, W><<<splits, kReduceBlock, 0, stream>>>(
           static_cast<const T*>(x.raw_data()), channels, count, chunk, static_cast<A*>(partial.raw_data()),
           channel_counters(device), finalize);
@@ -558,7 +564,7 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
     const int64_t chunk = (count + splits - 1) / splits;
     const Tensor partial = Tensor::empty({channels, splits, 3}, DTypeOf<A>::value, x.device());
     const StatsFinalize<A, W> finalize{
-        static_cast<A>(count), static_cast<A>(eps), static_cast<A>(momentum), rm, rv, sm, si};
+        static_cast<A>(count), static_cast<A>(eps), static_cast<A>(momentum), rm, rv, sm, si, tracked};
     stats_partial_kernel<T, A, W><<<dim3(splits, static_cast<unsigned>(channels)), kReduceBlock, 0, stream>>>(
         static_cast<const T*>(x.raw_data()), channels, hw, count, chunk, static_cast<A*>(partial.raw_data()),
         channel_counters(device), finalize);

@@ -17,6 +17,9 @@ constexpr int64_t kBatchNormNhwcMaxChannels = 256;
 struct BnEpilogue {
   Tensor residual;
   bool relu = false;
+  // An i64 scalar (a layer's num_batches_tracked) that a CUDA training forward increments where it finalizes
+  // the statistics; on the CPU the front increments it. Undefined: none.
+  Tensor batches_tracked;
 };
 
 namespace cpu {

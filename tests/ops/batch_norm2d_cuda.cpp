@@ -101,6 +101,30 @@ TEST(BatchNorm2dCuda, RunningStatsMatchCpu) {
   EXPECT_TRUE(testing::all_close(rv_gpu.to(Device::cpu()), rv_cpu, 1e-5, 1e-5));
 }
 
+// num_batches_tracked counts training calls on the device (inside the statistics kernel), NCHW and
+// channels-last, fused or not; eval calls leave it.
+TEST(BatchNorm2dCuda, CountsTrainingBatchesOnTheDevice) {
+  LIFTOFF_REQUIRE_CUDA();
+  const Device cuda = Device::cuda();
+  const BnInputs in = make_inputs({8, 16, 5, 5}, 50);
+  const Tensor w = in.w.to(cuda), b = in.b.to(cuda), rm = in.rm.to(cuda), rv = in.rv.to(cuda);
+  const Tensor count = Tensor::zeros({}, DType::i64, cuda);
+  NoGradGuard no_grad;
+  const Tensor x = in.x.detach().to(cuda);
+  const Tensor x_cl = x.contiguous(MemoryFormat::channels_last);
+  batch_norm2d(x, w, b, rm, rv, true, 0.1, 1e-5, count);
+  batch_norm2d(x_cl, w, b, rm, rv, true, 0.1, 1e-5, count);
+  batch_norm2d_relu(x, w, b, rm, rv, true, 0.1, 1e-5, Tensor(), count);
+  batch_norm2d_relu(x_cl, w, b, rm, rv, true, 0.1, 1e-5, x_cl, count);
+  batch_norm2d(x, w, b, rm, rv, false, 0.1, 1e-5, count);
+  EXPECT_EQ(count.to(Device::cpu()).to_vector<int64_t>(), std::vector<int64_t>{4});
+  // The CPU front counts the same way.
+  const Tensor cpu_count = Tensor::zeros({}, DType::i64);
+  batch_norm2d(in.x.detach(), in.w, in.b, in.rm.clone(), in.rv.clone(), true, 0.1, 1e-5, cpu_count);
+  EXPECT_EQ(cpu_count.to_vector<int64_t>(), std::vector<int64_t>{1});
+  EXPECT_THROW(batch_norm2d(x, w, b, rm, rv, true, 0.1, 1e-5, cpu_count), ValueError);
+}
+
 // AMP: bf16/f16 activations with f32 weight, bias and running stats. The reference is the CPU in f32 on the
 // 16-bit-rounded input.
 TEST(BatchNorm2dCuda, HalfInputWithF32Parameters) {
