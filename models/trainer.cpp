@@ -1,10 +1,12 @@
 #include "models/trainer.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "models/autocast.h"
 #include "ops/cast/cast.h"
 #include "ops/cross_entropy/cross_entropy.h"
+#include "ops/optimizer_step/optimizer_step.h"
 #include "ops/scale/scale.h"
 #include "runtime/autograd.h"
 
@@ -81,6 +83,7 @@ Trainer::Trainer(Module& model, Optimizer& optimizer, const LRSchedule* schedule
 }
 
 void Trainer::synchronize_gradients() {
+  restore_gradient_sums();  // a short tail ends without the micro-batch that would
   if (!options_.ddp) return;
   // Host time of the call (CPU/MPI: the wait itself); on CUDA the device-side wait falls between the
   // backward and optimizer marks, where the allreduce mark on the comm stream shows what is exposed.
@@ -90,6 +93,7 @@ void Trainer::synchronize_gradients() {
 }
 
 void Trainer::optimizer_step(bool set_lr) {
+  restore_gradient_sums();
   if (schedule_ && set_lr) optimizer_.set_lr(schedule_->lr_at(global_step_));
   if (options_.ddp && scaler_.enabled()) {
     scaler_.unscale_(optimizer_);
@@ -103,7 +107,41 @@ void Trainer::optimizer_step(bool set_lr) {
   ++global_step_;
 }
 
-Tensor Trainer::run_micro_batch(const Tensor& input, const Tensor& labels, bool completes_step) {
+void Trainer::move_gradients_to_sums() {
+  if (!grad_sums_.empty()) return;  // already there, .grad holds fresh gradients or none
+  for (const Tensor& p : model_.parameters()) {
+    grad_sums_.push_back(p.grad());
+    p.set_grad(Tensor());
+  }
+}
+
+void Trainer::add_gradients_to_sums() {
+  const std::vector<Tensor> params = model_.parameters();
+  LIFTOFF_CHECK(params.size() == grad_sums_.size(), ValueError, "Trainer: the model has ", params.size(),
+                " parameters but ", grad_sums_.size(), " gradient sums (parameters changed mid-step?)");
+  std::vector<Tensor> fresh;
+  for (size_t i = 0; i < params.size(); ++i) {
+    fresh.push_back(params[i].grad());
+    params[i].set_grad(Tensor());
+    // A parameter first reached in this micro-batch starts its sum here.
+    if (!grad_sums_[i].defined()) grad_sums_[i] = std::exchange(fresh[i], Tensor());
+  }
+  accumulate_gradients(grad_sums_, fresh);
+}
+
+void Trainer::restore_gradient_sums() {
+  if (grad_sums_.empty()) return;
+  const std::vector<Tensor> params = model_.parameters();
+  for (size_t i = 0; i < params.size() && i < grad_sums_.size(); ++i) {
+    LIFTOFF_CHECK(!params[i].grad().defined(), ValueError, "Trainer: parameter ", i,
+                  " has a gradient outside the step's accumulation");
+    params[i].set_grad(grad_sums_[i]);
+  }
+  grad_sums_.clear();
+}
+
+Tensor Trainer::run_micro_batch(const Tensor& input, const Tensor& labels, int64_t index_in_step,
+                                bool completes_step) {
   Profiler* prof = options_.profiler;
   Tensor loss;
   {
@@ -119,7 +157,14 @@ Tensor Trainer::run_micro_batch(const Tensor& input, const Tensor& labels, bool 
     // DDP communicates only on the micro-batch that completes an optimizer step.
     if (options_.ddp) options_.ddp->set_require_sync(completes_step);
     const double micro_scale = 1.0 / static_cast<double>(options_.accum);
+    const bool into_sums = index_in_step >= 1 && !completes_step;
+    if (into_sums) {
+      move_gradients_to_sums();
+    } else {
+      restore_gradient_sums();
+    }
     scaler_.scale(options_.accum > 1 ? scale(loss, micro_scale) : loss).backward();
+    if (into_sums) add_gradients_to_sums();
   }
   return loss.detach();
 }
@@ -187,7 +232,7 @@ Tensor Trainer::run_staged_eagerly(int64_t count) {
   Tensor step_loss;
   for (int64_t k = 0; k < count; ++k) {
     add_to(step_loss, run_micro_batch(static_inputs_[static_cast<size_t>(k)],
-                                      static_labels_[static_cast<size_t>(k)], k + 1 == options_.accum));
+                                      static_labels_[static_cast<size_t>(k)], k, k + 1 == options_.accum));
   }
   return step_loss;
 }
@@ -236,6 +281,7 @@ bool Trainer::run_graph_step() {
     graph_->abort_capture();
     if (prof) prof->abort_graph_capture();
     global_step_ = step_before;
+    grad_sums_.clear();
     optimizer_.zero_grad();
     scaler_.abandon_step();
     if (options_.ddp) options_.ddp->end_graph_capture(/*succeeded=*/false);
@@ -331,7 +377,7 @@ EpochResult Trainer::train_epoch(BatchSource& source, int64_t epoch,
     if (staged) {
       stage_static_input(pending, batch);
     } else {
-      add_to(step_loss, run_micro_batch(batch.input, batch.labels, pending + 1 == options_.accum));
+      add_to(step_loss, run_micro_batch(batch.input, batch.labels, pending, pending + 1 == options_.accum));
     }
     ++loss_count_;
     ++pending;

@@ -39,6 +39,23 @@ __device__ __forceinline__ double sqrt_acc(double v) {
   return sqrt(v);
 }
 
+// dst += src per element, as the one-tensor accumulate kernel adds (16-bit floats in f32).
+template <class T>
+__global__ void accumulate_lists_kernel(TensorListMeta<2> meta) {
+  const int tensor = meta.block_tensor[blockIdx.x];
+  const int64_t start = static_cast<int64_t>(meta.block_chunk[blockIdx.x]) * kChunk;
+  const int64_t end = min(meta.sizes[tensor], start + kChunk);
+  T* dst = static_cast<T*>(meta.ptrs[0][tensor]);
+  const T* src = static_cast<const T*>(meta.ptrs[1][tensor]);
+  for (int64_t i = start + threadIdx.x; i < end; i += blockDim.x) {
+    if constexpr (IsHalfType<T>::value) {
+      dst[i] = convert<T>(convert<float>(dst[i]) + convert<float>(src[i]));
+    } else {
+      dst[i] = dst[i] + src[i];
+    }
+  }
+}
+
 // P: parameter/state type (float or double); G: gradient type.
 template <class P, class G>
 __global__ void sgd_kernel(TensorListMeta<3> meta, SgdArgs<P> args) {
@@ -104,6 +121,19 @@ void dispatch_param_grad(DType param, DType grad, const char* op, Fn&& fn) {
   });
 }
 }  // namespace
+
+void accumulate_gradients(const std::vector<Tensor>& sums, const std::vector<Tensor>& grads) {
+  const int device = sums[0].device().index;
+  DeviceGuard guard(device);
+  cudaStream_t stream = compute_stream(device);
+  dispatch_device_float(sums[0].dtype(), "accumulate_gradients", [&](auto tag) {
+    using T = decltype(tag);
+    mta::apply<2>({&sums, &grads}, [&](const TensorListMeta<2>& meta, int blocks) {
+      accumulate_lists_kernel<T><<<blocks, mta::kBlock, 0, stream>>>(meta);
+      LIFTOFF_LAUNCH_CHECK();
+    });
+  });
+}
 
 void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
               const std::vector<Tensor>& momentum_buffers, const SgdScalars& s) {

@@ -31,6 +31,9 @@ void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gr
                 const AdamWScalars& s);
 }  // namespace cpu
 namespace cuda {
+// sums[i] += grads[i]; checked by the front: same shapes, one dtype and device, each pair dense in one
+// layout.
+void accumulate_gradients(const std::vector<Tensor>& sums, const std::vector<Tensor>& grads);
 void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
               const std::vector<Tensor>& momentum_buffers, const SgdScalars& s);
 void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,

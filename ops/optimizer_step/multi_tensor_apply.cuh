@@ -23,6 +23,10 @@ struct MaxTensors<1> {
   static constexpr int value = 110;
 };
 template <>
+struct MaxTensors<2> {
+  static constexpr int value = 72;
+};
+template <>
 struct MaxTensors<3> {
   static constexpr int value = 48;
 };

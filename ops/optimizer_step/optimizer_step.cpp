@@ -156,4 +156,38 @@ void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gr
                    lists.states[1], s);
 }
 
+void accumulate_gradients(const std::vector<Tensor>& sums, const std::vector<Tensor>& grads) {
+  LIFTOFF_CHECK(sums.size() == grads.size(), ValueError, "accumulate_gradients: ", sums.size(), " sums but ",
+                grads.size(), " gradients");
+  std::vector<Tensor> dst, src;
+  for (size_t i = 0; i < sums.size(); ++i) {
+    if (!sums[i].defined() || !grads[i].defined()) continue;
+    const Tensor& s = sums[i];
+    const Tensor& g = grads[i];
+    LIFTOFF_CHECK(s.shape() == g.shape() && s.dtype() == g.dtype() && s.device() == g.device(), ValueError,
+                  "accumulate_gradients: entry ", i, ": sum ", describe(s), " vs gradient ", describe(g));
+    const MemoryFormat format = s.memory_format();
+    LIFTOFF_CHECK(s.is_contiguous(format) && g.is_contiguous(format), ValueError,
+                  "accumulate_gradients: entry ", i, ": sum ", describe(s), " and gradient ", describe(g),
+                  " must be dense in one layout");
+    if (!dst.empty()) {
+      LIFTOFF_CHECK(s.dtype() == dst[0].dtype() && s.device() == dst[0].device(), ValueError,
+                    "accumulate_gradients: entry ", i, " ", describe(s),
+                    " differs from entry 0's dtype or device (", describe(dst[0]), ")");
+    }
+    dst.push_back(s);
+    src.push_back(g);
+  }
+  if (dst.empty()) return;
+  if (dst[0].device().is_cuda()) {
+#if LIFTOFF_WITH_CUDA
+    cuda::accumulate_gradients(dst, src);
+#else
+    throw DeviceError("accumulate_gradients: built without CUDA");
+#endif
+    return;
+  }
+  for (size_t i = 0; i < dst.size(); ++i) accumulate_into(dst[i], src[i]);  // the CPU's one-tensor add
+}
+
 }  // namespace liftoff

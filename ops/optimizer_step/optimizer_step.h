@@ -48,4 +48,11 @@ void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gr
                 const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq,
                 const AdamWHyper& hyper, const Tensor& skip_if_nonzero = Tensor());
 
+// sums[i] += grads[i] for every i where both are defined (no autograd): the gradient accumulation of several
+// micro-batches as one multi-tensor launch per few dozen tensors on CUDA, instead of one kernel per
+// parameter. Pairs: same shape, dtype (f32, f64, f16, bf16) and device, both dense in one layout; sums[i] is
+// updated in place. Each sum is the exact elementwise add of the one-tensor accumulation (16-bit floats add
+// in f32), so results do not depend on which path ran.
+void accumulate_gradients(const std::vector<Tensor>& sums, const std::vector<Tensor>& grads);
+
 }  // namespace liftoff

@@ -126,5 +126,38 @@ TEST(OptimizerStepCuda, RejectsMixedDevices) {
                DeviceError);
 }
 
+// The multi-tensor gradient sum adds exactly as the one-tensor accumulation (accumulate_into) does, across
+// several launches and a tensor continuing over launches; entries with an undefined side are left alone.
+TEST(AccumulateGradientsCuda, MatchesOneTensorAccumulationExactly) {
+  LIFTOFF_REQUIRE_CUDA();
+  const std::vector<Shape> shapes = test_shapes();
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    const std::vector<Tensor> sums = to_device(random_list(shapes, 300, -1, 1), dtype);
+    std::vector<Tensor> grads = to_device(random_list(shapes, 900, -1, 1), dtype);
+    grads[3] = Tensor();
+    std::vector<Tensor> expected;
+    for (size_t i = 0; i < sums.size(); ++i) {
+      expected.push_back(sums[i].clone());
+      if (grads[i].defined()) accumulate_into(expected.back(), grads[i]);
+    }
+    accumulate_gradients(sums, grads);
+    for (size_t i = 0; i < sums.size(); ++i) {
+      EXPECT_EQ(sums[i].to_vector<float>(), expected[i].to_vector<float>())
+          << dtype_name(dtype) << " entry " << i;
+    }
+  }
+  // Channels-last pairs add in their shared layout.
+  const Tensor sum = testing::random_tensor({2, 3, 4, 5}, 7, -1, 1, DType::f32)
+                         .to(Device::cuda())
+                         .contiguous(MemoryFormat::channels_last);
+  const Tensor grad = testing::random_tensor({2, 3, 4, 5}, 8, -1, 1, DType::f32)
+                          .to(Device::cuda())
+                          .contiguous(MemoryFormat::channels_last);
+  const Tensor expected = sum.clone();
+  accumulate_into(expected, grad);
+  accumulate_gradients({sum}, {grad});
+  EXPECT_EQ(sum.to_vector<float>(), expected.to_vector<float>());
+}
+
 }  // namespace
 }  // namespace liftoff

@@ -114,5 +114,19 @@ TEST(OptimizerStep, RejectsBadArguments) {
                ShapeError);
 }
 
+// sums[i] += grads[i] where both are defined; mismatched pairs are refused before anything is added.
+TEST(AccumulateGradients, AddsDefinedPairsAndChecksThem) {
+  const Tensor a = Tensor::from_vector<float>({1.0f, 2.0f}, {2});
+  const Tensor b = Tensor::from_vector<float>({10.0f}, {1});
+  accumulate_gradients({a, b, Tensor()}, {Tensor::from_vector<float>({0.5f, -1.0f}, {2}), Tensor(), a});
+  EXPECT_EQ(a.to_vector<float>(), (std::vector<float>{1.5f, 1.0f}));
+  EXPECT_EQ(b.to_vector<float>(), std::vector<float>{10.0f});
+  EXPECT_THROW(accumulate_gradients({a}, {}), ValueError);
+  EXPECT_THROW(accumulate_gradients({a}, {b}), ValueError);
+  EXPECT_THROW(accumulate_gradients({a, b}, {a.clone(), Tensor::from_vector<double>({1.0}, {1})}),
+               ValueError);
+  EXPECT_EQ(a.to_vector<float>(), (std::vector<float>{1.5f, 1.0f}));
+}
+
 }  // namespace
 }  // namespace liftoff
