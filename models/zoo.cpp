@@ -128,14 +128,12 @@ ResNet::ResNet(int64_t blocks_per_stage, int64_t in_channels, int64_t classes, G
 }
 
 Tensor ResNet::forward(const Tensor& input) {
-  // Channels-last mode converts the input once here; every op up to the global pool keeps the layout. Under
-  // f16/bf16 autocast (f32 too with LIFTOFF_CHANNELS_LAST_F32=1, an experiment: f32 NHWC convolutions
-  // measured slower than NCHW on the H200 with cuDNN's legacy API).
+  // Channels-last mode converts the input once here; every op up to the global pool keeps the layout. Only
+  // under f16/bf16 autocast: f32 NHWC measured no faster than NCHW on the H200, with either cuDNN API
+  // (docs/perf.md).
   DType half = DType::f32;
-  static const bool f32_too =
-      env_number("LIFTOFF_CHANNELS_LAST_F32", 0.0, false, "0 or 1").value_or(0.0) != 0.0;
-  const bool to_channels_last = channels_last_activations() && (autocast_enabled(&half) || f32_too) &&
-                                input.is_cuda() && input.dim() == 4;
+  const bool to_channels_last =
+      channels_last_activations() && autocast_enabled(&half) && input.is_cuda() && input.dim() == 4;
   const Tensor x = to_channels_last ? input.contiguous(MemoryFormat::channels_last) : input;
   Tensor y = fused_batch_norm_relu(x.device()) ? bn1_->forward_relu(conv1_->forward(x))
                                                : relu(bn1_->forward(conv1_->forward(x)));
