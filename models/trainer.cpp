@@ -107,6 +107,14 @@ void Trainer::optimizer_step(bool set_lr) {
   ++global_step_;
 }
 
+bool Trainer::grad_hooks_present() const {
+  if (options_.ddp) return true;
+  for (const Tensor& p : model_.parameters()) {
+    if (!p.impl().grad_ready_hooks.empty()) return true;
+  }
+  return false;
+}
+
 void Trainer::move_gradients_to_sums() {
   if (!grad_sums_.empty()) return;  // already there, .grad holds fresh gradients or none
   for (const Tensor& p : model_.parameters()) {
@@ -157,7 +165,9 @@ Tensor Trainer::run_micro_batch(const Tensor& input, const Tensor& labels, int64
     // DDP communicates only on the micro-batch that completes an optimizer step.
     if (options_.ddp) options_.ddp->set_require_sync(completes_step);
     const double micro_scale = 1.0 / static_cast<double>(options_.accum);
-    const bool into_sums = index_in_step >= 1 && !completes_step;
+    // The step's last micro-batch adds into the sums too, unless gradient-ready hooks (DDP's all-reduce) must
+    // see the complete gradient in .grad when autograd reaches each parameter.
+    const bool into_sums = index_in_step >= 1 && (!completes_step || !grad_hooks_present());
     if (into_sums) {
       move_gradients_to_sums();
     } else {

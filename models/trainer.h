@@ -136,11 +136,12 @@ class Trainer {
   Tensor run_micro_batch(const Tensor& input, const Tensor& labels, int64_t index_in_step,
                          bool completes_step);
   // Gradient accumulation over micro-batches: autograd adds each parameter's gradient into .grad with a
-  // kernel of its own (about 60 per ResNet-20 micro-batch). The micro-batches between a step's first and last
-  // instead leave fresh gradients, which one multi-tensor launch adds into the step's sums (grad_sums_); the
-  // last micro-batch (or the optimizer step) gets the sums back in .grad and accumulates into them as usual,
-  // so DDP's hooks and the optimizer see complete gradients. Same additions in the same order: identical
-  // results, fewer graph nodes.
+  // kernel of its own (about 60 per ResNet-20 micro-batch). A step's micro-batches after the first instead
+  // leave fresh gradients, which one multi-tensor launch adds into the step's sums (grad_sums_); the
+  // optimizer step gets the sums back in .grad. With gradient-ready hooks (DDP) the last micro-batch gets
+  // them back before its backward and accumulates as usual, so the hooks see complete gradients. Same
+  // additions in the same order: identical results, fewer graph nodes.
+  bool grad_hooks_present() const;
   void move_gradients_to_sums();
   void add_gradients_to_sums();
   void restore_gradient_sums();
