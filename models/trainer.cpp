@@ -151,6 +151,9 @@ void Trainer::restore_gradient_sums() {
 Tensor Trainer::run_micro_batch(const Tensor& input, const Tensor& labels, int64_t index_in_step,
                                 bool completes_step) {
   Profiler* prof = options_.profiler;
+  // Eager steps before a capture: first-use tuning (cuDNN searches) targets the replayed graph.
+  const GraphWarmupScope warmup(input.is_cuda() && graphs_possible_ &&
+                                options_.cuda_graphs != GraphMode::off);
   Tensor loss;
   {
     Profiler::StageScope host(prof, Stage::forward);

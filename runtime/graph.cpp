@@ -21,6 +21,7 @@ namespace liftoff {
 namespace {
 thread_local bool capturing_on_this_thread = false;
 thread_local int capture_device_on_this_thread = -1;
+thread_local bool warmup_on_this_thread = false;
 
 #if LIFTOFF_WITH_CUDA
 // LIFTOFF_GRAPH_LOG=1 prints what a captured graph holds, kernels by name, most frequent first: where a
@@ -77,6 +78,16 @@ void print_node_histogram(const std::vector<cudaGraphNode_t>& nodes, int device)
 }
 #endif
 }  // namespace
+
+GraphWarmupScope::GraphWarmupScope(bool active) : previous_(warmup_on_this_thread) {
+  if (active) warmup_on_this_thread = true;
+}
+GraphWarmupScope::~GraphWarmupScope() {
+  warmup_on_this_thread = previous_;
+}
+bool graph_warmup_active() {
+  return warmup_on_this_thread;
+}
 
 bool graph_capture_active() {
   return capturing_on_this_thread;

@@ -29,6 +29,22 @@ int graph_capture_device();
 // otherwise.
 void check_not_capturing(const char* what);
 
+// Marks, on the calling thread, eager work that prepares a capture (the trainer's warm-up steps before it
+// captures the step). Code that tunes itself on first use (cuDNN's algorithm searches) then tunes for graph
+// replay, where every kernel is a node, rather than for host-launched eager steps, where the host's launch
+// cost counts. Nests; `active` false leaves the current state.
+class GraphWarmupScope {
+ public:
+  explicit GraphWarmupScope(bool active);
+  ~GraphWarmupScope();
+  GraphWarmupScope(const GraphWarmupScope&) = delete;
+  GraphWarmupScope& operator=(const GraphWarmupScope&) = delete;
+
+ private:
+  bool previous_;
+};
+bool graph_warmup_active();
+
 class CudaGraph {
  public:
   // A graph for `device` (CUDA). Throws DeviceError for a CPU device or a build without CUDA.

@@ -11,6 +11,7 @@
 #include "runtime/cuda/context.h"  // compute_stream
 #include "runtime/cuda/event.h"
 #include "runtime/error.h"
+#include "runtime/graph.h"
 
 namespace liftoff::cuda::conv_graph {
 
@@ -252,13 +253,19 @@ const char* direction_name(Direction d) {
 }
 
 namespace {
-// LIFTOFF_CONV_TIMING=eager times candidates as launched one by one instead of replayed from a graph.
+// Candidates are timed replayed from a graph during the warm-up before a capture (GraphWarmupScope), else
+// launched one by one, as the steps that will run them do. LIFTOFF_CONV_TIMING=graph|eager forces either.
 bool time_in_graphs() {
-  static const bool on = [] {
+  static const int forced = [] {
     const char* text = std::getenv("LIFTOFF_CONV_TIMING");
-    return text == nullptr || std::string(text) != "eager";
+    const std::string value = text != nullptr ? text : "";
+    if (value == "graph") return 1;
+    if (value == "eager") return 0;
+    LIFTOFF_CHECK(value.empty() || value == "auto", ValueError, "LIFTOFF_CONV_TIMING=\"", value,
+                  "\" is not one of auto, graph, eager");
+    return -1;
   }();
-  return on;
+  return forced < 0 ? graph_warmup_active() : forced == 1;
 }
 
 // `run` captured kRunsPerGraph times into one graph, instantiated; null when the work cannot be captured.
@@ -295,7 +302,8 @@ bool capture_runs(cudaStream_t stream, const std::function<void()>& run, Capture
 
 float time_ms(int device, const std::function<void()>& run) {
   // Timed as it will run: a replayed training step launches an engine's kernels (and memsets) as graph
-  // nodes, each costing its launch, so the candidates run the same way, several per graph.
+  // nodes, each costing its launch, so before a capture the candidates run the same way, several per graph;
+  // eager steps pay the host's launch cost instead, which eager timing includes.
   cudaStream_t stream = compute_stream(device);
   for (int i = 0; i < 2; ++i) run();
   CapturedRuns captured;

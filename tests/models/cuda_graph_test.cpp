@@ -1,6 +1,8 @@
 // CUDA graphs where no GPU is needed: the mode flag, the CPU fallback with its reason, and the capture guard.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "data/batch_iterator.h"
 #include "data/dataset.h"
 #include "models/layers.h"
@@ -77,6 +79,22 @@ TEST(GraphCapture, GuardIsQuietOutsideACapture) {
   EXPECT_NO_THROW(check_not_capturing("anything"));
   Generator gen(1);
   EXPECT_EQ(gen.next_offset(), 0u);
+}
+
+TEST(GraphCapture, WarmupScopeNestsPerThread) {
+  EXPECT_FALSE(graph_warmup_active());
+  {
+    const GraphWarmupScope outer(true);
+    EXPECT_TRUE(graph_warmup_active());
+    {
+      const GraphWarmupScope inner(false);  // leaves the state as it is
+      EXPECT_TRUE(graph_warmup_active());
+    }
+    bool other_thread = true;
+    std::thread([&] { other_thread = graph_warmup_active(); }).join();
+    EXPECT_FALSE(other_thread);
+  }
+  EXPECT_FALSE(graph_warmup_active());
 }
 
 TEST(GraphCapture, CpuDeviceIsRejected) {
