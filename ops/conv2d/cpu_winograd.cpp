@@ -1,4 +1,5 @@
-// Winograd F(2x2, 3x3) for f32 "same" 3x3 convolutions on the CPU (see winograd.h).
+// Winograd F(2x2, 3x3) for the forward of f32 "same" 3x3 convolutions on the CPU (see winograd.h; the
+// gradients use F(4x4, 3x3), cpu_winograd4.cpp).
 //
 // Matrices (the standard F(2x2, 3x3) choice, interpolation points 0, 1, -1, infinity):
 //   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]   input tile d (4x4)     -> V = B^T d B
@@ -9,9 +10,7 @@
 //
 // Work is split into blocks of NB tiles taken in order over all images (a block may span images), so the 16
 // GEMMs of a block have NB columns even for 7x7 maps (16 tiles per image). Layouts per block:
-//   V[xi][c][j]  (16 x C x NB), M[xi][k][j] (16 x K x NB): forward and input gradient;
-//   D[xi][j][k]  (16 x NB x K): the transformed output gradient of the weight gradient (tile-major, so that
-//   dU^T[xi] (C x K) += V[xi] (C x NB) * D[xi] (NB x K) is a product of two row-major matrices).
+//   V[xi][c][j]  (16 x C x NB), M[xi][k][j] (16 x K x NB).
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -103,15 +102,14 @@ inline Run run_at(const Tiles& tl, int64_t t, int64_t t0, int64_t t1) {
   return {img, ty, tx0, std::min(tl.tw, tx0 + (t1 - t)), t - t0};
 }
 
-// U[xi][o][i] = (G g G^T)[xi] with g = w[o, i] (forward) or, for the input gradient, g[r][s] =
-// w[i, o, 2-r, 2-s] (flipped kernel, channels swapped). w is [K, C, 3, 3]; the forward has cout = K, cin = C.
-void transform_weights(const float* w, int64_t cout, int64_t cin, bool flipped, float* u) {
+// U[xi][o][i] = (G g G^T)[xi] with g = w[o, i]; w is [cout, cin, 3, 3].
+void transform_weights(const float* w, int64_t cout, int64_t cin, float* u) {
   for (int64_t o = 0; o < cout; ++o) {
     for (int64_t i = 0; i < cin; ++i) {
       float g[3][3];
-      const float* src = flipped ? w + (i * cout + o) * 9 : w + (o * cin + i) * 9;
+      const float* src = w + (o * cin + i) * 9;
       for (int r = 0; r < 3; ++r)
-        for (int s = 0; s < 3; ++s) g[r][s] = flipped ? src[(2 - r) * 3 + (2 - s)] : src[r * 3 + s];
+        for (int s = 0; s < 3; ++s) g[r][s] = src[r * 3 + s];
       float q[4][3];  // G g
       for (int s = 0; s < 3; ++s) {
         q[0][s] = g[0][s];
@@ -230,60 +228,8 @@ void output_transform_portable(const float* mm, int64_t ldm, int64_t channels, c
   });
 }
 
-// D[xi][j][k] = (A dY A^T)[xi] for the tiles [t0, t1) of gy [n, channels, h, w], dY the 2x2 output tile
-// (zero past the image edge): the adjoint of the output transform.
-void grad_transform_portable(const float* gy, int64_t channels, const Tiles& tl, int64_t t0, int64_t t1,
-                             float* d, int64_t ldd) {
-  const int64_t len = tl.tw;
-  float* rows = buffer(2, 4 * len);
-  for_each_run(tl, t0, t1, [&](int64_t img, int64_t ty, int64_t tx0, int64_t tx1, int64_t j0) {
-    for (int64_t k = 0; k < channels; ++k) {
-      const float* plane = gy + (img * channels + k) * tl.h * tl.w;
-      // Output rows 2ty, 2ty+1 split into even (2m) and odd (2m+1) columns, zero past the edge.
-      for (int i = 0; i < 2; ++i) {
-        float* __restrict ev = rows + (2 * i) * len;
-        float* __restrict od = rows + (2 * i + 1) * len;
-        const int64_t oh = 2 * ty + i;
-        if (oh >= tl.h) {
-          for (int64_t m = tx0; m < tx1; ++m) ev[m] = od[m] = 0.0f;
-          continue;
-        }
-        const float* __restrict src = plane + oh * tl.w;
-        const int64_t full = std::min<int64_t>(tx1, tl.w / 2);  // tiles with both columns inside
-        for (int64_t m = tx0; m < full; ++m) {
-          ev[m] = src[2 * m];
-          od[m] = src[2 * m + 1];
-        }
-        for (int64_t m = std::max(tx0, full); m < tx1; ++m) {
-          ev[m] = src[2 * m];
-          od[m] = 0.0f;
-        }
-      }
-      const float* __restrict ea = rows;
-      const float* __restrict ob = rows + len;
-      const float* __restrict ec = rows + 2 * len;
-      const float* __restrict od = rows + 3 * len;
-      float* __restrict out = d + (j0 - tx0) * channels + k;
-      const int64_t xs = ldd * channels;
-      for (int64_t m = tx0; m < tx1; ++m) {
-        const float a = ea[m], b = ob[m], c = ec[m], dd = od[m];
-        // A dY: rows [a, b], [a+c, b+d], [a-c, b-d], [-c, -d]; then each [p, q] -> [p, p+q, p-q, -q].
-        const float p[4] = {a, a + c, a - c, -c};
-        const float q[4] = {b, b + dd, b - dd, -dd};
-        for (int r = 0; r < 4; ++r) {
-          float* __restrict at = out + (r * 4) * xs + m * channels;
-          at[0] = p[r];
-          at[xs] = p[r] + q[r];
-          at[2 * xs] = p[r] - q[r];
-          at[3 * xs] = -q[r];
-        }
-      }
-    }
-  });
-}
-
 #if LIFTOFF_HAVE_AVX512_KERNEL
-// The same three transforms with AVX-512, one vector across up to 15 (16 for the output) tiles of a tile row:
+// The same two transforms with AVX-512, one vector across up to 15 (16 for the output) tiles of a tile row:
 // ResNet's 28, 14 and 7 wide maps have 14, 7 and 4 tiles per row, one masked vector each.
 
 // Lanes [0, n) set.
@@ -451,46 +397,6 @@ __attribute__((target("avx512f"))) void output_transform_avx512(const float* mm,
   }
 }
 
-// One tile at a time, 16 channels per vector: the 2x2 gy values are gathered across channel planes, so the
-// 16 results per tile are stored channel-contiguous (the tile-major D).
-__attribute__((target("avx512f"))) void grad_transform_avx512(const float* gy, int64_t channels,
-                                                              const Tiles& tl, int64_t t0, int64_t t1,
-                                                              float* d, int64_t ldd) {
-  const int64_t xs = ldd * channels;
-  const int plane = static_cast<int>(tl.h * tl.w);
-  const __m512i planes = _mm512_mullo_epi32(
-      _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32(plane));
-  const __m512 zero = _mm512_setzero_ps();
-  for (int64_t t = t0; t < t1;) {
-    const Run run = run_at(tl, t, t0, t1);
-    const int64_t img = run.img, ty = run.ty, tx0 = run.tx0, tx1 = run.tx1, j0 = run.j0;
-    t += tx1 - tx0;
-    const bool row1 = 2 * ty + 1 < tl.h;
-    for (int64_t m = tx0; m < tx1; ++m) {
-      const bool col1 = 2 * m + 1 < tl.w;
-      float* out = d + (j0 + m - tx0) * channels;
-      for (int64_t k0 = 0; k0 < channels; k0 += 16) {
-        const __mmask16 kmask = first_lanes(channels - k0);
-        const float* base = gy + ((img * channels + k0) * tl.h + 2 * ty) * tl.w + 2 * m;
-        const __m512 a = _mm512_mask_i32gather_ps(zero, kmask, planes, base, 4);
-        const __m512 b = col1 ? _mm512_mask_i32gather_ps(zero, kmask, planes, base + 1, 4) : zero;
-        const __m512 c = row1 ? _mm512_mask_i32gather_ps(zero, kmask, planes, base + tl.w, 4) : zero;
-        const __m512 e =
-            row1 && col1 ? _mm512_mask_i32gather_ps(zero, kmask, planes, base + tl.w + 1, 4) : zero;
-        // A dY: rows [a, b], [a+c, b+e], [a-c, b-e], [-c, -e]; then each [p, q] -> [p, p+q, p-q, -q].
-        const __m512 p[4] = {a, _mm512_add_ps(a, c), _mm512_sub_ps(a, c), _mm512_sub_ps(zero, c)};
-        const __m512 q[4] = {b, _mm512_add_ps(b, e), _mm512_sub_ps(b, e), _mm512_sub_ps(zero, e)};
-        for (int r = 0; r < 4; ++r) {
-          float* at = out + (r * 4) * xs + k0;
-          _mm512_mask_storeu_ps(at, kmask, p[r]);
-          _mm512_mask_storeu_ps(at + xs, kmask, _mm512_add_ps(p[r], q[r]));
-          _mm512_mask_storeu_ps(at + 2 * xs, kmask, _mm512_sub_ps(p[r], q[r]));
-          _mm512_mask_storeu_ps(at + 3 * xs, kmask, _mm512_sub_ps(zero, q[r]));
-        }
-      }
-    }
-  }
-}
 #endif
 
 // Set by tests to run the portable transforms on an AVX-512 host.
@@ -518,14 +424,6 @@ void output_transform(const float* mm, int64_t ldm, int64_t channels, const Tile
   if (vectorised()) return output_transform_avx512(mm, ldm, channels, tl, t0, t1, bias, y);
 #endif
   output_transform_portable(mm, ldm, channels, tl, t0, t1, bias, y);
-}
-
-void grad_transform(const float* gy, int64_t channels, const Tiles& tl, int64_t t0, int64_t t1, float* d,
-                    int64_t ldd) {
-#if LIFTOFF_HAVE_AVX512_KERNEL
-  if (vectorised()) return grad_transform_avx512(gy, channels, tl, t0, t1, d, ldd);
-#endif
-  grad_transform_portable(gy, channels, tl, t0, t1, d, ldd);
 }
 
 // The convolution of `in` [n, cin, h, w] with the transformed kernel u (16 x cout x cin) into out
@@ -557,8 +455,10 @@ void use_portable_transforms(bool on) {
 }
 
 bool supports(const Conv2dShape& g) {
+  // F(4x4) gathers a 16-tile group (up to 16 images) with 32-bit offsets from one image's planes.
+  constexpr int64_t kMaxImage = int64_t{1} << 26;
   return g.r == 3 && g.s == 3 && g.stride == 1 && g.padding == 1 && g.oh == g.h && g.ow == g.w &&
-         g.c >= kMinChannels && g.k >= kMinChannels;
+         g.c >= kMinChannels && g.k >= kMinChannels && std::max(g.c, g.k) * g.h * g.w <= kMaxImage;
 }
 
 namespace {
@@ -584,65 +484,8 @@ bool use_backward(const Conv2dShape& g) {
 
 void forward(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& g) {
   std::vector<float> u(static_cast<size_t>(16 * g.k * g.c));
-  transform_weights(w, g.k, g.c, /*flipped=*/false, u.data());
+  transform_weights(w, g.k, g.c, u.data());
   convolve(x, g.c, u.data(), g.k, bias, y, g);
-}
-
-void input_grad(const float* gy, const float* w, float* gx, const Conv2dShape& g) {
-  std::vector<float> u(static_cast<size_t>(16 * g.c * g.k));
-  transform_weights(w, g.c, g.k, /*flipped=*/true, u.data());
-  convolve(gy, g.k, u.data(), g.c, nullptr, gx, g);
-}
-
-void weight_grad(const float* x, const float* gy, float* gw, const Conv2dShape& g) {
-  const Tiles tl = make_tiles(g);
-  const int64_t nb = block_tiles(g.c, g.k);
-  const int64_t blocks = (tl.total + nb - 1) / nb;
-  // Fixed block ranges with one partial dU^T each (16 x C x K), summed in order: deterministic for a given
-  // thread count.
-  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(blocks, num_threads()));
-  const int64_t part_size = 16 * g.c * g.k;
-  std::vector<float> parts(static_cast<size_t>(chunks * part_size), 0.0f);
-  parallel_for(0, chunks, 1, [&](int64_t lo, int64_t hi) {
-    const int64_t ld = nb + kPad;
-    float* v = buffer(0, 16 * g.c * ld);
-    float* d = buffer(1, 16 * g.k * ld);
-    for (int64_t chunk = lo; chunk < hi; ++chunk) {
-      float* part = parts.data() + chunk * part_size;
-      for (int64_t b = blocks * chunk / chunks; b < blocks * (chunk + 1) / chunks; ++b) {
-        const int64_t t0 = b * nb, t1 = std::min(tl.total, t0 + nb);
-        input_transform(x, g.c, tl, t0, t1, v, ld);
-        grad_transform(gy, g.k, tl, t0, t1, d, ld);
-        for (int64_t xi = 0; xi < 16; ++xi)
-          gemm::matmul<float>(g.c, g.k, t1 - t0, v + xi * g.c * ld, ld, d + xi * ld * g.k, g.k,
-                              part + xi * g.c * g.k, g.k, /*accumulate=*/true);
-      }
-    }
-  });
-  for (int64_t chunk = 1; chunk < chunks; ++chunk)
-    for (int64_t q = 0; q < part_size; ++q)
-      parts[static_cast<size_t>(q)] += parts[static_cast<size_t>(chunk * part_size + q)];
-  // gw[k, c] = G^T dU G, dU[xi] = parts[xi][c][k].
-  const float* du = parts.data();
-  for (int64_t k = 0; k < g.k; ++k) {
-    for (int64_t c = 0; c < g.c; ++c) {
-      float x4[4][4];
-      for (int r = 0; r < 4; ++r)
-        for (int s = 0; s < 4; ++s) x4[r][s] = du[((r * 4 + s) * g.c + c) * g.k + k];
-      float p[3][4];  // G^T dU
-      for (int s = 0; s < 4; ++s) {
-        p[0][s] = x4[0][s] + 0.5f * (x4[1][s] + x4[2][s]);
-        p[1][s] = 0.5f * (x4[1][s] - x4[2][s]);
-        p[2][s] = 0.5f * (x4[1][s] + x4[2][s]) + x4[3][s];
-      }
-      float* out = gw + (k * g.c + c) * 9;
-      for (int r = 0; r < 3; ++r) {
-        out[r * 3 + 0] = p[r][0] + 0.5f * (p[r][1] + p[r][2]);
-        out[r * 3 + 1] = 0.5f * (p[r][1] - p[r][2]);
-        out[r * 3 + 2] = 0.5f * (p[r][1] + p[r][2]) + p[r][3];
-      }
-    }
-  }
 }
 
 }  // namespace liftoff::cpu::winograd

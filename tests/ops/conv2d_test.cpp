@@ -187,15 +187,17 @@ TEST(Conv2d, RejectsBadArguments) {
 
 namespace liftoff {
 namespace {
-// The f32 fast paths (implicit im2col for stride-1 "same" 3x3, per-thread GEMMs) against the same convolution
-// in f64, forward and all three gradients; gradcheck covers only the f64 kernels.
+// The f32 fast paths (implicit im2col for stride-1 "same" 3x3, phase split for stride-2 3x3 including odd and
+// tiny sizes, per-thread GEMMs) against the same convolution in f64, forward and all three gradients;
+// gradcheck covers only the f64 kernels.
 TEST(Conv2d, F32FastPathsMatchF64) {
   struct Case {
     int64_t n, c, h, k, r, stride, padding;
   };
-  for (const Case& cs :
-       {Case{8, 16, 14, 16, 3, 1, 1}, Case{6, 3, 9, 8, 3, 1, 1}, Case{4, 16, 14, 32, 3, 2, 1},
-        Case{4, 8, 10, 16, 1, 2, 0}, Case{5, 4, 11, 6, 5, 1, 2}}) {
+  for (const Case& cs : {Case{8, 16, 14, 16, 3, 1, 1}, Case{6, 3, 9, 8, 3, 1, 1},
+                         Case{4, 16, 14, 32, 3, 2, 1}, Case{4, 8, 10, 16, 1, 2, 0},
+                         Case{5, 4, 11, 6, 5, 1, 2}, Case{3, 8, 13, 16, 3, 2, 1}, Case{4, 5, 7, 9, 3, 2, 1},
+                         Case{3, 3, 2, 4, 3, 2, 1}, Case{2, 4, 1, 3, 3, 2, 1}, Case{2, 3, 35, 4, 3, 2, 1}}) {
     const Tensor x64 = testing::random_tensor({cs.n, cs.c, cs.h, cs.h}, 21).set_requires_grad(true);
     const Tensor w64 = testing::random_tensor({cs.k, cs.c, cs.r, cs.r}, 22).set_requires_grad(true);
     const Tensor b64 = testing::random_tensor({cs.k}, 23).set_requires_grad(true);

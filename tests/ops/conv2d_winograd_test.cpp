@@ -1,6 +1,7 @@
-// The Winograd F(2x2, 3x3) kernels of the CPU conv2d (ops/conv2d/winograd.h), called directly (so they run on
-// any host, also where conv2d itself would not pick them), against the exact f64 path: forward, input
-// gradient and weight gradient on random inputs, for the ResNet-20 map sizes, odd sizes and partial blocks.
+// The Winograd kernels of the CPU conv2d (ops/conv2d/winograd.h), called directly (so they run also where
+// conv2d itself would not pick them), against the exact f64 path on random inputs, for the ResNet-20 map
+// sizes, odd sizes and partial blocks: the F(2x2, 3x3) forward (any host) and the F(4x4, 3x3) input and
+// weight gradients (AVX-512 hosts).
 #include "ops/conv2d/winograd.h"
 
 #include <gtest/gtest.h>
@@ -35,11 +36,14 @@ struct Case {
 };
 
 // f32 Winograd against f64 exact, as max |error| / max |exact| over each result (the golden test's measure).
-// Inputs in [-1, 1); measured errors are 2e-7 to 7e-7 (F(2x2, 3x3) rounds about like a direct f32 sum), so
-// 2e-5 leaves a wide margin while still catching a wrong tile, edge or block (those give errors near 1).
+// Inputs in [-1, 1); measured errors are 2e-7 to 7e-7 for F(2x2, 3x3) (it rounds about like a direct f32 sum)
+// and up to 1e-5 for F(4x4, 3x3) (transform entries up to 8 and 1/24), so the limits leave a wide margin
+// while still catching a wrong tile, edge or block (those give errors near 1).
 constexpr double kTol = 2e-5;
+constexpr double kTolF4 = 5e-5;
 
-void check(const Case& cs, int threads) {
+// The forward, and with `gradients` the F(4x4) input and weight gradients.
+void check(const Case& cs, int threads, bool gradients) {
   set_num_threads(threads);
   const Conv2dShape g{cs.n, cs.c, cs.h, cs.w, cs.k, 3, 3, cs.h, cs.w, 1, 1, false};
   ASSERT_TRUE(cpu::winograd::supports(g));
@@ -54,22 +58,22 @@ void check(const Case& cs, int threads) {
   const std::vector<float> w = w64.detach().to(DType::f32).to_vector<float>();
   const std::vector<float> b = b64.to(DType::f32).to_vector<float>();
   const std::vector<float> gy = gy64.to(DType::f32).to_vector<float>();
-  std::vector<float> y(static_cast<size_t>(cs.n * cs.k * cs.h * cs.w), NAN);
-  std::vector<float> gx(x.size(), NAN), gw(w.size(), NAN);
-  cpu::winograd::forward(x.data(), w.data(), b.data(), y.data(), g);
-  cpu::winograd::input_grad(gy.data(), w.data(), gx.data(), g);
-  cpu::winograd::weight_grad(x.data(), gy.data(), gw.data(), g);
-
   const std::string what = "n=" + std::to_string(cs.n) + " c=" + std::to_string(cs.c) +
                            " k=" + std::to_string(cs.k) + " " + std::to_string(cs.h) + "x" +
                            std::to_string(cs.w) + " threads=" + std::to_string(threads);
+  std::vector<float> y(static_cast<size_t>(cs.n * cs.k * cs.h * cs.w), NAN);
+  cpu::winograd::forward(x.data(), w.data(), b.data(), y.data(), g);
   EXPECT_LE(relative_error(y, y64), kTol) << "forward " << what;
-  EXPECT_LE(relative_error(gx, x64.grad()), kTol) << "input gradient " << what;
-  EXPECT_LE(relative_error(gw, w64.grad()), kTol) << "weight gradient " << what;
+  if (!gradients) return;
+  std::vector<float> gx(x.size(), NAN), gw(w.size(), NAN);
+  cpu::winograd::f4::input_grad(gy.data(), w.data(), gx.data(), g);
+  cpu::winograd::f4::weight_grad(x.data(), gy.data(), gw.data(), g);
+  EXPECT_LE(relative_error(gx, x64.grad()), kTolF4) << "input gradient " << what;
+  EXPECT_LE(relative_error(gw, w64.grad()), kTolF4) << "weight gradient " << what;
 }
 
-TEST(Conv2dWinograd, MatchesExactPath) {
-  const std::vector<Case> cases = {
+std::vector<Case> winograd_cases() {
+  return {
       {3, 16, 16, 28, 28},   // ResNet-20 stage 1; a block spans images
       {1, 32, 32, 14, 14},   // stage 2, batch 1
       {3, 64, 64, 7, 7},     // stage 3: odd size, last tile row and column half outside
@@ -79,15 +83,30 @@ TEST(Conv2dWinograd, MatchesExactPath) {
       {2, 9, 10, 2, 3},      //
       {40, 16, 16, 14, 14},  // several blocks per thread, a partial last block
       {2, 8, 8, 5, 61},      // wide: 31 tiles a row, three vectors of the AVX-512 input transform
+      {2, 8, 20, 13, 10},    // K > 16: two channel vectors in F(4x4)'s gradient transform
   };
+}
+
+TEST(Conv2dWinograd, MatchesExactPath) {
   for (bool portable : {false, true}) {
-    // The AVX-512 transforms where the CPU has them, then the portable ones.
+    // The AVX-512 forward transforms where the CPU has them, then the portable ones.
     cpu::winograd::use_portable_transforms(portable);
     for (int threads : {1, 2, 3}) {
-      for (const Case& cs : cases) check(cs, threads);
+      for (const Case& cs : winograd_cases()) check(cs, threads, false);
     }
   }
   cpu::winograd::use_portable_transforms(false);
+  set_num_threads(2);
+}
+
+TEST(Conv2dWinograd, F4GradientsMatchExactPath) {
+  if (!cpu::winograd::f4::available()) {
+    GTEST_SKIP()
+        << "the F(4x4, 3x3) gradients need AVX-512, which this CPU lacks (the exact path runs instead)";
+  }
+  for (int threads : {1, 2, 3}) {
+    for (const Case& cs : winograd_cases()) check(cs, threads, true);
+  }
   set_num_threads(2);
 }
 
