@@ -62,10 +62,10 @@ TEST(Accumulation, FourMicroBatchesEqualOneBatchOfFourTimesTheSize) {
   }
 }
 
-// The trainer sums a step's middle micro-batches with one multi-tensor add instead of autograd's per-parameter
-// accumulation: the same additions in the same order, so the parameters match plain autograd accumulation bit
-// for bit, for full steps and for a short tail (56 samples in micro-batches of 8, accum 4: a step of 4, a
-// tail of 3).
+// The trainer sums a step's middle micro-batches with one multi-tensor add instead of autograd's
+// per-parameter accumulation: the same additions in the same order, so the parameters match plain autograd
+// accumulation bit for bit, for full steps and for a short tail (56 samples in micro-batches of 8, accum 4: a
+// step of 4, a tail of 3).
 TEST(Accumulation, TrainerSumsEqualAutogradAccumulationBitForBit) {
   const int64_t micro = 8, accum = 4;
   const ImageDataset data = make_synthetic_dataset(56, 1, 8, 8, 10, 3);
@@ -102,6 +102,41 @@ TEST(Accumulation, TrainerSumsEqualAutogradAccumulationBitForBit) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a[i].to_vector<float>(), b[i].to_vector<float>()) << "parameter " << i;
+  }
+}
+
+// With gradient-ready hooks on the parameters (what DDP registers), the step's last micro-batch accumulates
+// through autograd, so its hooks see the step's complete gradient in .grad (the sum of all micro-batches).
+TEST(Accumulation, HooksOfTheLastMicroBatchSeeTheCompleteGradient) {
+  const int64_t micro = 8, accum = 4;
+  const ImageDataset data = make_synthetic_dataset(32, 1, 8, 8, 10, 3);
+  auto hooked = make_mlp();
+  const std::vector<Tensor> params = hooked->parameters();
+  std::vector<Tensor> seen(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    params[i].add_grad_ready_hook([&seen, i](const Tensor& leaf) { seen[i] = leaf.grad().clone(); });
+  }
+  {
+    InOrderBatches batches(data, in_order(micro));
+    SGD sgd(params, 0.5, 0.9, 1e-3, true);
+    TrainerOptions options;
+    options.accum = accum;
+    options.max_steps = 1;
+    Trainer trainer(*hooked, sgd, nullptr, options);
+    trainer.train_epoch(batches, 0);
+  }
+  auto reference = make_mlp();
+  InOrderBatches batches(data, in_order(micro));
+  batches.start_epoch(0);
+  Batch batch;
+  while (batches.next(batch)) {
+    const Tensor loss = cross_entropy(reference->forward(batch.input), batch.labels);
+    scale(loss, 1.0 / static_cast<double>(accum)).backward();
+  }
+  const std::vector<Tensor> expected = reference->parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    ASSERT_TRUE(seen[i].defined()) << "parameter " << i;
+    EXPECT_EQ(seen[i].to_vector<float>(), expected[i].grad().to_vector<float>()) << "parameter " << i;
   }
 }
 
