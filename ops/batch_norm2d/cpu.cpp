@@ -158,9 +158,18 @@ LIFTOFF_AVX512 inline double total(__m512d a, __m512d b) {
   return sum;
 }
 
-LIFTOFF_AVX512 void plane_moments(const float* x, int64_t n, double& sum, double& m2) {
+// The first pass over a plane reads from memory: each step also fetches the same offset of the next plane of
+// the walk, `ahead` elements on. A channel's planes are an image apart and at 28x28 only 3 KiB long, too
+// short for the hardware prefetcher, and those loads stalled (batch-128 training 3.5% faster with the
+// fetches).
+LIFTOFF_AVX512 inline void fetch(const float* p, int64_t ahead) {
+  _mm_prefetch(reinterpret_cast<const char*>(p + ahead), _MM_HINT_T0);
+}
+
+LIFTOFF_AVX512 void plane_moments(const float* x, int64_t n, int64_t ahead, double& sum, double& m2) {
   __m512d a = _mm512_setzero_pd(), b = _mm512_setzero_pd();
   for (int64_t i = 0; i < n; i += 16) {
+    fetch(x + i, ahead);
     const __m512 v = _mm512_maskz_loadu_ps(first(n - i), x + i);
     a = _mm512_add_pd(a, lo_pd(v));
     b = _mm512_add_pd(b, hi_pd(v));
@@ -201,12 +210,15 @@ LIFTOFF_AVX512 inline __m512 grad_in(const float* gy, const float* y, int64_t i,
 }
 
 LIFTOFF_AVX512 void plane_grad_sums(const float* gy, const float* y, const float* x, float* masked, int64_t n,
-                                    double mean, double& sum_g, double& sum_gx) {
+                                    int64_t ahead, double mean, double& sum_g, double& sum_gx) {
   const __m512d m = _mm512_set1_pd(mean);
   __m512d ga = _mm512_setzero_pd(), gb = _mm512_setzero_pd();
   __m512d xa = _mm512_setzero_pd(), xb = _mm512_setzero_pd();
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 k = first(n - i);
+    fetch(gy + i, ahead);
+    if (y != nullptr) fetch(y + i, ahead);
+    fetch(x + i, ahead);
     const __m512 g = grad_in(gy, y, i, k);
     if (masked != nullptr) _mm512_mask_storeu_ps(masked + i, k, g);
     const __m512 v = _mm512_maskz_loadu_ps(k, x + i);
@@ -250,10 +262,10 @@ bool use_avx512() {
 
 // Sum of a plane and the sum of squares about the plane's own mean.
 template <class T>
-void plane_moments(const T* x, int64_t n, double& sum, double& m2) {
+void plane_moments(const T* x, int64_t n, [[maybe_unused]] int64_t ahead, double& sum, double& m2) {
 #if LIFTOFF_HAVE_AVX512_KERNEL
   if constexpr (std::is_same_v<T, float>)
-    if (use_avx512<T>()) return avx512::plane_moments(x, n, sum, m2);
+    if (use_avx512<T>()) return avx512::plane_moments(x, n, ahead, sum, m2);
 #endif
   sum = plane_sum(x, n);
   m2 = plane_centered_sq(x, n, sum / static_cast<double>(n));
@@ -276,11 +288,11 @@ void plane_output(const T* x, const T* res, bool relu, T scale, T shift, T* y, i
 // is null); g is also written to masked when that is not null. The generic form needs masked whenever y is
 // given (it sums the masked plane from there).
 template <class T>
-void plane_grad_sums_masked(const T* gy, const T* y, const T* x, T* masked, int64_t n, double mean,
-                            double& sum_g, double& sum_gx) {
+void plane_grad_sums_masked(const T* gy, const T* y, const T* x, T* masked, int64_t n,
+                            [[maybe_unused]] int64_t ahead, double mean, double& sum_g, double& sum_gx) {
 #if LIFTOFF_HAVE_AVX512_KERNEL
   if constexpr (std::is_same_v<T, float>)
-    if (use_avx512<T>()) return avx512::plane_grad_sums(gy, y, x, masked, n, mean, sum_g, sum_gx);
+    if (use_avx512<T>()) return avx512::plane_grad_sums(gy, y, x, masked, n, ahead, mean, sum_g, sum_gx);
 #endif
   if (y != nullptr) {
     OutPlane<T>(masked, n) = (Plane<T>(y, n) > T(0)).select(Plane<T>(gy, n), T(0));
@@ -301,12 +313,16 @@ void plane_grad_input(const T* g, const T* y, const T* x, T mean, T a, T bx, T c
   OutPlane<T>(gx, n) = Plane<T>(g, n) * a + (Plane<T>(x, n) - mean) * bx + c0;
 }
 
-// Calls fn(channel index in [0, hi - lo), element offset of the plane) for the planes of channels [lo, hi),
-// image by image.
+// Calls fn(channel index in [0, hi - lo), element offset of the plane, distance to the next plane's offset, 0
+// for the last) for the planes of channels [lo, hi), image by image.
 template <class Fn>
 void for_planes(int64_t batch, int64_t channels, int64_t hw, int64_t lo, int64_t hi, Fn&& fn) {
   for (int64_t n = 0; n < batch; ++n)
-    for (int64_t c = lo; c < hi; ++c) fn(c - lo, (n * channels + c) * hw);
+    for (int64_t c = lo; c < hi; ++c)
+      fn(c - lo, (n * channels + c) * hw,
+         c + 1 < hi      ? hw
+         : n + 1 < batch ? (channels - hi + lo + 1) * hw
+                         : 0);
 }
 
 // Channels per group: a group's planes are read again by the second pass, so one tensor's share of them
@@ -345,9 +361,9 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
         if (training) {
           // Chan's update: after k planes of hw values, mean and m2 (sum of squares about it) of all k*hw.
           std::vector<double> planes(nc, 0.0);
-          for_planes(batch, channels, hw, lo, hi, [&](int64_t c, int64_t at) {
+          for_planes(batch, channels, hw, lo, hi, [&](int64_t c, int64_t at, int64_t ahead) {
             double sum, sq;
-            plane_moments(in + at, hw, sum, sq);
+            plane_moments(in + at, hw, ahead, sum, sq);
             double& k = planes[static_cast<size_t>(c)];
             const double delta = sum / static_cast<double>(hw) - mean[static_cast<size_t>(c)];
             mean[static_cast<size_t>(c)] += delta / (k + 1.0);
@@ -377,7 +393,7 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
           scale[j] = static_cast<T>(s);
           shift[j] = static_cast<T>(static_cast<double>(b[c]) - mean[j] * s);
         }
-        for_planes(batch, channels, hw, lo, hi, [&](int64_t c, int64_t at) {
+        for_planes(batch, channels, hw, lo, hi, [&](int64_t c, int64_t at, int64_t) {
           plane_output(in + at, res != nullptr ? res + at : nullptr, relu, scale[static_cast<size_t>(c)],
                        shift[static_cast<size_t>(c)], out + at, hw);
         });
@@ -418,11 +434,11 @@ void batch_norm_backward(const Tensor& x, const Tensor& grad_y, const Tensor& we
         const int64_t hi = std::min(hi_all, lo + group);
         const size_t nc = static_cast<size_t>(hi - lo);
         std::vector<double> sum_dy(nc, 0.0), sum_dy_xmu(nc, 0.0);
-        for_planes(batch, channels, hw, lo, hi, [&](int64_t c, int64_t at) {
+        for_planes(batch, channels, hw, lo, hi, [&](int64_t c, int64_t at, int64_t ahead) {
           const size_t j = static_cast<size_t>(c);
           plane_grad_sums_masked(gy_in + at, yr != nullptr ? yr + at : nullptr, in + at,
-                                 mk != nullptr ? mk + at : nullptr, hw, static_cast<double>(sm[lo + c]),
-                                 sum_dy[j], sum_dy_xmu[j]);
+                                 mk != nullptr ? mk + at : nullptr, hw, ahead,
+                                 static_cast<double>(sm[lo + c]), sum_dy[j], sum_dy_xmu[j]);
         });
         // Training: gx = w * invstd * (gy - mean(gy) - xhat * mean(gy * xhat)); eval: the statistics are
         // constants. gx = k1 * gy - k1 * k3 * (x - mean) - k1 * k2, centred on the saved mean (exact in T).
@@ -440,7 +456,7 @@ void batch_norm_backward(const Tensor& x, const Tensor& grad_y, const Tensor& we
           c0[j] = static_cast<T>(-k1 * k2);
         }
         if (!gx) continue;
-        for_planes(batch, channels, hw, lo, hi, [&](int64_t c, int64_t at) {
+        for_planes(batch, channels, hw, lo, hi, [&](int64_t c, int64_t at, int64_t) {
           const size_t j = static_cast<size_t>(c);
           plane_grad_input(g + at, g_mask != nullptr ? g_mask + at : nullptr, in + at, sm[lo + c], a[j],
                            bx[j], c0[j], gx + at, hw);
