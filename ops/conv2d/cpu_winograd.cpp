@@ -19,6 +19,7 @@
 
 #include "ops/common/cpu_gemm.h"
 #include "ops/conv2d/winograd.h"
+#include "ops/conv2d/winograd_blocks.h"
 #include "runtime/env_var.h"
 #include "runtime/error.h"
 #include "runtime/parallel.h"
@@ -28,55 +29,9 @@ namespace liftoff::cpu::winograd {
 namespace {
 
 constexpr int64_t kMinChannels = 8;
-// Leading-dimension padding of the block buffers (floats): keeps the 16 streams of a transform (one per xi)
-// off a common 4 KiB alias. With NB a multiple of 32, every row of V starts on a 64-byte boundary (the
-// AVX-512 input transform's aligned stores rely on it).
-constexpr int64_t kPad = 16;
-static_assert(kPad % 16 == 0, "rows of V must stay 64-byte aligned");
-
-struct Tiles {
-  int64_t h, w;       // image
-  int64_t th, tw;     // tiles per column and row
-  int64_t per_image;  // th * tw
-  int64_t total;      // n * per_image
-};
-
-Tiles make_tiles(const Conv2dShape& g) {
-  Tiles t{};
-  t.h = g.h;
-  t.w = g.w;
-  t.th = (g.h + 1) / 2;
-  t.tw = (g.w + 1) / 2;
-  t.per_image = t.th * t.tw;
-  t.total = g.n * t.per_image;
-  return t;
-}
-
-// Tiles per block: the block's V and M (or V and D) together about 1 MiB, so they stay in L2 (2 MiB per core
-// on the development VM) next to U; a multiple of 32 (the GEMM's column strips), 32 to 1024.
-int64_t block_tiles(int64_t cin, int64_t cout) {
-  constexpr int64_t kBudgetFloats = 256 * 1024;
-  const int64_t nb = kBudgetFloats / (16 * (cin + cout)) / 32 * 32;
-  return std::clamp<int64_t>(nb, 32, 1024);
-}
-
-// Per-thread buffers, grown and reused across calls (every entry read is written first).
-// 64-byte aligned, so that the AVX-512 transforms' full-width stores are aligned.
-float* buffer(int slot, int64_t size) {
-  struct Free {
-    void operator()(float* p) const { std::free(p); }
-  };
-  thread_local std::unique_ptr<float[], Free> buffers[3];
-  thread_local int64_t sizes[3] = {0, 0, 0};
-  if (sizes[slot] < size) {
-    buffers[slot].reset();
-    const size_t bytes = (static_cast<size_t>(size) * sizeof(float) + 63) / 64 * 64;
-    buffers[slot].reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
-    LIFTOFF_CHECK(buffers[slot] != nullptr, OutOfMemoryError, "Winograd: out of memory (", bytes, " bytes)");
-    sizes[slot] = size;
-  }
-  return buffers[slot].get();
-}
+using blocks::buffer;
+using blocks::kPad;
+using blocks::Tiles;
 
 // Calls fn(image, ty, tx0, tx1, j0) for the runs of tiles of one tile row that make up [t0, t1); j0 is the
 // first run tile's index in the block.
@@ -430,8 +385,8 @@ void output_transform(const float* mm, int64_t ldm, int64_t channels, const Tile
 // [n, cout, h, w], plus bias.
 void convolve(const float* in, int64_t cin, const float* u, int64_t cout, const float* bias, float* out,
               const Conv2dShape& g) {
-  const Tiles tl = make_tiles(g);
-  const int64_t nb = block_tiles(cin, cout);
+  const Tiles tl = blocks::make_tiles(g, 2);
+  const int64_t nb = blocks::block_tiles(16, cin, cout);
   const int64_t ld = nb + kPad;
   const int64_t blocks = (tl.total + nb - 1) / nb;
   parallel_for(0, blocks, 1, [&](int64_t lo, int64_t hi) {

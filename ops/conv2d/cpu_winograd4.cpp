@@ -21,6 +21,7 @@
 
 #include "ops/common/cpu_gemm.h"
 #include "ops/conv2d/winograd.h"
+#include "ops/conv2d/winograd_blocks.h"
 #include "runtime/error.h"
 #include "runtime/parallel.h"
 
@@ -30,45 +31,9 @@ namespace liftoff::cpu::winograd::f4 {
 namespace {
 
 constexpr int64_t kXi = 36;
-constexpr int64_t kPad = 16;  // as in cpu_winograd.cpp: rows of the block buffers stay 64-byte aligned
-
-struct Tiles {
-  int64_t h, w, th, tw, per_image, total;
-};
-
-Tiles make_tiles(const Conv2dShape& g) {
-  Tiles t{};
-  t.h = g.h;
-  t.w = g.w;
-  t.th = (g.h + 3) / 4;
-  t.tw = (g.w + 3) / 4;
-  t.per_image = t.th * t.tw;
-  t.total = g.n * t.per_image;
-  return t;
-}
-
-// Tiles per block: the block's V and M (or V and D) together about 1 MiB (L2), a multiple of 32.
-int64_t block_tiles(int64_t cin, int64_t cout) {
-  constexpr int64_t kBudgetFloats = 256 * 1024;
-  const int64_t nb = kBudgetFloats / (kXi * (cin + cout)) / 32 * 32;
-  return std::clamp<int64_t>(nb, 32, 1024);
-}
-
-float* buffer(int slot, int64_t size) {
-  struct Free {
-    void operator()(float* p) const { std::free(p); }
-  };
-  thread_local std::unique_ptr<float[], Free> buffers[2];
-  thread_local int64_t sizes[2] = {0, 0};
-  if (sizes[slot] < size) {
-    buffers[slot].reset();
-    const size_t bytes = (static_cast<size_t>(size) * sizeof(float) + 63) / 64 * 64;
-    buffers[slot].reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
-    LIFTOFF_CHECK(buffers[slot] != nullptr, OutOfMemoryError, "Winograd: out of memory (", bytes, " bytes)");
-    sizes[slot] = size;
-  }
-  return buffers[slot].get();
-}
+using blocks::buffer;
+using blocks::kPad;
+using blocks::Tiles;
 
 // 16 tiles of a block, one per lane: the offset of pixel (4ty + shift, 4tx + shift) of each tile from the
 // plane of channel 0 of the group's first image (planes of `channels` channels), and per row / column
@@ -327,8 +292,8 @@ bool available() {
 void input_grad(const float* gy, const float* w, float* gx, const Conv2dShape& g) {
   std::vector<float> u(static_cast<size_t>(kXi * g.c * g.k));
   transform_flipped_weights(w, g.c, g.k, u.data());
-  const Tiles tl = make_tiles(g);
-  const int64_t nb = block_tiles(g.k, g.c);
+  const Tiles tl = blocks::make_tiles(g, 4);
+  const int64_t nb = blocks::block_tiles(kXi, g.k, g.c);
   const int64_t ld = nb + kPad;
   const int64_t blocks = (tl.total + nb - 1) / nb;
   parallel_for(0, blocks, 1, [&](int64_t lo, int64_t hi) {
@@ -346,8 +311,8 @@ void input_grad(const float* gy, const float* w, float* gx, const Conv2dShape& g
 }
 
 void weight_grad(const float* x, const float* gy, float* gw, const Conv2dShape& g) {
-  const Tiles tl = make_tiles(g);
-  const int64_t nb = block_tiles(g.c, g.k);
+  const Tiles tl = blocks::make_tiles(g, 4);
+  const int64_t nb = blocks::block_tiles(kXi, g.c, g.k);
   const int64_t blocks = (tl.total + nb - 1) / nb;
   // Fixed block ranges with one partial dU^T each (36 x C x K), summed in order: deterministic for a given
   // thread count.
