@@ -219,27 +219,13 @@ for stage in "$@"; do
       done
       ;;
     conv_algos)
-      # cuDNN's choice per convolution (LIFTOFF_CUDNN_LOG=1: algorithm, its time in the search) for bf16 batch 256,
-      # NCHW against channels-last, and where nsys is installed, the per-kernel device time of each.
+      # cuDNN's choice per convolution (LIFTOFF_CUDNN_LOG=1: the legacy algorithm and the graph API's engines
+      # with their timings) for bf16 batch 256, NCHW against channels-last.
       for cl in 0 1; do
         LIFTOFF_CUDNN_LOG=1 LIFTOFF_CHANNELS_LAST=$cl /tmp/bin/train --device cuda --model resnet20 --data-dir $DATA \
           --batch 256 --amp bf16 --max-steps 80 --timing-warmup 20 --no-eval --epochs 100 >"$OUT/conv_algos_cl$cl.log" 2>&1
         note "conv algos channels_last=$cl: rc=$? $(grep -o 'steady state [0-9.]* images/s' "$OUT/conv_algos_cl$cl.log" | tail -1)"
       done
-      if command -v nsys >/dev/null; then
-        IFS=';' read -ra cfgs <<<"${NSYS_CFGS:-256 1 bf16 0;256 1 bf16 1;16 4 off 0}"
-        for cfg in "${cfgs[@]}"; do
-          set -- $cfg
-          tag="b$1x$2-$3-cl$4"
-          LIFTOFF_CHANNELS_LAST=$4 timeout 120 nsys profile -q -o /tmp/nsys_$tag --force-overwrite true \
-            --cuda-graph-trace=node /tmp/bin/train --device cuda --model resnet20 --data-dir $DATA --batch $1 \
-            --accum $2 --amp $3 --max-steps 100 --timing-warmup 20 --no-eval --epochs 100 >/dev/null 2>&1
-          nsys stats -q --report cuda_gpu_kern_sum --format csv /tmp/nsys_$tag.nsys-rep >"$OUT/nsys_$tag.csv" 2>&1
-          note "nsys $tag: rc=$? $(wc -l <"$OUT/nsys_$tag.csv") lines"
-        done
-      else
-        note "nsys: not installed"
-      fi
       ;;
     kernels)
       # Per-kernel device time (ncu, one metric, clocks left alone) over a couple of steady-state eager steps:

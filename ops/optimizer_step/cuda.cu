@@ -27,6 +27,7 @@ struct AdamWArgs {
   const float* skip;  // as in SgdArgs
 };
 
+static_assert(sizeof(TensorListMeta<2>) <= 4000, "kernel parameters must stay < 4 KB");
 static_assert(sizeof(TensorListMeta<3>) + sizeof(SgdArgs<double>) <= 4000,
               "kernel parameters must stay < 4 KB");
 static_assert(sizeof(TensorListMeta<4>) + sizeof(AdamWArgs<double>) <= 4000,
