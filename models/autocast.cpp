@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "runtime/autograd.h"
+#include "runtime/branches.h"
 
 namespace liftoff {
 
@@ -47,6 +48,9 @@ Tensor HalfWeightCache::get(const Tensor& master, DType dtype, MemoryFormat form
     dtype_ = dtype;
     format_ = format;
     master_data_ = master.raw_data();
+    record_shared_state(this);  // later concurrent branches read this copy
+  } else {
+    order_shared_state(this);  // made by an earlier branch on its own stream: wait for it
   }
   Tensor out = half_.detach();
   if (should_record({master})) {

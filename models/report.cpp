@@ -152,8 +152,11 @@ Verdict diagnose(const RunReport& r, const VerdictThresholds& th) {
   const bool inside_marks = r.device_busy_pct && *r.device_busy_pct / 100.0 >= th.gpu_busy;
   const bool sms_idle =
       r.gpu.available && r.gpu.samples >= th.nvml_min_samples && r.gpu.util_mean_pct / 100.0 < th.sm_idle;
-  const double node_floor_ms =
-      r.graphs.used ? static_cast<double>(r.graphs.nodes) * th.node_latency_us / 1000.0 : 0.0;
+  // Concurrent micro-batches split the nodes over parallel paths: the floor is one path's.
+  const double node_floor_ms = r.graphs.used
+                                   ? static_cast<double>(r.graphs.nodes) * th.node_latency_us / 1000.0 /
+                                         static_cast<double>(std::max<int64_t>(1, r.graphs.streams))
+                                   : 0.0;
   const bool many_nodes = node_floor_ms >= th.latency_share * wall;
   const bool latency_bound = device_behind && inside_marks && (sms_idle || many_nodes);
   const bool back_pressure = device_behind && inside_marks && !latency_bound;
@@ -588,7 +591,9 @@ std::string RunReport::to_json() const {
                       {"captured_at_step", graphs.captured_at_step},
                       {"graph_steps", graphs.graph_steps},
                       {"eager_steps", graphs.eager_steps},
-                      {"nodes", graphs.nodes}};
+                      {"nodes", graphs.nodes},
+                      {"streams", graphs.streams},
+                      {"streams_reason", graphs.streams_reason}};
   const bool g = gpu.available && gpu.samples > 0;
   auto gnum = [&](double v) { return g ? json(v) : json(nullptr); };
   j["nvml"] = {{"available", gpu.available},
@@ -721,6 +726,10 @@ RunReport RunReport::from_json(const std::string& text, const std::string& src) 
     r.graphs.graph_steps = get_int(g, "graph_steps", src, "cuda_graphs.");
     r.graphs.eager_steps = get_int(g, "eager_steps", src, "cuda_graphs.");
     r.graphs.nodes = get_int(g, "nodes", src, "cuda_graphs.");
+    if (g.contains("streams")) {  // absent before concurrent micro-batches
+      r.graphs.streams = get_int(g, "streams", src, "cuda_graphs.");
+      r.graphs.streams_reason = get_str(g, "streams_reason", src, "cuda_graphs.");
+    }
   }
 
   const json& n = need(j, "nvml", src, "");
@@ -838,6 +847,12 @@ std::string RunReport::render_table() const {
     o << "  CUDA graphs: " << graphs.graph_steps << " steps replayed one graph of " << graphs.nodes
       << " nodes (captured at step " << graphs.captured_at_step << "), " << graphs.eager_steps << " eager"
       << (graphs.reason.empty() ? std::string() : "; then stopped: " + graphs.reason) << "\n";
+    if (graphs.streams > 1) {
+      o << "  micro-batches: on " << graphs.streams
+        << " concurrent streams (their forward/backward device times overlap)\n";
+    } else if (!graphs.streams_reason.empty() && config.accum > 1) {
+      o << "  micro-batches: one stream (" << graphs.streams_reason << ")\n";
+    }
   } else if (config.device.rfind("cuda", 0) == 0) {
     o << "  CUDA graphs: not used ("
       << (!graphs.reason.empty() ? graphs.reason

@@ -106,9 +106,11 @@ struct GraphReport {
   bool used = false;         // a step was captured and replayed
   std::string reason;        // why not used (or why they stopped); empty when used
   int64_t captured_at_step = -1;
-  int64_t graph_steps = 0;  // optimizer steps run by the graph
-  int64_t eager_steps = 0;  // optimizer steps run eagerly (warm-up, partial batches, fallback)
-  int64_t nodes = 0;        // nodes in the captured graph
+  int64_t graph_steps = 0;     // optimizer steps run by the graph
+  int64_t eager_steps = 0;     // optimizer steps run eagerly (warm-up, partial batches, fallback)
+  int64_t nodes = 0;           // nodes in the captured graph
+  int64_t streams = 1;         // concurrent streams its micro-batches ran on (models/trainer.h BranchMode)
+  std::string streams_reason;  // why one stream, when accumulating
 };
 
 struct RunReport {

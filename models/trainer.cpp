@@ -9,6 +9,7 @@
 #include "ops/optimizer_step/optimizer_step.h"
 #include "ops/scale/scale.h"
 #include "runtime/autograd.h"
+#include "runtime/branches.h"
 
 namespace liftoff {
 
@@ -63,6 +64,25 @@ const char* graph_mode_name(GraphMode mode) {
   return "?";
 }
 
+BranchMode parse_branch_mode(const std::string& text) {
+  if (text == "off") return BranchMode::off;
+  if (text == "on") return BranchMode::on;
+  if (text == "auto") return BranchMode::automatic;
+  throw ValueError(str_cat("--concurrent-micro-batches: '", text, "' is not one of auto, on, off"));
+}
+
+const char* branch_mode_name(BranchMode mode) {
+  switch (mode) {
+    case BranchMode::off:
+      return "off";
+    case BranchMode::on:
+      return "on";
+    case BranchMode::automatic:
+      return "auto";
+  }
+  return "?";
+}
+
 Trainer::Trainer(Module& model, Optimizer& optimizer, const LRSchedule* schedule, TrainerOptions options)
     : model_(model),
       optimizer_(optimizer),
@@ -70,6 +90,9 @@ Trainer::Trainer(Module& model, Optimizer& optimizer, const LRSchedule* schedule
       options_(options),
       scaler_(make_scaler(options, parameter_device(model))) {
   LIFTOFF_CHECK(options_.accum >= 1, ValueError, "Trainer: accum must be >= 1, got ", options_.accum);
+  LIFTOFF_CHECK(options_.max_concurrent_micro_batches >= 1 && options_.max_concurrent_micro_batches <= 16,
+                ValueError, "Trainer: max_concurrent_micro_batches must be in 1..16, got ",
+                options_.max_concurrent_micro_batches);
   // Lazily made state (batch-norm counters, cuDNN plans, optimizer buffers) must exist before a capture.
   LIFTOFF_CHECK(options_.graph_warmup_steps >= 1, ValueError,
                 "Trainer: graph_warmup_steps must be >= 1 (eager steps before the capture), got ",
@@ -149,7 +172,7 @@ void Trainer::restore_gradient_sums() {
 }
 
 Tensor Trainer::run_micro_batch(const Tensor& input, const Tensor& labels, int64_t index_in_step,
-                                bool completes_step) {
+                                bool completes_step, bool leave_in_grad) {
   Profiler* prof = options_.profiler;
   // Eager steps before a capture: first-use tuning (cuDNN searches) targets the replayed graph.
   const GraphWarmupScope warmup(input.is_cuda() && graphs_possible_ &&
@@ -170,10 +193,10 @@ Tensor Trainer::run_micro_batch(const Tensor& input, const Tensor& labels, int64
     const double micro_scale = 1.0 / static_cast<double>(options_.accum);
     // The step's last micro-batch adds into the sums too, unless gradient-ready hooks (DDP's all-reduce) must
     // see the complete gradient in .grad when autograd reaches each parameter.
-    const bool into_sums = index_in_step >= 1 && (!completes_step || !grad_hooks_present());
+    const bool into_sums = !leave_in_grad && index_in_step >= 1 && (!completes_step || !grad_hooks_present());
     if (into_sums) {
       move_gradients_to_sums();
-    } else {
+    } else if (!leave_in_grad) {
       restore_gradient_sums();
     }
     scaler_.scale(options_.accum > 1 ? scale(loss, micro_scale) : loss).backward();
@@ -250,6 +273,64 @@ Tensor Trainer::run_staged_eagerly(int64_t count) {
   return step_loss;
 }
 
+Tensor Trainer::run_staged_concurrently(int lanes) {
+  const std::vector<Tensor> params = model_.parameters();
+  const size_t count = static_cast<size_t>(options_.accum);
+  std::vector<Tensor> losses(count);
+  std::vector<std::vector<Tensor>> fresh(count);  // micro-batch k >= 1: its own gradients
+  {
+    ConcurrentBranches branches(static_inputs_[0].device(), lanes);
+    for (size_t k = 0; k < count; ++k) {
+      branches.enter(static_cast<int>(k));
+      // The first micro-batch accumulates into .grad as in one stream; the others start from none.
+      losses[k] =
+          run_micro_batch(static_inputs_[k], static_labels_[k], static_cast<int64_t>(k), k + 1 == count,
+                          /*leave_in_grad=*/true);
+      if (k == 0) {
+        move_gradients_to_sums();
+      } else {
+        for (const Tensor& p : params) {
+          fresh[k].push_back(p.grad());
+          p.set_grad(Tensor());
+        }
+      }
+    }
+    branches.join();
+  }
+  // On the compute stream, in micro-batch order: the additions one stream makes, in the same order.
+  for (size_t k = 1; k < count; ++k) {
+    for (size_t i = 0; i < params.size(); ++i) params[i].set_grad(fresh[k][i]);
+    fresh[k].clear();
+    add_gradients_to_sums();
+  }
+  Tensor step_loss;
+  for (const Tensor& loss : losses) add_to(step_loss, loss);
+  return step_loss;
+}
+
+int Trainer::capture_lanes(std::string* why) const {
+  const int lanes =
+      static_cast<int>(std::min<int64_t>(options_.accum, options_.max_concurrent_micro_batches));
+  if (options_.concurrent_micro_batches == BranchMode::off) {
+    *why = "--concurrent-micro-batches off";
+  } else if (options_.accum < 2) {
+    *why = "one micro-batch per step";
+  } else if (lanes < 2) {
+    *why = "at most one stream allowed";
+  } else if (grad_hooks_present()) {
+    *why = "gradient hooks (DDP's all-reduce) need the micro-batches in order";
+  } else if (options_.concurrent_micro_batches == BranchMode::automatic) {
+    const BranchMemory m = branch_memory(static_inputs_[0].device());
+    const double extra = static_cast<double>(lanes - 1) * static_cast<double>(m.peak_allocated);
+    if (extra > 0.5 * static_cast<double>(m.free_bytes)) {
+      *why = str_cat("the extra activation memory (about ", static_cast<int64_t>(extra / (1 << 20)),
+                     " MiB for ", lanes, " streams) would not fit in half the free device memory (",
+                     m.free_bytes / (1 << 20), " MiB)");
+    }
+  }
+  return why->empty() ? lanes : 1;
+}
+
 void Trainer::check_group_before_replay() {
   if (!options_.ddp) return;
   try {
@@ -300,11 +381,14 @@ bool Trainer::run_graph_step() {
     if (options_.ddp) options_.ddp->end_graph_capture(/*succeeded=*/false);
     advance_weight_version();
   };
+  std::string one_stream_why;
+  int lanes = capture_lanes(&one_stream_why);
   try {
+    if (lanes > 1) prepare_concurrent_lanes(static_inputs_[0].device(), lanes);  // not while capturing
     if (options_.ddp) options_.ddp->begin_graph_capture();
     if (prof) prof->begin_graph_capture();
     graph_->begin_capture();
-    Tensor step_loss = run_staged_eagerly(options_.accum);
+    Tensor step_loss = lanes > 1 ? run_staged_concurrently(lanes) : run_staged_eagerly(options_.accum);
     synchronize_gradients();
     {
       Profiler::StageScope host(prof, Stage::optimizer);
@@ -314,14 +398,19 @@ bool Trainer::run_graph_step() {
     graph_->end_capture(prof ? prof->end_graph_capture() : std::vector<void*>{});
     if (options_.ddp) options_.ddp->end_graph_capture(/*succeeded=*/true);
     graph_step_loss_ = step_loss;
-  } catch (const GraphCaptureError& e) {
-    roll_back();
-    LIFTOFF_CHECK(options_.cuda_graphs != GraphMode::on, GraphCaptureError, "--cuda-graphs on: ", e.what());
-    disable_graphs(str_cat("capture failed: ", e.what()));
-    return false;
   } catch (const Error& e) {
     roll_back();
-    if (options_.cuda_graphs == GraphMode::on) throw;  // keeps its type (e.g. OutOfMemoryError)
+    // A concurrent capture that failed (its activations did not fit, say) is tried again on one stream.
+    if (lanes > 1 && options_.concurrent_micro_batches == BranchMode::automatic) {
+      graph_status_.streams_reason = str_cat("the capture on ", lanes, " streams failed: ", e.what());
+      options_.concurrent_micro_batches = BranchMode::off;
+      return run_graph_step();
+    }
+    if (dynamic_cast<const GraphCaptureError*>(&e) != nullptr) {
+      LIFTOFF_CHECK(options_.cuda_graphs != GraphMode::on, GraphCaptureError, "--cuda-graphs on: ", e.what());
+    } else if (options_.cuda_graphs == GraphMode::on) {
+      throw;  // keeps its type (e.g. OutOfMemoryError)
+    }
     disable_graphs(str_cat("capture failed: ", e.what()));
     return false;
   } catch (...) {
@@ -334,6 +423,8 @@ bool Trainer::run_graph_step() {
   graph_status_.used = true;
   graph_status_.captured_at_step = step_before;
   graph_status_.nodes = static_cast<int64_t>(graph_->num_nodes());
+  graph_status_.streams = lanes;
+  if (graph_status_.streams_reason.empty()) graph_status_.streams_reason = one_stream_why;
   ++graph_status_.graph_steps;
   add_to(loss_sum_, graph_step_loss_);
   return true;

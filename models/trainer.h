@@ -29,6 +29,17 @@ enum class GraphMode { off, on, automatic };
 GraphMode parse_graph_mode(const std::string& text);  // "off", "on", "auto"; ValueError otherwise
 const char* graph_mode_name(GraphMode mode);
 
+// Micro-batches of a captured step on concurrent streams (runtime/branches.h). With accumulation, a step's
+// micro-batches are independent until their gradients are summed: each runs on a stream of its own, so the
+// small kernels of a small batch share the GPU instead of queuing behind each other. The sums, batch-norm
+// running statistics and losses come out as with one stream (same additions, same order). auto: when the
+// step is captured as a CUDA graph, accum > 1, no gradient hooks (DDP) and the extra activation memory
+// (estimated from the peak so far) fits in half the free device memory, falling back to one stream when
+// the concurrent capture runs out of memory; on: the same without the memory estimate; off: one stream.
+enum class BranchMode { off, on, automatic };
+BranchMode parse_branch_mode(const std::string& text);  // "off", "on", "auto"; ValueError otherwise
+const char* branch_mode_name(BranchMode mode);
+
 // What happened to CUDA graphs in a run, for the report.
 struct GraphStatus {
   GraphMode mode = GraphMode::off;
@@ -38,6 +49,8 @@ struct GraphStatus {
   int64_t graph_steps = 0;        // optimizer steps run by the graph (the captured one included)
   int64_t eager_steps = 0;        // optimizer steps run eagerly (warm-up, partial batches, fallbacks)
   int64_t nodes = 0;              // nodes in the captured graph
+  int64_t streams = 1;            // concurrent streams the captured step's micro-batches ran on
+  std::string streams_reason;     // why the micro-batches did not run concurrently (empty when they did)
 };
 
 struct TrainerOptions {
@@ -60,6 +73,8 @@ struct TrainerOptions {
   // the graph. tools/train defaults to auto (its models are known to capture).
   GraphMode cuda_graphs = GraphMode::off;
   int64_t graph_warmup_steps = 3;  // eager optimizer steps before the capture (>= 1: cuDNN plans, state)
+  BranchMode concurrent_micro_batches = BranchMode::automatic;  // see BranchMode
+  int max_concurrent_micro_batches = 8;                         // streams at most (1..16)
 };
 
 struct StepProgress {
@@ -133,8 +148,9 @@ class Trainer {
   void optimizer_step(bool set_lr = true);
   // Forward + backward of one micro-batch (index_in_step: 0 for a step's first), timed; returns the detached
   // f32 loss.
+  // leave_in_grad: the micro-batch's gradients stay in .grad for the caller (concurrent micro-batches).
   Tensor run_micro_batch(const Tensor& input, const Tensor& labels, int64_t index_in_step,
-                         bool completes_step);
+                         bool completes_step, bool leave_in_grad = false);
   // Gradient accumulation over micro-batches: autograd adds each parameter's gradient into .grad with a
   // kernel of its own (about 60 per ResNet-20 micro-batch). A step's micro-batches after the first instead
   // leave fresh gradients, which one multi-tensor launch adds into the step's sums (grad_sums_); the
@@ -152,6 +168,11 @@ class Trainer {
   void stage_static_input(int64_t slot, const Batch& batch);
   // Runs staged micro-batches eagerly (a shape change mid-step, a failed capture, the tail of an epoch).
   Tensor run_staged_eagerly(int64_t count);
+  // Runs the step's staged micro-batches on `lanes` concurrent streams (into the step's gradient sums) and
+  // returns their loss sum; the compute stream has joined them on return.
+  Tensor run_staged_concurrently(int lanes);
+  // Streams for the capture's micro-batches (1: one after another), with the reason when 1.
+  int capture_lanes(std::string* why) const;
   // DDP: throws the process group's failure (BackendError) before a replay would run on a dead
   // communicator, dropping the graph.
   void check_group_before_replay();

@@ -143,7 +143,9 @@ struct Profiler::DeviceState {
 
   void record(int i, StreamKind stream) {
     cudaEvent_t e = events[static_cast<size_t>(i)];
-    cudaStream_t s = streams[static_cast<size_t>(stream)];
+    // Compute marks go where the compute work goes: a concurrent branch's lane (runtime/branches.h).
+    cudaStream_t s =
+        stream == StreamKind::compute ? cuda::compute_stream(device) : streams[static_cast<size_t>(stream)];
     switch (mode) {
       case MarkMode::record:
         LIFTOFF_CUDA_CHECK(cudaEventRecord(e, s));

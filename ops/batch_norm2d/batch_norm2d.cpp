@@ -3,6 +3,7 @@
 #include "ops/batch_norm2d/kernels.h"
 #include "ops/common/layout.h"
 #include "runtime/autograd.h"
+#include "runtime/branches.h"
 #include "runtime/dispatch.h"
 
 namespace liftoff {
@@ -100,8 +101,13 @@ Tensor batch_norm_impl(const Tensor& x_in, const Tensor& weight_in, const Tensor
   Tensor y = Tensor::empty(x.shape(), xt, x.device(), format);
   Tensor save_mean = Tensor::empty({channels}, stat_dtype, x.device());
   Tensor save_invstd = Tensor::empty({channels}, stat_dtype, x.device());
+  // Training updates the running statistics in place: concurrent branches (a step's micro-batches on their
+  // own streams) take turns, in branch order.
+  const bool updates_running = training && has_running;
+  if (updates_running) order_shared_state(running_mean.raw_data());
   LIFTOFF_DISPATCH(x.device(), batch_norm_forward, x, weight, bias, running_mean, running_var, training,
                    momentum, eps, epilogue, y, save_mean, save_invstd);
+  if (updates_running) record_shared_state(running_mean.raw_data());
   std::vector<Tensor> inputs{x, weight, bias};
   if (epilogue.residual.defined()) inputs.push_back(epilogue.residual);
   if (should_record(inputs)) {

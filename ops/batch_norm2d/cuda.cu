@@ -472,16 +472,11 @@ int nhwc_splits_for(int device, int64_t rows, int64_t channels) {
   return static_cast<int>(std::clamp<int64_t>(splits, 1, 1024));
 }
 
-// Per-device arrival counters of last_block_of_channel, one per channel (the grid's y limit), zero between
-// launches (the last block resets its channel's). Kernels of one device run on its compute stream, in order,
-// so launches never share them. Made before any capture (first use is an eager step) and kept for the run.
+// Arrival counters of last_block_of_channel, one per channel: the stream's own set (runtime/cuda/context.h),
+// so concurrent branches never share them.
 unsigned* channel_counters(int device) {
-  static std::mutex mutex;
-  static std::map<int, Tensor>* counters = new std::map<int, Tensor>();  // leaked: used until exit
-  std::lock_guard<std::mutex> lock(mutex);
-  Tensor& t = (*counters)[device];
-  if (!t.defined()) t = Tensor::zeros({65535}, DType::i32, Device::cuda(device));
-  return static_cast<unsigned*>(t.raw_data());
+  static_assert(kArrivalCounters >= 65535, "one counter per channel, up to the grid's y limit");
+  return arrival_counters(device);
 }
 
 // Splits per channel: enough blocks to fill every SM a few times over, each with at least one element per

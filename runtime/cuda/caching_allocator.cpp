@@ -142,6 +142,12 @@ void CachingAllocator::end_private_pool(int device, cudaStream_t stream) {
   active_pool_.erase({device, stream});
 }
 
+int CachingAllocator::active_private_pool(int device, cudaStream_t stream) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = active_pool_.find({device, stream});
+  return it == active_pool_.end() ? 0 : it->second;
+}
+
 void CachingAllocator::release_cached_locked() {
   for (auto& [key, ptrs] : cache_) {
     if (ptrs.empty() || key.pool != 0) continue;  // a graph may still replay on private-pool blocks

@@ -48,6 +48,8 @@ class CachingAllocator {
   // Routes allocations on (device, stream) to `pool` until end_private_pool; one pool per stream at a time.
   void begin_private_pool(int device, cudaStream_t stream, int pool);
   void end_private_pool(int device, cudaStream_t stream);
+  // The private pool active on (device, stream); 0 when none (the shared pool).
+  int active_private_pool(int device, cudaStream_t stream) const;
   // Gives a pool's memory back to the shared cache of its stream (stream order keeps a graph still running
   // there ahead of any new user); its blocks still held by tensors go there when freed. The pool must not be
   // active. Never throws.

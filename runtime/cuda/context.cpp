@@ -1,5 +1,8 @@
 #include "runtime/cuda/context.h"
 
+#include <algorithm>
+#include <array>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -12,19 +15,34 @@
 namespace liftoff::cuda {
 
 namespace {
-struct DeviceContext {
-  cudaStream_t compute = nullptr;
-  cudaStream_t copy = nullptr;
-  cudaStream_t comm = nullptr;
+constexpr int kMaxLanes = 16;
+
+// One stream's compute resources: lane 0 is the device's compute stream, lanes 1.. run concurrent branches.
+struct Lane {
+  cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
-  cudnnHandle_t cudnn = nullptr;
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
+  unsigned* counters = nullptr;  // arrival_counters(); kept for the run
+};
+
+struct DeviceContext {
+  cudaStream_t copy = nullptr;
+  cudaStream_t comm = nullptr;
+  cudnnHandle_t cudnn = nullptr;
+  // Fixed storage: other threads read lane 0 while the training thread prepares more.
+  std::array<Lane, kMaxLanes> lanes{};
+  std::atomic<int> lane_count{1};
+  std::vector<cudaEvent_t> lane_events;
   // Once a graph has been captured on the device, a superseded workspace may still be named by its nodes:
   // it is kept (never reused) instead of freed.
   bool graphs_captured = false;
   std::vector<void*> retired_workspaces;
 };
+
+// The lane the calling thread queues on (set_active_lane); one device at a time.
+thread_local int t_lane_device = -1;
+thread_local int t_lane = 0;
 
 std::mutex& contexts_mutex() {
   static std::mutex m;
@@ -50,13 +68,14 @@ DeviceContext& context(int device) {
     DeviceGuard guard(device);
     auto ctx = std::make_unique<DeviceContext>();
     // Non-blocking streams: no implicit sync with the legacy default stream, and capturable as CUDA graphs.
-    LIFTOFF_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx->compute, cudaStreamNonBlocking));
+    Lane& main = ctx->lanes[0];
+    LIFTOFF_CUDA_CHECK(cudaStreamCreateWithFlags(&main.stream, cudaStreamNonBlocking));
     LIFTOFF_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx->copy, cudaStreamNonBlocking));
     LIFTOFF_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx->comm, cudaStreamNonBlocking));
-    LIFTOFF_CUBLAS_CHECK(cublasCreate(&ctx->cublas));
-    LIFTOFF_CUBLAS_CHECK(cublasSetStream(ctx->cublas, ctx->compute));
+    LIFTOFF_CUBLAS_CHECK(cublasCreate(&main.cublas));
+    LIFTOFF_CUBLAS_CHECK(cublasSetStream(main.cublas, main.stream));
     LIFTOFF_CUDNN_CHECK(cudnnCreate(&ctx->cudnn));
-    LIFTOFF_CUDNN_CHECK(cudnnSetStream(ctx->cudnn, ctx->compute));
+    LIFTOFF_CUDNN_CHECK(cudnnSetStream(ctx->cudnn, main.stream));
     slot = std::move(ctx);
   }
   return *slot;
@@ -82,8 +101,32 @@ DeviceGuard::~DeviceGuard() {
   if (cudaGetDevice(&now) == cudaSuccess && now != previous_ && previous_ >= 0) cudaSetDevice(previous_);
 }
 
+namespace {
+Lane& current_lane(DeviceContext& ctx, int device) {
+  return ctx.lanes[static_cast<size_t>(t_lane_device == device ? t_lane : 0)];
+}
+
+void make_counters(Lane& lane, int device) {
+  if (lane.counters != nullptr) return;
+  const size_t bytes = sizeof(unsigned) * kArrivalCounters;
+  DeviceGuard guard(device);
+  void* p = CachingAllocator::get().allocate(bytes, device, lane.stream);
+  LIFTOFF_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, lane.stream));
+  lane.counters = static_cast<unsigned*>(p);
+}
+}  // namespace
+
+unsigned* arrival_counters(int device) {
+  DeviceContext& ctx = context(device);
+  Lane& lane = current_lane(ctx, device);
+  // Lane 0's are made on first use, normally an eager step (made inside a capture, the zeroing is a node).
+  make_counters(lane, device);
+  return lane.counters;
+}
+
 cudaStream_t compute_stream(int device) {
-  return context(device).compute;
+  DeviceContext& ctx = context(device);
+  return current_lane(ctx, device).stream;
 }
 cudaStream_t copy_stream(int device) {
   return context(device).copy;
@@ -92,29 +135,98 @@ cudaStream_t comm_stream(int device) {
   return context(device).comm;
 }
 cublasHandle_t cublas_handle(int device) {
-  return context(device).cublas;
+  DeviceContext& ctx = context(device);
+  return current_lane(ctx, device).cublas;
 }
 cudnnHandle_t cudnn_handle(int device) {
-  return context(device).cudnn;
+  return context(device).cudnn;  // set_active_lane keeps it on the active lane's stream
 }
 
 void* workspace(int device, size_t nbytes) {
   DeviceContext& ctx = context(device);
-  if (nbytes > ctx.workspace_bytes) {
+  Lane& lane = current_lane(ctx, device);
+  if (nbytes > lane.workspace_bytes) {
     // Growing would free the old buffer while captured kernels still name it.
     check_not_capturing("Growing the cuBLAS/cuDNN workspace");
     // Grow geometrically; the old buffer goes back to the cache in stream order, unless a captured graph
     // may use it.
-    const size_t grown = std::max(nbytes, ctx.workspace_bytes * 2);
-    if (ctx.workspace && ctx.graphs_captured) {
-      ctx.retired_workspaces.push_back(ctx.workspace);
-    } else if (ctx.workspace) {
-      CachingAllocator::get().free(ctx.workspace);
+    const size_t grown = std::max(nbytes, lane.workspace_bytes * 2);
+    if (lane.workspace && ctx.graphs_captured) {
+      ctx.retired_workspaces.push_back(lane.workspace);
+    } else if (lane.workspace) {
+      CachingAllocator::get().free(lane.workspace);
     }
-    ctx.workspace = CachingAllocator::get().allocate(grown, device, ctx.compute);
-    ctx.workspace_bytes = grown;
+    lane.workspace = CachingAllocator::get().allocate(grown, device, lane.stream);
+    lane.workspace_bytes = grown;
   }
-  return ctx.workspace;
+  return lane.workspace;
+}
+
+void prepare_lanes(int device, int count) {
+  LIFTOFF_CHECK(count >= 1 && count <= kMaxLanes, ValueError, "prepare_lanes: ", count,
+                " lanes asked on cuda:", device, "; 1..", kMaxLanes, " are possible");
+  DeviceContext& ctx = context(device);
+  const size_t want = ctx.lanes[0].workspace_bytes;
+  for (int i = 1; i < count; ++i) {
+    Lane& lane = ctx.lanes[static_cast<size_t>(i)];
+    if (lane.stream == nullptr || lane.workspace_bytes < want) {
+      // Stream and handle creation, and a new workspace, cannot be captured.
+      check_not_capturing("Preparing concurrent streams");
+    }
+    DeviceGuard guard(device);
+    if (lane.stream == nullptr) {
+      LIFTOFF_CUDA_CHECK(cudaStreamCreateWithFlags(&lane.stream, cudaStreamNonBlocking));
+      LIFTOFF_CUBLAS_CHECK(cublasCreate(&lane.cublas));
+      LIFTOFF_CUBLAS_CHECK(cublasSetStream(lane.cublas, lane.stream));
+    }
+    make_counters(lane, device);
+    if (lane.workspace_bytes < want) {
+      if (lane.workspace && ctx.graphs_captured) {
+        ctx.retired_workspaces.push_back(lane.workspace);
+      } else if (lane.workspace) {
+        CachingAllocator::get().free(lane.workspace);
+      }
+      lane.workspace = CachingAllocator::get().allocate(want, device, lane.stream);
+      lane.workspace_bytes = want;
+    }
+  }
+  if (count > ctx.lane_count.load()) ctx.lane_count.store(count);
+}
+
+int prepared_lanes(int device) {
+  return context(device).lane_count.load();
+}
+
+cudaStream_t lane_stream(int device, int lane) {
+  DeviceContext& ctx = context(device);
+  LIFTOFF_CHECK(lane >= 0 && lane < ctx.lane_count.load(), ValueError, "cuda:", device, " has ",
+                ctx.lane_count.load(), " prepared lane(s); lane ", lane, " asked (call prepare_lanes first)");
+  return ctx.lanes[static_cast<size_t>(lane)].stream;
+}
+
+void set_active_lane(int device, int lane) {
+  const cudaStream_t stream = lane_stream(device, lane);
+  LIFTOFF_CHECK(lane == 0 || t_lane_device < 0 || t_lane_device == device || t_lane == 0, ValueError,
+                "set_active_lane: cuda:", t_lane_device, " already has lane ", t_lane,
+                " active on this thread (one device's lanes at a time)");
+  LIFTOFF_CUDNN_CHECK(cudnnSetStream(context(device).cudnn, stream));
+  t_lane_device = lane == 0 ? -1 : device;
+  t_lane = lane;
+}
+
+int active_lane(int device) {
+  return t_lane_device == device ? t_lane : 0;
+}
+
+cudaEvent_t lane_event(int device, size_t index) {
+  DeviceContext& ctx = context(device);
+  while (ctx.lane_events.size() <= index) {
+    DeviceGuard guard(device);
+    cudaEvent_t e = nullptr;
+    LIFTOFF_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    ctx.lane_events.push_back(e);
+  }
+  return ctx.lane_events[index];
 }
 
 void keep_workspaces_for_graphs(int device) {

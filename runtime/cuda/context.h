@@ -23,6 +23,8 @@ class DeviceGuard {
   int previous_ = -1;
 };
 
+// The stream the calling thread queues compute work on: the device's compute stream, or the lane a
+// ConcurrentBranches scope made active (runtime/branches.h).
 cudaStream_t compute_stream(int device);
 cudaStream_t copy_stream(int device);
 cudaStream_t comm_stream(int device);
@@ -33,6 +35,24 @@ void* workspace(int device, size_t nbytes);
 // Called when a CUDA graph is captured on the device: from then on a workspace that grows keeps its old
 // buffer alive (the graph's nodes name it) instead of returning it to the allocator.
 void keep_workspaces_for_graphs(int device);
+
+// Lanes: side streams for work that runs concurrently with the compute stream (lane 0), e.g. the
+// micro-batches of a captured step. Lane k >= 1 has its own stream, cuBLAS handle and workspace; cuDNN's
+// handle is rebound to the active lane's stream. prepare_lanes makes lanes 1..count-1 (streams, handles,
+// workspaces as large as lane 0's), which must happen outside a graph capture. set_active_lane routes the
+// calling thread's compute_stream/handles/workspace of `device` to a lane (0: the device's own).
+void prepare_lanes(int device, int count);
+int prepared_lanes(int device);  // lanes usable, lane 0 included
+cudaStream_t lane_stream(int device, int lane);
+void set_active_lane(int device, int lane);
+int active_lane(int device);
+// Arrival counters for kernels whose last block per slot finishes a reduction (kArrivalCounters u32 slots,
+// zero between launches: the last block resets its slot). One set per lane, as launches on one stream never
+// overlap; lane k >= 1 gets its set in prepare_lanes, lane 0 on first use.
+constexpr int kArrivalCounters = 65535;
+unsigned* arrival_counters(int device);
+// Events for ordering lanes (cudaEventDisableTiming), owned by the device's context; index grows the pool.
+cudaEvent_t lane_event(int device, size_t index);
 
 // Blocks the host until all work queued on the device's streams is done.
 void synchronize(int device);

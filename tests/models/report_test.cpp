@@ -517,14 +517,17 @@ TEST(Report, DdpCommunicationAndRanksReachTheReport) {
       table.find("ranks: step ms 20.00 (rank 0), 25.00 (rank 1); slowest rank 1, +25.0% over the fastest"),
       std::string::npos)
       << table;
-  r.graphs = GraphReport{"auto", true, "", 3, 97, 4, 640};
+  r.graphs = GraphReport{"auto", true, "", 3, 97, 4, 640, 4, ""};
   EXPECT_NE(r.render_table().find(
                 "CUDA graphs: 97 steps replayed one graph of 640 nodes (captured at step 3), 4 eager"),
             std::string::npos)
       << r.render_table();
+  EXPECT_NE(r.render_table().find("micro-batches: on 4 concurrent streams"), std::string::npos)
+      << r.render_table();
   const RunReport back = RunReport::from_json(r.to_json(), "mem");
   EXPECT_EQ(back.rank_step_ms, r.rank_step_ms);
   EXPECT_EQ(back.graphs.nodes, 640);
+  EXPECT_EQ(back.graphs.streams, 4);
   EXPECT_EQ(back.graphs.captured_at_step, 3);
   EXPECT_EQ(back.to_json(), r.to_json());
   // A CPU (MPI) run knows only the host wait: no overlap figure, no device column.
@@ -566,7 +569,8 @@ TEST(Report, JsonSchemaHasTheDocumentedFieldsAndTypes) {
   EXPECT_TRUE(j.at("cuda_graphs").at("used").is_boolean());
   EXPECT_TRUE(j.at("cuda_graphs").at("mode").is_string());
   EXPECT_TRUE(j.at("cuda_graphs").at("reason").is_string());
-  for (const char* k : {"captured_at_step", "graph_steps", "eager_steps", "nodes"})
+  EXPECT_TRUE(j.at("cuda_graphs").at("streams_reason").is_string());
+  for (const char* k : {"captured_at_step", "graph_steps", "eager_steps", "nodes", "streams"})
     EXPECT_TRUE(j.at("cuda_graphs").at(k).is_number_integer()) << k;
 }
 

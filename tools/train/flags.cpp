@@ -155,6 +155,13 @@ void add_flags(CLI::App& app, Flags& f) {
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->group(g_perf);
+  app.add_option("--concurrent-micro-batches", f.concurrent_micro_batches,
+                 "auto | on | off: with --accum > 1 and a captured step, run its micro-batches on concurrent "
+                 "streams (same results; small batches then fill the GPU); auto checks the extra activation "
+                 "memory fits and falls back to one stream")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->group(g_perf);
   app.add_option("--loss-scale", f.loss_scale, "--amp fp16: a static loss scale (0: dynamic, from 2^16)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e30))

@@ -42,6 +42,7 @@ struct Flags {
   int64_t timing_warmup = 5;
   std::string amp = "off";
   std::string cuda_graphs = "auto";
+  std::string concurrent_micro_batches = "auto";
   double loss_scale = 0.0;
   int gpus = 0;
   double bucket_mb = 25.0;

@@ -153,6 +153,7 @@ int run(const Flags& f) {
   trainer_opts.profiler = f.profile ? &monitor.profiler() : nullptr;
   trainer_opts.skip_nonfinite_steps = f.on_nan == "skip";
   trainer_opts.cuda_graphs = parse_graph_mode(f.cuda_graphs);
+  trainer_opts.concurrent_micro_batches = parse_branch_mode(f.concurrent_micro_batches);
   Trainer trainer(*model, *optimizer, schedule.get(), trainer_opts);
 
   // Rank 0 alone writes checkpoints; every rank resumes from the same file.
@@ -335,6 +336,8 @@ int run(const Flags& f) {
   graphs.graph_steps = gs.graph_steps;
   graphs.eager_steps = gs.eager_steps;
   graphs.nodes = gs.nodes;
+  graphs.streams = gs.streams;
+  graphs.streams_reason = gs.streams_reason;
   RunReport report = f.profile ? monitor.finish(&loader_stats, comm, graphs) : RunReport{};
   if (!f.profile) report.graphs = graphs;
   // Every rank's step time on rank 0 (a collective: all ranks profile or none do, since flags are shared).
