@@ -276,13 +276,16 @@ Tensor Trainer::run_staged_eagerly(int64_t count) {
 Tensor Trainer::run_staged_concurrently(int lanes) {
   const std::vector<Tensor> params = model_.parameters();
   const size_t count = static_cast<size_t>(options_.accum);
+  // Gradient hooks (DDP's all-reduce) must see the complete gradient: the last micro-batch runs after the
+  // others have joined, accumulating through autograd as with one stream.
+  const size_t overlapped = grad_hooks_present() ? count - 1 : count;
   std::vector<Tensor> losses(count);
-  std::vector<std::vector<Tensor>> fresh(count);  // micro-batch k >= 1: its own gradients
+  std::vector<std::vector<Tensor>> fresh(overlapped);  // micro-batch k >= 1: its own gradients
   {
     ConcurrentBranches branches(static_inputs_[0].device(), lanes);
-    for (size_t k = 0; k < count; ++k) {
+    for (size_t k = 0; k < overlapped; ++k) {
       branches.enter(static_cast<int>(k));
-      // The first micro-batch accumulates into .grad as in one stream; the others start from none.
+      // The first micro-batch accumulates into .grad as with one stream; the others start from none.
       losses[k] =
           run_micro_batch(static_inputs_[k], static_labels_[k], static_cast<int64_t>(k), k + 1 == count,
                           /*leave_in_grad=*/true);
@@ -298,10 +301,14 @@ Tensor Trainer::run_staged_concurrently(int lanes) {
     branches.join();
   }
   // On the compute stream, in micro-batch order: the additions one stream makes, in the same order.
-  for (size_t k = 1; k < count; ++k) {
+  for (size_t k = 1; k < overlapped; ++k) {
     for (size_t i = 0; i < params.size(); ++i) params[i].set_grad(fresh[k][i]);
     fresh[k].clear();
     add_gradients_to_sums();
+  }
+  if (overlapped < count) {
+    losses[count - 1] = run_micro_batch(static_inputs_[count - 1], static_labels_[count - 1],
+                                        static_cast<int64_t>(count - 1), /*completes_step=*/true);
   }
   Tensor step_loss;
   for (const Tensor& loss : losses) add_to(step_loss, loss);
@@ -309,16 +316,19 @@ Tensor Trainer::run_staged_concurrently(int lanes) {
 }
 
 int Trainer::capture_lanes(std::string* why) const {
-  const int lanes =
-      static_cast<int>(std::min<int64_t>(options_.accum, options_.max_concurrent_micro_batches));
+  // With gradient hooks (DDP) the last micro-batch runs after the others (run_staged_concurrently).
+  const int64_t overlapped = grad_hooks_present() ? options_.accum - 1 : options_.accum;
+  const int lanes = static_cast<int>(std::min<int64_t>(overlapped, options_.max_concurrent_micro_batches));
   if (options_.concurrent_micro_batches == BranchMode::off) {
     *why = "--concurrent-micro-batches off";
   } else if (options_.accum < 2) {
     *why = "one micro-batch per step";
+  } else if (overlapped < 2) {
+    *why =
+        "with DDP the last micro-batch runs alone (its gradient hooks need the complete sums): --accum 2 "
+        "leaves one to overlap";
   } else if (lanes < 2) {
     *why = "at most one stream allowed";
-  } else if (grad_hooks_present()) {
-    *why = "gradient hooks (DDP's all-reduce) need the micro-batches in order";
   } else if (options_.concurrent_micro_batches == BranchMode::automatic) {
     const BranchMemory m = branch_memory(static_inputs_[0].device());
     const double extra = static_cast<double>(lanes - 1) * static_cast<double>(m.peak_allocated);

@@ -32,10 +32,12 @@ const char* graph_mode_name(GraphMode mode);
 // Micro-batches of a captured step on concurrent streams (runtime/branches.h). With accumulation, a step's
 // micro-batches are independent until their gradients are summed: each runs on a stream of its own, so the
 // small kernels of a small batch share the GPU instead of queuing behind each other. The sums, batch-norm
-// running statistics and losses come out as with one stream (same additions, same order). auto: when the
-// step is captured as a CUDA graph, accum > 1, no gradient hooks (DDP) and the extra activation memory
-// (estimated from the peak so far) fits in half the free device memory, falling back to one stream when
-// the concurrent capture runs out of memory; on: the same without the memory estimate; off: one stream.
+// running statistics and losses come out as with one stream (same additions, same order). With gradient
+// hooks (DDP) the last micro-batch runs after the others joined, so the hooks see complete gradients. auto:
+// when the step is captured as a CUDA graph, at least two micro-batches can overlap, and the extra
+// activation memory (estimated from the peak so far) fits in half the free device memory, falling back to
+// one stream when the concurrent capture fails (out of memory, say); on: the same without the memory
+// estimate; off: one stream.
 enum class BranchMode { off, on, automatic };
 BranchMode parse_branch_mode(const std::string& text);  // "off", "on", "auto"; ValueError otherwise
 const char* branch_mode_name(BranchMode mode);

@@ -311,6 +311,27 @@ TEST(CudaGraphTraining, DataParallelStepWithAllReduceIsCapturedAndMatchesEager) 
   EXPECT_LE(s.totals.allreduce_overlapped_ms, s.totals.device_ms[allreduce] + 1e-6);
 }
 
+// DDP with accumulation: all micro-batches but the last overlap; the last one's backward then all-reduces
+// the complete sums through the hooks.
+TEST(CudaGraphTraining, DataParallelAccumulationOverlapsAllButTheLastMicroBatch) {
+  LIFTOFF_REQUIRE_NCCL();
+  RunSpec spec;
+  spec.ddp = true;
+  spec.accum = 4;
+  spec.samples = 16 * 16;
+  spec.epochs = 3;
+  const RunOutcome eager = train_resnet(spec);
+  spec.graphs = GraphMode::on;
+  const RunOutcome graphed = train_resnet(spec);
+  ASSERT_TRUE(graphed.status.used) << graphed.status.reason;
+  EXPECT_EQ(graphed.status.streams, 3) << graphed.status.streams_reason;
+  expect_same_parameters(eager, graphed, 0.0);
+  expect_same_buffers(eager, graphed);
+  EXPECT_DOUBLE_EQ(eager.mean_loss, graphed.mean_loss);
+  EXPECT_EQ(graphed.ddp.sync_steps, eager.ddp.sync_steps);
+  EXPECT_EQ(graphed.ddp.all_reduce_calls, eager.ddp.all_reduce_calls);
+}
+
 TEST(CudaGraphTraining, DataParallelStepIsCapturedWithoutAProfiler) {
   LIFTOFF_REQUIRE_NCCL();
   RunSpec spec;
