@@ -229,7 +229,7 @@ def main():
                       f"accuracy={accuracy:.4f} target={args.target_accuracy}")
                 return
         print(f"RESULT time_to_accuracy=none epochs={args.epochs} accuracy={accuracy:.4f} "
-              f"target={args.target_accuracy}")
+              f"target={args.target_accuracy} seconds={time.perf_counter() - t0:.3f}")
         return
 
     t0 = time.perf_counter()
