@@ -4,6 +4,8 @@
 // f16/bf16 input with f32 weight/statistics, f32 and f64 (cuDNN's legacy batch-norm API is deprecated in
 // cuDNN 9).
 #include <algorithm>
+#include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 
@@ -305,6 +307,65 @@ __device__ __forceinline__ bool last_block_of_grid(unsigned* done) {
   return last;
 }
 
+// The grid's last block: each channel's per-split partials (count, mean, M2) merged in split order. Group g
+// of channel c (rows_per_pass = kReduceBlock / C threads per channel) merges splits g, g + rows_per_pass, ...
+// in order; then thread c merges the groups in order. s_* are kReduceBlock-long shared scratch.
+template <class A, class W>
+__device__ void finish_stats_nhwc(const A* partial, int64_t channels, A* s_n, A* s_mean, A* s_m2,
+                                  const StatsFinalize<A, W>& finalize) {
+  const int t = threadIdx.x;
+  const int rows_per_pass = static_cast<int>(kReduceBlock / channels);
+  const int used = rows_per_pass * static_cast<int>(channels);
+  const int64_t c = t % channels;
+  A n = 0, mean = 0, m2 = 0;
+  if (t < used) {
+    const volatile A* p = partial + c * gridDim.x * 3;
+    for (int64_t s = t / channels; s < gridDim.x; s += rows_per_pass)
+      merge_moments(n, mean, m2, p[s * 3], p[s * 3 + 1], p[s * 3 + 2]);
+  }
+  __syncthreads();  // the shared arrays may still be read by the block's own reduction
+  s_n[t] = n;
+  s_mean[t] = mean;
+  s_m2[t] = m2;
+  __syncthreads();
+  if (t < channels) {
+    A tn = 0, tmean = 0, tm2 = 0;
+    for (int k = t; k < used; k += static_cast<int>(channels))
+      merge_moments(tn, tmean, tm2, s_n[k], s_mean[k], s_m2[k]);
+    finalize.finish(tmean, tm2, c);
+  }
+}
+
+// The same for the backward's partial sums of gy and gy * (x - mean).
+template <class A, class W>
+__device__ void finish_grad_nhwc(const A* partial, int64_t channels, A* s_dy, A* s_dy_xmu,
+                                 const GradFinalize<A, W>& finalize) {
+  const int t = threadIdx.x;
+  const int rows_per_pass = static_cast<int>(kReduceBlock / channels);
+  const int used = rows_per_pass * static_cast<int>(channels);
+  const int64_t c = t % channels;
+  A sum_dy = 0, sum_dy_xmu = 0;
+  if (t < used) {
+    const volatile A* p = partial + c * gridDim.x * 2;
+    for (int64_t s = t / channels; s < gridDim.x; s += rows_per_pass) {
+      sum_dy += p[s * 2];
+      sum_dy_xmu += p[s * 2 + 1];
+    }
+  }
+  __syncthreads();
+  s_dy[t] = sum_dy;
+  s_dy_xmu[t] = sum_dy_xmu;
+  __syncthreads();
+  if (t < channels) {
+    A a = 0, b = 0;
+    for (int k = t; k < used; k += static_cast<int>(channels)) {
+      a += s_dy[k];
+      b += s_dy_xmu[k];
+    }
+    finalize.finish(a, b, c);
+  }
+}
+
 template <class T, class A, class W>
 __global__ void stats_partial_nhwc_kernel(const T* x, int64_t channels, int64_t rows, int64_t chunk,
                                           A* partial, unsigned* done, StatsFinalize<A, W> finalize) {
@@ -345,24 +406,7 @@ __global__ void stats_partial_nhwc_kernel(const T* x, int64_t channels, int64_t 
     __threadfence();
   }
   if (!last_block_of_grid(done)) return;
-  // Group g of channel c merges splits g, g + rows_per_pass, ... in order; then thread c merges the groups.
-  n = 0, mean = 0, m2 = 0;
-  if (t < used) {
-    const volatile A* p = partial + c * gridDim.x * 3;
-    for (int64_t s = t / channels; s < gridDim.x; s += rows_per_pass)
-      merge_moments(n, mean, m2, p[s * 3], p[s * 3 + 1], p[s * 3 + 2]);
-  }
-  __syncthreads();  // the shared arrays are reused
-  s_n[t] = n;
-  s_mean[t] = mean;
-  s_m2[t] = m2;
-  __syncthreads();
-  if (t < channels) {
-    A tn = 0, tmean = 0, tm2 = 0;
-    for (int k = t; k < used; k += static_cast<int>(channels))
-      merge_moments(tn, tmean, tm2, s_n[k], s_mean[k], s_m2[k]);
-    finalize.finish(tmean, tm2, c);
-  }
+  finish_stats_nhwc(partial, channels, s_n, s_mean, s_m2, finalize);
 }
 
 // y = x * scale[c] + shift[c] (+ residual) (ReLU), over the storage; c = i % C.
@@ -417,25 +461,213 @@ __global__ void grad_partial_nhwc_kernel(const T* x, const T* gy, const T* y_rel
     __threadfence();
   }
   if (!last_block_of_grid(done)) return;
-  sum_dy = 0, sum_dy_xmu = 0;
-  if (t < used) {
-    const volatile A* p = partial + c * gridDim.x * 2;
-    for (int64_t s = t / channels; s < gridDim.x; s += rows_per_pass) {
-      sum_dy += p[s * 2];
-      sum_dy_xmu += p[s * 2 + 1];
+  finish_grad_nhwc(partial, channels, s_dy, s_dy_xmu, finalize);
+}
+
+// Vectorized NHWC reductions: a thread loads 16 bytes (VEC values of consecutive channels) per row, so a
+// warp reads whole 512-byte spans instead of 64; lanes = C / VEC threads cover a row, kReduceBlock / lanes
+// rows per pass. Per block, the sums of every thread of a channel are added in a fixed tree order (shifted
+// by the channel's first value for the statistics), one partial per block and channel; the grid's last
+// block merges them as the scalar kernels do. Used when C / VEC is a power of two dividing kReduceBlock and
+// the data is 16-byte aligned (nhwc_vectorizable).
+template <class T>
+constexpr int kNhwcVec = static_cast<int>(16 / sizeof(T));
+
+template <class T, class A, int VEC>
+__device__ __forceinline__ void load_vec(const T* p, A (&out)[VEC]) {
+  const uint4 packed = *reinterpret_cast<const uint4*>(p);
+  const T* v = reinterpret_cast<const T*>(&packed);
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) out[j] = convert<A>(v[j]);
+}
+
+// Adds the per-thread values a[t * VEC + j] (and b) over the rows of the block into row 0's threads; the
+// pairing is fixed, so the result is deterministic. rows_per_pass is a power of two.
+template <class A, int VEC>
+__device__ __forceinline__ void tree_add_rows(A* a, A* b, int lanes, int rows_per_pass) {
+  const int t = threadIdx.x;
+  const int row = t / lanes;
+  for (int half = rows_per_pass / 2; half > 0; half /= 2) {
+    __syncthreads();
+    if (row < half) {
+      const int other = (t + half * lanes) * VEC;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        a[t * VEC + j] += a[other + j];
+        b[t * VEC + j] += b[other + j];
+      }
     }
   }
   __syncthreads();
-  s_dy[t] = sum_dy;
-  s_dy_xmu[t] = sum_dy_xmu;
-  __syncthreads();
-  if (t < channels) {
-    A a = 0, b = 0;
-    for (int k = t; k < used; k += static_cast<int>(channels)) {
-      a += s_dy[k];
-      b += s_dy_xmu[k];
+}
+
+template <class T, class A, class W, int VEC>
+__global__ void stats_partial_nhwc_vec_kernel(const T* x, int64_t channels, int64_t rows, int64_t chunk,
+                                              A* partial, unsigned* done, StatsFinalize<A, W> finalize) {
+  __shared__ A s_sum[kReduceBlock * VEC], s_sumsq[kReduceBlock * VEC];
+  const int t = threadIdx.x;
+  const int lanes = static_cast<int>(channels / VEC);
+  const int rows_per_pass = kReduceBlock / lanes;
+  const int lane = t % lanes;
+  const int64_t begin = blockIdx.x * chunk;
+  const int64_t end = min(rows, begin + chunk);
+  A shift[VEC], sum[VEC], sumsq[VEC];
+  load_vec<T, A, VEC>(x + lane * VEC, shift);  // row 0: shifted sums keep the cancellation small
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) sum[j] = sumsq[j] = A(0);
+  for (int64_t r = begin + t / lanes; r < end; r += rows_per_pass) {
+    A v[VEC];
+    load_vec<T, A, VEC>(x + r * channels + lane * VEC, v);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      const A d = v[j] - shift[j];
+      sum[j] += d;
+      sumsq[j] += d * d;
     }
-    finalize.finish(a, b, c);
+  }
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) {
+    s_sum[t * VEC + j] = sum[j];
+    s_sumsq[t * VEC + j] = sumsq[j];
+  }
+  tree_add_rows<A, VEC>(s_sum, s_sumsq, lanes, rows_per_pass);
+  if (t < lanes) {
+    const A n = static_cast<A>(max(int64_t(0), end - begin));
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      const int64_t c = t * VEC + j;
+      const A total = s_sum[t * VEC + j], total_sq = s_sumsq[t * VEC + j];
+      const A mean = n > A(0) ? total / n : A(0);
+      A* out = partial + (c * gridDim.x + blockIdx.x) * 3;
+      out[0] = n;
+      out[1] = mean + shift[j];
+      out[2] = n > A(0) ? max(A(0), total_sq - total * mean) : A(0);
+    }
+    __threadfence();
+  }
+  if (!last_block_of_grid(done)) return;
+  // The shared sums are free again: kReduceBlock-long scratch for the merge.
+  finish_stats_nhwc(partial, channels, s_sum, s_sum + kReduceBlock, s_sumsq, finalize);
+}
+
+template <class T, class A, class W, int VEC>
+__global__ void grad_partial_nhwc_vec_kernel(const T* x, const T* gy, const T* y_relu, const A* mean,
+                                             int64_t channels, int64_t rows, int64_t chunk, A* partial,
+                                             unsigned* done, GradFinalize<A, W> finalize) {
+  __shared__ A s_dy[kReduceBlock * VEC], s_dy_xmu[kReduceBlock * VEC];
+  const int t = threadIdx.x;
+  const int lanes = static_cast<int>(channels / VEC);
+  const int rows_per_pass = kReduceBlock / lanes;
+  const int lane = t % lanes;
+  const int64_t begin = blockIdx.x * chunk;
+  const int64_t end = min(rows, begin + chunk);
+  A m[VEC], sum_dy[VEC], sum_dy_xmu[VEC];
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) {
+    m[j] = mean[lane * VEC + j];
+    sum_dy[j] = sum_dy_xmu[j] = A(0);
+  }
+  for (int64_t r = begin + t / lanes; r < end; r += rows_per_pass) {
+    const int64_t i = r * channels + lane * VEC;
+    A xv[VEC], g[VEC];
+    load_vec<T, A, VEC>(x + i, xv);
+    load_vec<T, A, VEC>(gy + i, g);
+    if (y_relu != nullptr) {
+      A yv[VEC];
+      load_vec<T, A, VEC>(y_relu + i, yv);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) g[j] = yv[j] > A(0) ? g[j] : A(0);  // as masked_grad
+    }
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      sum_dy[j] += g[j];
+      sum_dy_xmu[j] += g[j] * (xv[j] - m[j]);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) {
+    s_dy[t * VEC + j] = sum_dy[j];
+    s_dy_xmu[t * VEC + j] = sum_dy_xmu[j];
+  }
+  tree_add_rows<A, VEC>(s_dy, s_dy_xmu, lanes, rows_per_pass);
+  if (t < lanes) {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      A* out = partial + ((t * VEC + j) * gridDim.x + blockIdx.x) * 2;
+      out[0] = s_dy[t * VEC + j];
+      out[1] = s_dy_xmu[t * VEC + j];
+    }
+    __threadfence();
+  }
+  if (!last_block_of_grid(done)) return;
+  finish_grad_nhwc(partial, channels, s_dy, s_dy_xmu, finalize);
+}
+
+template <class T, class A, int VEC>
+__device__ __forceinline__ void store_vec(T* p, const A (&v)[VEC]) {
+  uint4 packed;
+  T* out = reinterpret_cast<T*>(&packed);
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) out[j] = convert<T>(v[j]);
+  *reinterpret_cast<uint4*>(p) = packed;
+}
+
+// normalize_nhwc_kernel, VEC consecutive channels per thread (C % VEC == 0, 16-byte aligned data).
+template <class T, class W, class A, int VEC>
+__global__ void normalize_nhwc_vec_kernel(const T* x, const A* mean, const A* invstd, const W* weight,
+                                          const W* bias, int64_t channels, int64_t vectors, const T* residual,
+                                          bool relu, T* y) {
+  LIFTOFF_GRID_STRIDE_LOOP(v, vectors) {
+    const int64_t i = v * VEC;
+    const int64_t c0 = i % channels;
+    A xv[VEC], out[VEC];
+    load_vec<T, A, VEC>(x + i, xv);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      const A scale = convert<A>(weight[c0 + j]) * invstd[c0 + j];
+      out[j] = xv[j] * scale + (convert<A>(bias[c0 + j]) - mean[c0 + j] * scale);
+    }
+    if (residual != nullptr) {
+      A rv[VEC];
+      load_vec<T, A, VEC>(residual + i, rv);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) out[j] += rv[j];
+    }
+    if (relu) {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) out[j] = out[j] > A(0) ? out[j] : A(0);
+    }
+    store_vec<T, A, VEC>(y + i, out);
+  }
+}
+
+// grad_input_nhwc_kernel, VEC consecutive channels per thread.
+template <class T, class A, int VEC>
+__global__ void grad_input_nhwc_vec_kernel(const T* x, const T* gy, const T* y_relu, const A* mean,
+                                           const A* coeff, int64_t channels, int64_t vectors, T* gx,
+                                           T* g_residual) {
+  LIFTOFF_GRID_STRIDE_LOOP(v, vectors) {
+    const int64_t i = v * VEC;
+    const int64_t c0 = i % channels;
+    A g[VEC];
+    load_vec<T, A, VEC>(gy + i, g);
+    if (y_relu != nullptr) {
+      A yv[VEC];
+      load_vec<T, A, VEC>(y_relu + i, yv);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) g[j] = yv[j] > A(0) ? g[j] : A(0);  // as masked_grad
+    }
+    if (g_residual != nullptr) store_vec<T, A, VEC>(g_residual + i, g);
+    if (gx != nullptr) {
+      A xv[VEC], out[VEC];
+      load_vec<T, A, VEC>(x + i, xv);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const A* k = coeff + (c0 + j) * 3;
+        out[j] = k[0] * (g[j] - k[1] - (xv[j] - mean[c0 + j]) * k[2]);
+      }
+      store_vec<T, A, VEC>(gx + i, out);
+    }
   }
 }
 
@@ -469,6 +701,33 @@ int nhwc_splits_for(int device, int64_t rows, int64_t channels) {
   int64_t splits = (rows * channels + 4095) / 4096;
   splits = std::min<int64_t>(splits, 4 * static_cast<int64_t>(sms));
   splits = std::min<int64_t>(splits, (rows + rows_per_pass - 1) / rows_per_pass);
+  return static_cast<int>(std::clamp<int64_t>(splits, 1, 1024));
+}
+
+// Every non-null pointer is 16-byte aligned (the vector kernels' loads and stores).
+bool aligned16(std::initializer_list<const void*> data) {
+  for (const void* p : data) {
+    if (p != nullptr && reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  }
+  return true;
+}
+
+// The vectorized NHWC reductions apply: C / VEC a power of two dividing kReduceBlock, 16-byte aligned data.
+template <class T>
+bool nhwc_vectorizable(int64_t channels, std::initializer_list<const void*> data) {
+  constexpr int vec = kNhwcVec<T>;
+  if (channels % vec != 0) return false;
+  const int64_t lanes = channels / vec;
+  return lanes <= kReduceBlock && (lanes & (lanes - 1)) == 0 && aligned16(data);
+}
+
+// Row splits of a vectorized NHWC reduction: about 8 vector loads per thread, at most two blocks per SM (the
+// grid's last block merges every split).
+int nhwc_vec_splits_for(int device, int64_t rows, int64_t channels, int vec) {
+  int sms = 0;
+  LIFTOFF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t rows_per_block = kReduceBlock / (channels / vec) * 8;
+  const int64_t splits = std::min<int64_t>((rows + rows_per_block - 1) / rows_per_block, 2 * sms);
   return static_cast<int>(std::clamp<int64_t>(splits, 1, 1024));
 }
 
@@ -529,14 +788,22 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
     LIFTOFF_CHECK(channels <= kBatchNormNhwcMaxChannels, ShapeError, "batch_norm2d: ", channels,
                   " channels exceed the channels-last kernels' ", kBatchNormNhwcMaxChannels);
     if (training) {
-      const int splits = nhwc_splits_for(device, count, channels);
+      const bool vectorized = nhwc_vectorizable<T>(channels, {x.raw_data()});
+      const int splits = vectorized ? nhwc_vec_splits_for(device, count, channels, kNhwcVec<T>)
+                                    : nhwc_splits_for(device, count, channels);
       const int64_t chunk = (count + splits - 1) / splits;
       const Tensor partial = Tensor::empty({channels, splits, 3}, DTypeOf<A>::value, x.device());
       const StatsFinalize<A, W> finalize{
           static_cast<A>(count), static_cast<A>(eps), static_cast<A>(momentum), rm, rv, sm, si, tracked};
-      stats_partial_nhwc_kernel<T, A, W><<<splits, kReduceBlock, 0, stream>>>(
-          static_cast<const T*>(x.raw_data()), channels, count, chunk, static_cast<A*>(partial.raw_data()),
-          channel_counters(device), finalize);
+      if (vectorized) {
+        stats_partial_nhwc_vec_kernel<T, A, W, kNhwcVec<T>><<<splits, kReduceBlock, 0, stream>>>(
+            static_cast<const T*>(x.raw_data()), channels, count, chunk, static_cast<A*>(partial.raw_data()),
+            channel_counters(device), finalize);
+      } else {
+        stats_partial_nhwc_kernel<T, A, W><<<splits, kReduceBlock, 0, stream>>>(
+            static_cast<const T*>(x.raw_data()), channels, count, chunk, static_cast<A*>(partial.raw_data()),
+            channel_counters(device), finalize);
+      }
       LIFTOFF_LAUNCH_CHECK();
     } else {
       running_stats_kernel<A, W><<<channel_blocks(channels), kFinalizeBlock, 0, stream>>>(
@@ -545,6 +812,15 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
     }
     const int64_t total = count * channels;
     if (total == 0) return;
+    constexpr int vec = kNhwcVec<T>;
+    if (channels % vec == 0 && aligned16({x.raw_data(), y.raw_data(), residual})) {
+      normalize_nhwc_vec_kernel<T, W, A, vec><<<grid_for(total / vec), kBlock, 0, stream>>>(
+          static_cast<const T*>(x.raw_data()), sm, si, static_cast<const W*>(weight.raw_data()),
+          static_cast<const W*>(bias.raw_data()), channels, total / vec, residual, epilogue.relu,
+          static_cast<T*>(y.raw_data()));
+      LIFTOFF_LAUNCH_CHECK();
+      return;
+    }
     normalize_nhwc_kernel<T, W, A><<<grid_for(total), kBlock, 0, stream>>>(
         static_cast<const T*>(x.raw_data()), sm, si, static_cast<const W*>(weight.raw_data()),
         static_cast<const W*>(bias.raw_data()), channels, total, residual, epilogue.relu,
@@ -596,8 +872,12 @@ void backward_typed(const Tensor& x, const Tensor& grad_y, const Tensor& weight,
   LIFTOFF_CHECK(!nhwc || channels <= kBatchNormNhwcMaxChannels, ShapeError,
                 "batch_norm2d backward: ", channels, " channels exceed the channels-last kernels' ",
                 kBatchNormNhwcMaxChannels);
-  const int splits = nhwc ? nhwc_splits_for(device, std::max<int64_t>(count, 1), channels)
-                          : splits_for(device, std::max<int64_t>(count, 1), channels);
+  const bool vectorized = nhwc && nhwc_vectorizable<T>(channels, {x.raw_data(), grad_y.raw_data(),
+                                                                  y_relu.defined() ? mask : nullptr});
+  const int splits = vectorized
+                         ? nhwc_vec_splits_for(device, std::max<int64_t>(count, 1), channels, kNhwcVec<T>)
+                     : nhwc ? nhwc_splits_for(device, std::max<int64_t>(count, 1), channels)
+                            : splits_for(device, std::max<int64_t>(count, 1), channels);
   const int64_t chunk = (count + splits - 1) / splits;
   const Tensor partial = Tensor::empty({channels, splits, 2}, DTypeOf<A>::value, x.device());
   const Tensor coeff = Tensor::empty({channels, 3}, DTypeOf<A>::value, x.device());
@@ -611,12 +891,26 @@ void backward_typed(const Tensor& x, const Tensor& grad_y, const Tensor& weight,
   T* gx = grad_x.defined() ? static_cast<T*>(grad_x.raw_data()) : nullptr;
   T* gres = grad_residual.defined() ? static_cast<T*>(grad_residual.raw_data()) : nullptr;
   if (nhwc) {
-    grad_partial_nhwc_kernel<T, A, W><<<splits, kReduceBlock, 0, stream>>>(
-        static_cast<const T*>(x.raw_data()), static_cast<const T*>(grad_y.raw_data()), mask, sm, channels,
-        count, chunk, static_cast<A*>(partial.raw_data()), channel_counters(device), finalize);
+    if (vectorized) {
+      grad_partial_nhwc_vec_kernel<T, A, W, kNhwcVec<T>><<<splits, kReduceBlock, 0, stream>>>(
+          static_cast<const T*>(x.raw_data()), static_cast<const T*>(grad_y.raw_data()), mask, sm, channels,
+          count, chunk, static_cast<A*>(partial.raw_data()), channel_counters(device), finalize);
+    } else {
+      grad_partial_nhwc_kernel<T, A, W><<<splits, kReduceBlock, 0, stream>>>(
+          static_cast<const T*>(x.raw_data()), static_cast<const T*>(grad_y.raw_data()), mask, sm, channels,
+          count, chunk, static_cast<A*>(partial.raw_data()), channel_counters(device), finalize);
+    }
     LIFTOFF_LAUNCH_CHECK();
     const int64_t total = count * channels;
     if ((gx == nullptr && gres == nullptr) || total == 0) return;
+    constexpr int vec = kNhwcVec<T>;
+    if (channels % vec == 0 && aligned16({x.raw_data(), grad_y.raw_data(), mask, gx, gres})) {
+      grad_input_nhwc_vec_kernel<T, A, vec><<<grid_for(total / vec), kBlock, 0, stream>>>(
+          static_cast<const T*>(x.raw_data()), static_cast<const T*>(grad_y.raw_data()), mask, sm,
+          static_cast<const A*>(coeff.raw_data()), channels, total / vec, gx, gres);
+      LIFTOFF_LAUNCH_CHECK();
+      return;
+    }
     grad_input_nhwc_kernel<T, A><<<grid_for(total), kBlock, 0, stream>>>(
         static_cast<const T*>(x.raw_data()), static_cast<const T*>(grad_y.raw_data()), mask, sm,
         static_cast<const A*>(coeff.raw_data()), channels, total, gx, gres);
