@@ -106,6 +106,18 @@ Lane& current_lane(DeviceContext& ctx, int device) {
   return ctx.lanes[static_cast<size_t>(t_lane_device == device ? t_lane : 0)];
 }
 
+// A lane's workspace of `bytes`: the old buffer goes back to the cache in stream order, unless a captured
+// graph may name it (then it is kept, never reused).
+void replace_workspace(DeviceContext& ctx, Lane& lane, int device, size_t bytes) {
+  if (lane.workspace && ctx.graphs_captured) {
+    ctx.retired_workspaces.push_back(lane.workspace);
+  } else if (lane.workspace) {
+    CachingAllocator::get().free(lane.workspace);
+  }
+  lane.workspace = CachingAllocator::get().allocate(bytes, device, lane.stream);
+  lane.workspace_bytes = bytes;
+}
+
 void make_counters(Lane& lane, int device) {
   if (lane.counters != nullptr) return;
   const size_t bytes = sizeof(unsigned) * kArrivalCounters;
@@ -148,16 +160,8 @@ void* workspace(int device, size_t nbytes) {
   if (nbytes > lane.workspace_bytes) {
     // Growing would free the old buffer while captured kernels still name it.
     check_not_capturing("Growing the cuBLAS/cuDNN workspace");
-    // Grow geometrically; the old buffer goes back to the cache in stream order, unless a captured graph
-    // may use it.
-    const size_t grown = std::max(nbytes, lane.workspace_bytes * 2);
-    if (lane.workspace && ctx.graphs_captured) {
-      ctx.retired_workspaces.push_back(lane.workspace);
-    } else if (lane.workspace) {
-      CachingAllocator::get().free(lane.workspace);
-    }
-    lane.workspace = CachingAllocator::get().allocate(grown, device, lane.stream);
-    lane.workspace_bytes = grown;
+    // Grow geometrically.
+    replace_workspace(ctx, lane, device, std::max(nbytes, lane.workspace_bytes * 2));
   }
   return lane.workspace;
 }
@@ -180,15 +184,7 @@ void prepare_lanes(int device, int count) {
       LIFTOFF_CUBLAS_CHECK(cublasSetStream(lane.cublas, lane.stream));
     }
     make_counters(lane, device);
-    if (lane.workspace_bytes < want) {
-      if (lane.workspace && ctx.graphs_captured) {
-        ctx.retired_workspaces.push_back(lane.workspace);
-      } else if (lane.workspace) {
-        CachingAllocator::get().free(lane.workspace);
-      }
-      lane.workspace = CachingAllocator::get().allocate(want, device, lane.stream);
-      lane.workspace_bytes = want;
-    }
+    if (lane.workspace_bytes < want) replace_workspace(ctx, lane, device, want);
   }
   if (count > ctx.lane_count.load()) ctx.lane_count.store(count);
 }
