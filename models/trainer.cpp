@@ -93,6 +93,17 @@ Trainer::Trainer(Module& model, Optimizer& optimizer, const LRSchedule* schedule
   LIFTOFF_CHECK(options_.max_concurrent_micro_batches >= 1 && options_.max_concurrent_micro_batches <= 16,
                 ValueError, "Trainer: max_concurrent_micro_batches must be in 1..16, got ",
                 options_.max_concurrent_micro_batches);
+  if (options_.concurrent_micro_batches == BranchMode::on) {
+    LIFTOFF_CHECK(
+        options_.cuda_graphs != GraphMode::off && parameter_device(model).is_cuda(), ValueError,
+        "--concurrent-micro-batches on: micro-batches overlap only inside a captured CUDA step; use "
+        "--device cuda with --cuda-graphs auto or on, or --concurrent-micro-batches auto");
+    const int64_t needed = options_.ddp ? 3 : 2;  // DDP's last micro-batch runs alone
+    LIFTOFF_CHECK(options_.accum >= needed, ValueError,
+                  "--concurrent-micro-batches on needs --accum >= ", needed,
+                  options_.ddp ? " under DDP (its last micro-batch runs after the others)" : "",
+                  ", got --accum ", options_.accum, "; use --concurrent-micro-batches auto");
+  }
   // Lazily made state (batch-norm counters, cuDNN plans, optimizer buffers) must exist before a capture.
   LIFTOFF_CHECK(options_.graph_warmup_steps >= 1, ValueError,
                 "Trainer: graph_warmup_steps must be >= 1 (eager steps before the capture), got ",

@@ -105,6 +105,29 @@ TEST(Accumulation, TrainerSumsEqualAutogradAccumulationBitForBit) {
   }
 }
 
+// --concurrent-micro-batches on asks for something only a captured CUDA step with several micro-batches does:
+// anything else is a clear error at construction, not a silently sequential run.
+TEST(Accumulation, ConcurrentMicroBatchesOnNeedsACapturedStepWithSeveralMicroBatches) {
+  auto model = make_mlp();
+  SGD sgd(model->parameters(), 0.5, 0.9, 1e-3, true);
+  TrainerOptions options;
+  options.accum = 4;
+  options.cuda_graphs = GraphMode::automatic;
+  options.concurrent_micro_batches = BranchMode::on;
+  try {
+    Trainer trainer(*model, sgd, nullptr, options);  // a CPU model
+    FAIL() << "expected a ValueError";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("--device cuda"), std::string::npos) << e.what();
+  }
+  options.concurrent_micro_batches = BranchMode::automatic;  // auto: falls back quietly (the report says why)
+  EXPECT_NO_THROW(Trainer(*model, sgd, nullptr, options));
+  EXPECT_EQ(parse_branch_mode("auto"), BranchMode::automatic);
+  EXPECT_EQ(parse_branch_mode("on"), BranchMode::on);
+  EXPECT_STREQ(branch_mode_name(BranchMode::off), "off");
+  EXPECT_THROW(parse_branch_mode("yes"), ValueError);
+}
+
 // With gradient-ready hooks on the parameters (what DDP registers), the step's last micro-batch accumulates
 // through autograd, so its hooks see the step's complete gradient in .grad (the sum of all micro-batches).
 TEST(Accumulation, HooksOfTheLastMicroBatchSeeTheCompleteGradient) {

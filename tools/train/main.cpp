@@ -185,8 +185,11 @@ int run(const Flags& f) {
                 f.schedule.c_str(), f.warmup > 0 ? (", warm-up " + std::to_string(f.warmup)).c_str() : "",
                 f.wd, f.amp.c_str());
     if (device.is_cuda()) {
-      std::printf("  CUDA graphs: %s%s\n", f.cuda_graphs.c_str(),
-                  f.cuda_graphs == "off" ? "" : " (the step is captured after 3 eager steps when it can be)");
+      std::printf("  CUDA graphs: %s%s%s\n", f.cuda_graphs.c_str(),
+                  f.cuda_graphs == "off" ? "" : " (the step is captured after 3 eager steps when it can be)",
+                  f.cuda_graphs != "off" && f.accum > 1
+                      ? ("; its micro-batches on concurrent streams: " + f.concurrent_micro_batches).c_str()
+                      : "");
     }
     std::printf("  loader: %d workers, prefetch %d, %s memory, augment %s\n", f.workers, rc.prefetch,
                 !device.is_cuda() ? "host"
