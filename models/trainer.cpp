@@ -404,8 +404,16 @@ bool Trainer::run_graph_step() {
   };
   std::string one_stream_why;
   int lanes = capture_lanes(&one_stream_why);
+  if (lanes > 1) {
+    try {
+      prepare_concurrent_lanes(static_inputs_[0].device(), lanes);  // streams, handles: not while capturing
+    } catch (const Error& e) {
+      if (options_.concurrent_micro_batches == BranchMode::on) throw;
+      one_stream_why = str_cat("preparing ", lanes, " streams failed: ", e.what());
+      lanes = 1;
+    }
+  }
   try {
-    if (lanes > 1) prepare_concurrent_lanes(static_inputs_[0].device(), lanes);  // not while capturing
     if (options_.ddp) options_.ddp->begin_graph_capture();
     if (prof) prof->begin_graph_capture();
     graph_->begin_capture();
