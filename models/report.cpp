@@ -826,9 +826,16 @@ std::string RunReport::render_table() const {
     const StageReport& s = stages[static_cast<size_t>(i)];
     const std::string dev = s.device_ms ? fmt("%.3f", *s.device_ms) : "-";
     const std::string dev_share = s.device_share ? fmt("%.1f%%", 100.0 * *s.device_share) : "";
+    // Micro-batches on concurrent streams: their forward/backward intervals overlap, so the shares add up
+    // to more than the step.
+    const bool overlapping =
+        graphs.streams > 1 && s.device_ms &&
+        (static_cast<Stage>(i) == Stage::forward || static_cast<Stage>(i) == Stage::backward);
+    const std::string note = s.device_source == "loader" ? "  (loader events)"
+                             : overlapping ? "  (" + std::to_string(graphs.streams) + " streams, overlapping)"
+                                           : "";
     std::snprintf(line, sizeof line, "  %-11s %12.3f %6.1f%% %14s %7s%s\n", stage_name(static_cast<Stage>(i)),
-                  s.host_ms, 100.0 * s.host_share, dev.c_str(), dev_share.c_str(),
-                  s.device_source == "loader" ? "  (loader events)" : "");
+                  s.host_ms, 100.0 * s.host_share, dev.c_str(), dev_share.c_str(), note.c_str());
     o << line;
   }
   std::snprintf(line, sizeof line, "  %-11s %12.3f %6.1f%%   (min %.3f, max %.3f, std %.3f)\n", "step",

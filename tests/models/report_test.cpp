@@ -524,6 +524,8 @@ TEST(Report, DdpCommunicationAndRanksReachTheReport) {
       << r.render_table();
   EXPECT_NE(r.render_table().find("micro-batches: on 4 concurrent streams"), std::string::npos)
       << r.render_table();
+  ASSERT_TRUE(r.stages[static_cast<size_t>(Stage::backward)].device_ms.has_value());
+  EXPECT_NE(r.render_table().find("(4 streams, overlapping)"), std::string::npos) << r.render_table();
   const RunReport back = RunReport::from_json(r.to_json(), "mem");
   EXPECT_EQ(back.rank_step_ms, r.rank_step_ms);
   EXPECT_EQ(back.graphs.nodes, 640);
