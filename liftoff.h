@@ -7,6 +7,7 @@
 // Core: tensors, autograd, devices, randomness, CPU threads.
 #include "runtime/async_scalar.h"
 #include "runtime/autograd.h"
+#include "runtime/branches.h"
 #include "runtime/determinism.h"
 #include "runtime/device.h"
 #include "runtime/device_select.h"
