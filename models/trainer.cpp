@@ -45,42 +45,41 @@ GradScaler make_scaler(const TrainerOptions& o, Device device) {
 }
 }  // namespace
 
+namespace {
+// GraphMode and BranchMode are both auto | on | off.
+template <class Mode>
+Mode parse_auto_on_off(const std::string& text, const char* flag) {
+  if (text == "off") return Mode::off;
+  if (text == "on") return Mode::on;
+  if (text == "auto") return Mode::automatic;
+  throw ValueError(str_cat(flag, ": '", text, "' is not one of auto, on, off"));
+}
+
+template <class Mode>
+const char* auto_on_off_name(Mode mode) {
+  switch (mode) {
+    case Mode::off:
+      return "off";
+    case Mode::on:
+      return "on";
+    case Mode::automatic:
+      return "auto";
+  }
+  return "?";
+}
+}  // namespace
+
 GraphMode parse_graph_mode(const std::string& text) {
-  if (text == "off") return GraphMode::off;
-  if (text == "on") return GraphMode::on;
-  if (text == "auto") return GraphMode::automatic;
-  throw ValueError(str_cat("--cuda-graphs: '", text, "' is not one of auto, on, off"));
+  return parse_auto_on_off<GraphMode>(text, "--cuda-graphs");
 }
-
 const char* graph_mode_name(GraphMode mode) {
-  switch (mode) {
-    case GraphMode::off:
-      return "off";
-    case GraphMode::on:
-      return "on";
-    case GraphMode::automatic:
-      return "auto";
-  }
-  return "?";
+  return auto_on_off_name(mode);
 }
-
 BranchMode parse_branch_mode(const std::string& text) {
-  if (text == "off") return BranchMode::off;
-  if (text == "on") return BranchMode::on;
-  if (text == "auto") return BranchMode::automatic;
-  throw ValueError(str_cat("--concurrent-micro-batches: '", text, "' is not one of auto, on, off"));
+  return parse_auto_on_off<BranchMode>(text, "--concurrent-micro-batches");
 }
-
 const char* branch_mode_name(BranchMode mode) {
-  switch (mode) {
-    case BranchMode::off:
-      return "off";
-    case BranchMode::on:
-      return "on";
-    case BranchMode::automatic:
-      return "auto";
-  }
-  return "?";
+  return auto_on_off_name(mode);
 }
 
 Trainer::Trainer(Module& model, Optimizer& optimizer, const LRSchedule* schedule, TrainerOptions options)
