@@ -307,6 +307,39 @@ __device__ __forceinline__ bool last_block_of_grid(unsigned* done) {
   return last;
 }
 
+// Thread t's moments (n, mean, M2) go to shared memory; thread c < C then merges those of its channel's
+// threads (c, c + C, ...) in thread order into its own (n, mean, m2). s_* are kReduceBlock long.
+template <class A>
+__device__ __forceinline__ void merge_channel_threads(A* s_n, A* s_mean, A* s_m2, int64_t channels, A& n,
+                                                      A& mean, A& m2) {
+  const int t = threadIdx.x;
+  const int used = static_cast<int>(kReduceBlock / channels * channels);
+  s_n[t] = n;
+  s_mean[t] = mean;
+  s_m2[t] = m2;
+  __syncthreads();
+  if (t >= channels) return;
+  n = 0, mean = 0, m2 = 0;
+  for (int k = t; k < used; k += static_cast<int>(channels))
+    merge_moments(n, mean, m2, s_n[k], s_mean[k], s_m2[k]);
+}
+
+// The same for two plain sums (the backward's sums of gy and gy * (x - mean)).
+template <class A>
+__device__ __forceinline__ void sum_channel_threads(A* s_a, A* s_b, int64_t channels, A& a, A& b) {
+  const int t = threadIdx.x;
+  const int used = static_cast<int>(kReduceBlock / channels * channels);
+  s_a[t] = a;
+  s_b[t] = b;
+  __syncthreads();
+  if (t >= channels) return;
+  a = 0, b = 0;
+  for (int k = t; k < used; k += static_cast<int>(channels)) {
+    a += s_a[k];
+    b += s_b[k];
+  }
+}
+
 // The grid's last block: each channel's per-split partials (count, mean, M2) merged in split order. Group g
 // of channel c (rows_per_pass = kReduceBlock / C threads per channel) merges splits g, g + rows_per_pass, ...
 // in order; then thread c merges the groups in order. s_* are kReduceBlock-long shared scratch.
@@ -324,16 +357,8 @@ __device__ void finish_stats_nhwc(const A* partial, int64_t channels, A* s_n, A*
       merge_moments(n, mean, m2, p[s * 3], p[s * 3 + 1], p[s * 3 + 2]);
   }
   __syncthreads();  // the shared arrays may still be read by the block's own reduction
-  s_n[t] = n;
-  s_mean[t] = mean;
-  s_m2[t] = m2;
-  __syncthreads();
-  if (t < channels) {
-    A tn = 0, tmean = 0, tm2 = 0;
-    for (int k = t; k < used; k += static_cast<int>(channels))
-      merge_moments(tn, tmean, tm2, s_n[k], s_mean[k], s_m2[k]);
-    finalize.finish(tmean, tm2, c);
-  }
+  merge_channel_threads(s_n, s_mean, s_m2, channels, n, mean, m2);
+  if (t < channels) finalize.finish(mean, m2, c);
 }
 
 // The same for the backward's partial sums of gy and gy * (x - mean).
@@ -352,18 +377,9 @@ __device__ void finish_grad_nhwc(const A* partial, int64_t channels, A* s_dy, A*
       sum_dy_xmu += p[s * 2 + 1];
     }
   }
-  __syncthreads();
-  s_dy[t] = sum_dy;
-  s_dy_xmu[t] = sum_dy_xmu;
-  __syncthreads();
-  if (t < channels) {
-    A a = 0, b = 0;
-    for (int k = t; k < used; k += static_cast<int>(channels)) {
-      a += s_dy[k];
-      b += s_dy_xmu[k];
-    }
-    finalize.finish(a, b, c);
-  }
+  __syncthreads();  // the shared arrays may still be read by the block's own reduction
+  sum_channel_threads(s_dy, s_dy_xmu, channels, sum_dy, sum_dy_xmu);
+  if (t < channels) finalize.finish(sum_dy, sum_dy_xmu, c);
 }
 
 template <class T, class A, class W>
@@ -391,18 +407,12 @@ __global__ void stats_partial_nhwc_kernel(const T* x, int64_t channels, int64_t 
     mean = mine ? sum / n : A(0);
     m2 = mine ? max(A(0), sumsq - sum * mean) : A(0);
   }
-  s_n[t] = n;
-  s_mean[t] = mean;
-  s_m2[t] = m2;
-  __syncthreads();
+  merge_channel_threads(s_n, s_mean, s_m2, channels, n, mean, m2);
   if (t < channels) {
-    A tn = 0, tmean = 0, tm2 = 0;
-    for (int k = t; k < used; k += static_cast<int>(channels))
-      merge_moments(tn, tmean, tm2, s_n[k], s_mean[k], s_m2[k]);
     A* out = partial + (c * gridDim.x + blockIdx.x) * 3;
-    out[0] = tn;
-    out[1] = tmean + shift;
-    out[2] = tm2;
+    out[0] = n;
+    out[1] = mean + shift;
+    out[2] = m2;
     __threadfence();
   }
   if (!last_block_of_grid(done)) return;
@@ -446,18 +456,11 @@ __global__ void grad_partial_nhwc_kernel(const T* x, const T* gy, const T* y_rel
       sum_dy_xmu += g * (convert<A>(x[i]) - m);
     }
   }
-  s_dy[t] = sum_dy;
-  s_dy_xmu[t] = sum_dy_xmu;
-  __syncthreads();
+  sum_channel_threads(s_dy, s_dy_xmu, channels, sum_dy, sum_dy_xmu);
   if (t < channels) {
-    A a = 0, b = 0;
-    for (int k = t; k < used; k += static_cast<int>(channels)) {
-      a += s_dy[k];
-      b += s_dy_xmu[k];
-    }
     A* out = partial + (c * gridDim.x + blockIdx.x) * 2;
-    out[0] = a;
-    out[1] = b;
+    out[0] = sum_dy;
+    out[1] = sum_dy_xmu;
     __threadfence();
   }
   if (!last_block_of_grid(done)) return;

@@ -109,6 +109,10 @@ TEST(ConcurrentBranchesCuda, LanesCannotBeCreatedInsideACapture) {
   graph.abort_capture();
 }
 
+#else
+TEST(ConcurrentBranchesCuda, NeedsCuda) {
+  GTEST_SKIP() << "this build has no CUDA backend";
+}
 #endif
 
 }  // namespace
