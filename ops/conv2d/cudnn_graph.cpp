@@ -132,33 +132,37 @@ OperationGraph make_graph(Direction d, cudnnHandle_t handle, const Conv2dShape& 
            : d == Direction::backward_data ? CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR
                                            : CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR),
       Desc(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR)};
+  // The operation's tensor, descriptor and scaling attributes differ only in name between the directions.
+  struct OperationAttributes {
+    cudnnBackendAttributeName_t x, w, y, conv, alpha, beta;
+  };
+  const OperationAttributes a =
+      d == Direction::forward ? OperationAttributes{CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+                                                    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+                                                    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+                                                    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+                                                    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+                                                    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA}
+      : d == Direction::backward_data
+          ? OperationAttributes{CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+                                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+                                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
+                                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+                                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+                                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA}
+          : OperationAttributes{CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+                                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+                                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
+                                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+                                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+                                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA};
   const float alpha = 1.0f, beta = 0.0f;
-  switch (d) {
-    case Direction::forward:
-      og.op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, og.x)
-          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, og.w)
-          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, og.y)
-          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, og.conv)
-          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha)
-          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
-      break;
-    case Direction::backward_data:
-      og.op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, og.x)
-          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, og.w)
-          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, og.y)
-          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, og.conv)
-          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha)
-          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
-      break;
-    case Direction::backward_filter:
-      og.op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, og.x)
-          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, og.w)
-          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, og.y)
-          .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, og.conv)
-          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha)
-          .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
-      break;
-  }
+  og.op.set_desc(a.x, og.x)
+      .set_desc(a.w, og.w)
+      .set_desc(a.y, og.y)
+      .set_desc(a.conv, og.conv)
+      .set(a.alpha, CUDNN_TYPE_FLOAT, 1, &alpha)
+      .set(a.beta, CUDNN_TYPE_FLOAT, 1, &beta);
   og.op.finalize();
   cudnnBackendDescriptor_t op = og.op.get();
   og.graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op)
