@@ -1,6 +1,6 @@
 // Device-side pieces of mixed precision with loss scaling (PyTorch's torch.amp internals). Every scale and
 // flag is a one-element tensor on the device of the data it applies to, so a training step never reads a
-// device value on the host (DESIGN.md principle 4). models/amp.h builds the GradScaler from these.
+// device value on the host (DESIGN.md principle 4). models/train/amp.h builds the GradScaler from these.
 #pragma once
 #include <cstdint>
 #include <vector>

@@ -2,7 +2,7 @@
 // a DDP built on it uses (a world-size-1 MPI group is not needed for that: assign_buckets is pure).
 #include <gtest/gtest.h>
 
-#include "models/ddp.h"
+#include "models/train/ddp.h"
 
 namespace liftoff {
 namespace {

@@ -5,9 +5,9 @@
 #include <memory>
 #include <vector>
 
-#include "models/ddp.h"
-#include "models/layers.h"
-#include "models/optim.h"
+#include "models/train/ddp.h"
+#include "models/nn/layers.h"
+#include "models/train/optim.h"
 #include "ops/cross_entropy/cross_entropy.h"
 #include "ops/scale/scale.h"
 #include "runtime/random.h"

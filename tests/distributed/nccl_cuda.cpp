@@ -5,7 +5,7 @@
 
 #include <cstdlib>
 
-#include "models/amp.h"
+#include "models/train/amp.h"
 #include "runtime/distributed/process_group.h"
 #include "tests/common/cuda_test.h"
 #include "tests/distributed/ddp_common.h"

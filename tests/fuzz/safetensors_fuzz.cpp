@@ -1,13 +1,13 @@
-// libFuzzer harness for the safetensors reader and the checkpoint loader (models/safetensors.h,
-// models/checkpoint.h). Properties checked beyond "no crash, no sanitizer report, only liftoff::Error":
+// libFuzzer harness for the safetensors reader and the checkpoint loader (models/train/safetensors.h,
+// models/train/checkpoint.h). Properties checked beyond "no crash, no sanitizer report, only liftoff::Error":
 //   - the in-memory parser and the file reader agree (both reject, or both return the same tensors);
 //   - an accepted file re-serialises to bytes that parse back to the same tensors and metadata.
 #include <cstdint>
 #include <cstring>
 #include <string>
 
-#include "models/checkpoint.h"
-#include "models/safetensors.h"
+#include "models/train/checkpoint.h"
+#include "models/train/safetensors.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "models/report.h"
+#include "models/report/report.h"
 #include "runtime/error.h"
 
 namespace {

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <string>
 
-#include "models/report.h"
+#include "models/report/report.h"
 #include "runtime/error.h"
 
 namespace {

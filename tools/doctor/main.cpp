@@ -14,7 +14,7 @@
 #include "ops/conv2d/conv2d.h"
 #include "ops/linear/linear.h"
 #include "runtime/device_select.h"
-#include "runtime/nvml.h"
+#include "runtime/profile/nvml.h"
 #include "runtime/parallel.h"
 #include "runtime/random.h"
 #include "runtime/system_info.h"

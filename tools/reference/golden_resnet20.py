@@ -2,10 +2,10 @@
 """Golden values for tests/models/golden_test.cpp: one training-mode forward/backward of ResNet-20 in PyTorch.
 
 Run with Debian's python3-torch (torch 1.13, CPU):
-    /usr/bin/python3 tools/reference/golden_resnet20.py [--out tests/models/data/golden_resnet20.bin]
+    /usr/bin/python3 tools/reference/golden_resnet20.py [--out tests/models/nn/data/golden_resnet20.bin]
 
 The model is He et al. 2016's CIFAR ResNet-20 with projection shortcuts (1x1 conv stride 2 + BN), built with
-the module names liftoff's models/zoo.h uses. Input: 4 random 1x28x28 images, 10 classes, label smoothing 0.1.
+the module names liftoff's models/nn/zoo.h uses. Input: 4 random 1x28x28 images, 10 classes, label smoothing 0.1.
 
 File format (little-endian): b"LFGD", u32 version (1), u32 tensor count, then per tensor:
 u32 name length, name bytes (UTF-8), u32 dtype code (0 = f32, 1 = i64), u32 ndim, i64 dims[ndim], raw data.
@@ -22,7 +22,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
-# The model itself: tools/reference/resnet_cifar.py (module names as Liftoff's models/zoo.h).
+# The model itself: tools/reference/resnet_cifar.py (module names as Liftoff's models/nn/zoo.h).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from resnet_cifar import ResNet  # noqa: E402
 

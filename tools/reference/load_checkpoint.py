@@ -3,7 +3,7 @@
 tools/reference/resnet_cifar.py (same state-dict names) and evaluates test accuracy on Fashion-MNIST.
 Never used at run time; it proves that the files are standard safetensors and that the weights mean the same.
 
-The checkpoint layout (models/checkpoint.h): tensors "model/<name>", "optimizer/<name>", "extra/<name>";
+The checkpoint layout (models/train/checkpoint.h): tensors "model/<name>", "optimizer/<name>", "extra/<name>";
 metadata "liftoff.model" (e.g. resnet20), "liftoff.step", ... Only "model/" tensors are used here.
 
 Prints one machine-readable line at the end:  RESULT accuracy=<a> images=<n> step=<s> model=<name>

@@ -1,5 +1,5 @@
 """He et al. 2016's CIFAR-style ResNet (projection shortcuts: 1x1 conv stride 2 + BN) with the module names that
-Liftoff's models/zoo.h uses, so state dicts map one to one. Used only by the reference scripts."""
+Liftoff's models/nn/zoo.h uses, so state dicts map one to one. Used only by the reference scripts."""
 import torch.nn as nn
 import torch.nn.functional as F
 

@@ -3,10 +3,10 @@
 #include <memory>
 #include <string>
 
-#include "models/checkpoint.h"
-#include "models/module.h"
-#include "models/optim.h"
-#include "models/trainer.h"
+#include "models/train/checkpoint.h"
+#include "models/nn/module.h"
+#include "models/train/optim.h"
+#include "models/train/trainer.h"
 #include "tools/train/flags.h"
 
 namespace liftoff::tools {

@@ -5,7 +5,7 @@
 #include "data/cifar.h"
 #include "data/dataset.h"
 #include "data/image_folder.h"
-#include "models/amp.h"
+#include "models/train/amp.h"
 
 namespace liftoff::tools {
 

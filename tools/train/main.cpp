@@ -10,12 +10,12 @@
 #include <thread>
 
 #include "data/dataset.h"
-#include "models/ddp.h"
-#include "models/optim.h"
-#include "models/report.h"
-#include "models/schedule.h"
-#include "models/trainer.h"
-#include "models/zoo.h"
+#include "models/train/ddp.h"
+#include "models/train/optim.h"
+#include "models/report/report.h"
+#include "models/train/schedule.h"
+#include "models/train/trainer.h"
+#include "models/nn/zoo.h"
 #include "runtime/determinism.h"
 #include "runtime/device_select.h"
 #include "runtime/distributed/env.h"

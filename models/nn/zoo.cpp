@@ -1,0 +1,167 @@
+#include "models/nn/zoo.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+#include "ops/ops.h"
+#include "runtime/env_var.h"
+#include "runtime/error.h"
+
+namespace liftoff {
+
+namespace {
+// -1: automatic (fused on CUDA and on the CPU), 0: off, 1: on.
+std::atomic<int>& fused_bn_relu_setting() {
+  static std::atomic<int> setting{[] {
+    const std::optional<double> value = env_number("LIFTOFF_FUSED_BN_RELU", 0.0, false, "0 or 1");
+    if (!value) return -1;
+    return *value != 0.0 ? 1 : 0;
+  }()};
+  return setting;
+}
+std::atomic<int>& channels_last_setting() {
+  static std::atomic<int> setting{[] {
+    const std::optional<double> value = env_number("LIFTOFF_CHANNELS_LAST", 0.0, false, "0 or 1");
+    return !value || *value != 0.0 ? 1 : 0;
+  }()};
+  return setting;
+}
+}  // namespace
+
+bool channels_last_activations() {
+  return channels_last_setting().load(std::memory_order_relaxed) != 0;
+}
+void set_channels_last_activations(bool on) {
+  channels_last_setting().store(on ? 1 : 0, std::memory_order_relaxed);
+}
+
+bool fused_batch_norm_relu(Device /*device*/) {
+  // Automatic: fused everywhere (CPU: 1.04x the unfused steady state at batch 128 with the AVX-512 batch-norm
+  // kernels, docs/perf.md).
+  return fused_bn_relu_setting().load(std::memory_order_relaxed) != 0;
+}
+void set_fused_batch_norm_relu(std::optional<bool> on) {
+  fused_bn_relu_setting().store(on ? (*on ? 1 : 0) : -1, std::memory_order_relaxed);
+}
+
+SimpleCNN::SimpleCNN(int64_t in_channels, int64_t classes, int64_t image_size, Generator& gen) {
+  LIFTOFF_CHECK(image_size >= 4, ValueError, "simple_cnn: image_size must be >= 4 (two 2x2 max pools), got ",
+                image_size);
+  const int64_t pooled = image_size / 2 / 2;
+  conv1_ = register_module("conv1", std::make_shared<Conv2d>(in_channels, 32, 3, 1, 1, true, gen));
+  bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(32));
+  conv2_ = register_module("conv2", std::make_shared<Conv2d>(32, 64, 3, 1, 1, true, gen));
+  bn2_ = register_module("bn2", std::make_shared<BatchNorm2d>(64));
+  fc1_ = register_module("fc1", std::make_shared<Linear>(64 * pooled * pooled, 128, true, gen));
+  fc2_ = register_module("fc2", std::make_shared<Linear>(128, classes, true, gen));
+}
+
+Tensor SimpleCNN::forward(const Tensor& x) {
+  Tensor y = max_pool2d(relu(bn1_->forward(conv1_->forward(x))), 2, 2);
+  y = max_pool2d(relu(bn2_->forward(conv2_->forward(y))), 2, 2);
+  y = relu(fc1_->forward(flatten(y, 1)));
+  return fc2_->forward(y);
+}
+
+StridedCNN::StridedCNN(int64_t in_channels, int64_t classes, Generator& gen) {
+  int64_t in = in_channels;
+  for (const int64_t out : {16, 32, 64}) {
+    const std::string index = std::to_string(convs_.size() + 1);
+    convs_.push_back(register_module("conv" + index, std::make_shared<Conv2d>(in, out, 3, 2, 1, false, gen)));
+    norms_.push_back(register_module("bn" + index, std::make_shared<BatchNorm2d>(out)));
+    in = out;
+  }
+  fc_ = register_module("fc", std::make_shared<Linear>(in, classes, true, gen));
+}
+
+Tensor StridedCNN::forward(const Tensor& x) {
+  Tensor y = x;
+  const bool fused = fused_batch_norm_relu(x.device());
+  for (size_t i = 0; i < convs_.size(); ++i) {
+    y = convs_[i]->forward(y);
+    y = fused ? norms_[i]->forward_relu(y) : relu(norms_[i]->forward(y));
+  }
+  return fc_->forward(global_avg_pool2d(y));
+}
+
+BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, Generator& gen) {
+  conv1_ = register_module("conv1", std::make_shared<Conv2d>(in_planes, planes, 3, stride, 1, false, gen));
+  bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(planes));
+  conv2_ = register_module("conv2", std::make_shared<Conv2d>(planes, planes, 3, 1, 1, false, gen));
+  bn2_ = register_module("bn2", std::make_shared<BatchNorm2d>(planes));
+  shortcut_ = register_module("shortcut", std::make_shared<Sequential>());
+  if (stride != 1 || in_planes != planes) {
+    shortcut_->push_back(std::make_shared<Conv2d>(in_planes, planes, 1, stride, 0, false, gen));
+    shortcut_->push_back(std::make_shared<BatchNorm2d>(planes));
+  }
+}
+
+Tensor BasicBlock::forward(const Tensor& x) {
+  if (fused_batch_norm_relu(x.device())) {
+    const Tensor y = bn1_->forward_relu(conv1_->forward(x));
+    return bn2_->forward_relu(conv2_->forward(y), shortcut_->forward(x));
+  }
+  Tensor y = relu(bn1_->forward(conv1_->forward(x)));
+  y = bn2_->forward(conv2_->forward(y));
+  return relu(add(y, shortcut_->forward(x)));
+}
+
+ResNet::ResNet(int64_t blocks_per_stage, int64_t in_channels, int64_t classes, Generator& gen) {
+  LIFTOFF_CHECK(blocks_per_stage >= 1, ValueError, "ResNet: blocks per stage must be >= 1, got ",
+                blocks_per_stage);
+  conv1_ = register_module("conv1", std::make_shared<Conv2d>(in_channels, 16, 3, 1, 1, false, gen));
+  bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(16));
+  int64_t in_planes = 16;
+  auto stage = [&](int64_t planes, int64_t stride) {
+    auto layer = std::make_shared<Sequential>();
+    for (int64_t i = 0; i < blocks_per_stage; ++i) {
+      layer->push_back(std::make_shared<BasicBlock>(in_planes, planes, i == 0 ? stride : 1, gen));
+      in_planes = planes;
+    }
+    return layer;
+  };
+  layer1_ = register_module("layer1", stage(16, 1));
+  layer2_ = register_module("layer2", stage(32, 2));
+  layer3_ = register_module("layer3", stage(64, 2));
+  fc_ = register_module("fc", std::make_shared<Linear>(64, classes, true, gen));
+}
+
+Tensor ResNet::forward(const Tensor& input) {
+  // Channels-last mode converts the input once here; every op up to the global pool keeps the layout. Only
+  // under f16/bf16 autocast: f32 NHWC measured no faster than NCHW on the H200, with either cuDNN API
+  // (docs/perf.md).
+  DType half = DType::f32;
+  const bool to_channels_last =
+      channels_last_activations() && autocast_enabled(&half) && input.is_cuda() && input.dim() == 4;
+  const Tensor x = to_channels_last ? input.contiguous(MemoryFormat::channels_last) : input;
+  Tensor y = fused_batch_norm_relu(x.device()) ? bn1_->forward_relu(conv1_->forward(x))
+                                               : relu(bn1_->forward(conv1_->forward(x)));
+  y = layer3_->forward(layer2_->forward(layer1_->forward(y)));
+  return fc_->forward(global_avg_pool2d(y));
+}
+
+std::vector<std::string> model_names() {
+  return {"simple_cnn", "strided_cnn", "resnet20", "resnet32", "resnet44", "resnet56"};
+}
+
+std::unique_ptr<Module> make_model(const std::string& name, int64_t in_channels, int64_t classes,
+                                   int64_t image_size, uint64_t seed) {
+  LIFTOFF_CHECK(in_channels >= 1 && classes >= 1 && image_size >= 1, ValueError, "make_model(\"", name,
+                "\"): in_channels, classes and image_size must be positive, got ", in_channels, ", ", classes,
+                ", ", image_size);
+  Generator gen(seed);
+  if (name == "simple_cnn") return std::make_unique<SimpleCNN>(in_channels, classes, image_size, gen);
+  if (name == "strided_cnn") return std::make_unique<StridedCNN>(in_channels, classes, gen);
+  const std::pair<const char*, int64_t> resnets[] = {
+      {"resnet20", 3}, {"resnet32", 5}, {"resnet44", 7}, {"resnet56", 9}};
+  for (const auto& [resnet, n] : resnets) {
+    if (name == resnet) return std::make_unique<ResNet>(n, in_channels, classes, gen);
+  }
+  std::string known;
+  for (const auto& m : model_names()) known += (known.empty() ? "" : ", ") + m;
+  throw ValueError(str_cat("unknown model \"", name, "\"; known models: ", known));
+}
+
+}  // namespace liftoff

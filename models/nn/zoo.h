@@ -1,0 +1,106 @@
+// Model zoo: the models `train` can build by name. Module names match the PyTorch code in the comments, so
+// state dicts are interchangeable with PyTorch's (tools/reference/golden_resnet20.py builds the same ResNet).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/nn/layers.h"
+
+namespace liftoff {
+
+// A small CNN for 28x28-class inputs. As PyTorch:
+//   conv1 = Conv2d(in, 32, 3, padding=1); bn1 = BatchNorm2d(32)   -> ReLU -> MaxPool2d(2)
+//   conv2 = Conv2d(32, 64, 3, padding=1); bn2 = BatchNorm2d(64)   -> ReLU -> MaxPool2d(2)
+//   flatten; fc1 = Linear(64 * (s/2/2)^2, 128) -> ReLU; fc2 = Linear(128, classes)
+// (s = image_size, floor divisions; 64*7*7 for 28). No dropout: batch norm regularises enough at this size,
+// and the model stays deterministic in training mode.
+class SimpleCNN : public Module {
+ public:
+  SimpleCNN(int64_t in_channels, int64_t classes, int64_t image_size, Generator& gen);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "SimpleCNN"; }
+
+ private:
+  std::shared_ptr<Conv2d> conv1_, conv2_;
+  std::shared_ptr<BatchNorm2d> bn1_, bn2_;
+  std::shared_ptr<Linear> fc1_, fc2_;
+};
+
+// A light CNN for large images (e.g. 224 px folders): three stride-2 stages cut the pixels 64x before the
+// pool, so the cost per image stays small at any size. As PyTorch:
+//   conv1 = Conv2d(in, 16, 3, stride=2, padding=1, bias=False); bn1 = BatchNorm2d(16)  -> ReLU
+//   conv2 = Conv2d(16, 32, 3, stride=2, padding=1, bias=False); bn2 = BatchNorm2d(32)  -> ReLU
+//   conv3 = Conv2d(32, 64, 3, stride=2, padding=1, bias=False); bn3 = BatchNorm2d(64)  -> ReLU
+//   AdaptiveAvgPool2d(1); flatten; fc = Linear(64, classes)
+class StridedCNN : public Module {
+ public:
+  StridedCNN(int64_t in_channels, int64_t classes, Generator& gen);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "StridedCNN"; }
+
+ private:
+  std::vector<std::shared_ptr<Conv2d>> convs_;
+  std::vector<std::shared_ptr<BatchNorm2d>> norms_;
+  std::shared_ptr<Linear> fc_;
+};
+
+// He et al. 2016's CIFAR basic block: conv3x3-BN-ReLU-conv3x3-BN, plus the shortcut, then ReLU.
+// The shortcut is an empty Sequential (identity) or, when the stride or the width changes, the projection
+// Sequential(Conv2d(in, out, 1, stride, bias=False), BatchNorm2d(out)) ("shortcut.0", "shortcut.1").
+class BasicBlock : public Module {
+ public:
+  BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, Generator& gen);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "BasicBlock"; }
+
+ private:
+  std::shared_ptr<Conv2d> conv1_, conv2_;
+  std::shared_ptr<BatchNorm2d> bn1_, bn2_;
+  std::shared_ptr<Sequential> shortcut_;
+};
+
+// CIFAR ResNet-(6n+2): conv1 (3x3, 16, no bias), bn1, ReLU; layer1/2/3 = n BasicBlocks of 16/32/64 channels
+// (the first block of layer2 and layer3 with stride 2 and a projection shortcut); global average pool; fc.
+class ResNet : public Module {
+ public:
+  ResNet(int64_t blocks_per_stage, int64_t in_channels, int64_t classes, Generator& gen);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "ResNet"; }
+
+ private:
+  std::shared_ptr<Conv2d> conv1_;
+  std::shared_ptr<BatchNorm2d> bn1_;
+  std::shared_ptr<Sequential> layer1_, layer2_, layer3_;
+  std::shared_ptr<Linear> fc_;
+};
+
+// Whether ResNet blocks on `device` run batch norm + (residual add +) ReLU as one op (batch_norm2d_relu):
+// fewer passes and kernel launches, same values in f32/f64. Automatic by default: on for CUDA (fewer graph
+// nodes, faster on the H200) and on the CPU (1.04x with the AVX-512 batch-norm kernels; docs/perf.md).
+// LIFTOFF_FUSED_BN_RELU=0/1 (read once) or set_fused_batch_norm_relu(false/true) forces it; nullopt restores
+// the automatic choice.
+bool fused_batch_norm_relu(Device device);
+void set_fused_batch_norm_relu(std::optional<bool> on);
+
+// Whether ResNets run their activations channels-last (NHWC) on CUDA under f16/bf16 autocast: the input is
+// converted once at the stem, and conv2d (cuDNN NHWC, KRSC filters), batch norm (+ ReLU), ReLU, add, cast and
+// the global pool keep the layout up to the pooled [N, C], so the convolutions can use cuDNN's NHWC
+// tensor-core kernels. f32 (slower in NHWC on the H200) and the CPU ignore it. On by default: with cuDNN's
+// graph-API engines it measured 1.11x (batch 256) and 1.27x (16 x 4) faster in bf16 on the H200
+// (docs/perf.md); LIFTOFF_CHANNELS_LAST=0 (read once) or set_channels_last_activations(false) turns it off.
+bool channels_last_activations();
+void set_channels_last_activations(bool on);
+
+// The names make_model knows: simple_cnn, strided_cnn, resnet20, resnet32, resnet44, resnet56.
+std::vector<std::string> model_names();
+
+// Builds a model by name, initialised from Generator(seed). image_size is the side of the (square) input;
+// simple_cnn needs it (>= 4), the ResNets accept any size (global pooling). Throws ValueError for an unknown
+// name (listing the known ones) or bad sizes.
+std::unique_ptr<Module> make_model(const std::string& name, int64_t in_channels, int64_t classes,
+                                   int64_t image_size, uint64_t seed);
+
+}  // namespace liftoff

@@ -1,0 +1,435 @@
+#include "models/train/checkpoint.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <set>
+#include <system_error>
+#include <unordered_map>
+#include <utility>
+
+#include "models/nn/layers.h"
+#include "models/train/safetensors.h"
+
+namespace liftoff {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kPrefix = "liftoff.";
+constexpr const char* kRngPrefix = "liftoff.rng.";
+constexpr const char* kDamagedHint =
+    "the checkpoint is damaged or was not written by Liftoff; resume from another one";
+const char* const kSections[] = {"model/", "optimizer/", "extra/"};
+
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+std::string who(const std::string& path) {
+  return path.empty() ? "checkpoint" : str_cat("checkpoint '", path, "'");
+}
+
+[[noreturn]] void fail(const std::string& path, const std::string& what, const char* hint = kDamagedHint) {
+  throw IOError(str_cat(who(path), ": ", what, "; ", hint));
+}
+
+// At most `limit` names, then "and N more": messages stay one readable line for models with 100s of tensors.
+std::string list(const std::vector<std::string>& names, size_t limit = 5) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < limit; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > limit) out += str_cat(" and ", names.size() - limit, " more");
+  return out;
+}
+
+bool valid_generator_name(const std::string& name) {
+  return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '.' || c == ':' || c == '-';
+  });
+}
+
+template <class T>
+bool parse_whole(const std::string& s, T& out) {
+  const char* end = s.data() + s.size();
+  const auto r = std::from_chars(s.data(), end, out);
+  return !s.empty() && r.ec == std::errc() && r.ptr == end;
+}
+
+uint32_t crc_of(const NamedTensors& tensors) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  for (const auto& entry : tensors) {
+    const auto* p = static_cast<const Bytef*>(entry.second.raw_data());
+    for (size_t left = entry.second.nbytes(); left > 0;) {
+      const auto chunk = static_cast<uInt>(std::min<size_t>(left, 1u << 30));
+      crc = crc32(crc, p, chunk);
+      p += chunk;
+      left -= chunk;
+    }
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+Tensor host_contiguous(const Tensor& t) {
+  return t.detach().to(Device::cpu()).contiguous();
+}
+
+// Dropout modules own Generators; "module:<dotted path>" names them in the checkpoint.
+void collect_generators(Module& m, const std::string& path,
+                        std::vector<std::pair<std::string, Generator*>>& out) {
+  if (auto* dropout = dynamic_cast<Dropout*>(&m)) out.emplace_back("module:" + path, &dropout->generator());
+  for (const auto& [name, child] : m.named_children()) {
+    collect_generators(*child, path.empty() ? name : path + "." + name, out);
+  }
+}
+
+struct Candidate {
+  int64_t step;
+  std::string path;
+};
+
+// checkpoint-<digits>.safetensors files of `dir`, oldest first.
+std::vector<Candidate> list_checkpoints(const std::string& dir) {
+  std::vector<Candidate> out;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const std::string head = "checkpoint-", tail = ".safetensors";
+    if (name.size() <= head.size() + tail.size() || !starts_with(name, head) ||
+        name.compare(name.size() - tail.size(), tail.size(), tail) != 0) {
+      continue;
+    }
+    int64_t step = 0;
+    if (!parse_whole(name.substr(head.size(), name.size() - head.size() - tail.size()), step) || step < 0)
+      continue;
+    out.push_back({step, entry.path().string()});
+  }
+  std::sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) {
+    return a.step != b.step ? a.step < b.step : a.path < b.path;
+  });
+  return out;
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const CheckpointState& state) {
+  LIFTOFF_CHECK(state.epoch >= 0 && state.step >= 0 && state.batches_into_epoch >= 0, ValueError,
+                "save_checkpoint: epoch, step and batches_into_epoch must be >= 0, got ", state.epoch, ", ",
+                state.step, ", ", state.batches_into_epoch);
+  LIFTOFF_CHECK(std::isfinite(state.lr) && state.lr >= 0, ValueError, "save_checkpoint: bad learning rate ",
+                state.lr);
+  NamedTensors tensors;
+  for (const auto* section : {&state.model, &state.optimizer, &state.extra}) {
+    const char* prefix = kSections[section == &state.model ? 0 : section == &state.optimizer ? 1 : 2];
+    for (const auto& [name, t] : *section) {
+      LIFTOFF_CHECK(t.defined(), ValueError, "save_checkpoint: tensor '", prefix, name, "' is undefined");
+      tensors.emplace_back(prefix + name, host_contiguous(t));
+    }
+  }
+  std::map<std::string, std::string> meta;
+  for (const auto& [key, value] : state.metadata) {
+    LIFTOFF_CHECK(!starts_with(key, kPrefix), ValueError, "save_checkpoint: metadata key '", key,
+                  "' uses the reserved prefix 'liftoff.'");
+    meta[key] = value;
+  }
+  meta["liftoff.format"] = kCheckpointFormat;
+  if (!state.model_name.empty()) meta["liftoff.model"] = state.model_name;
+  meta["liftoff.epoch"] = std::to_string(state.epoch);
+  meta["liftoff.step"] = std::to_string(state.step);
+  meta["liftoff.batches_into_epoch"] = std::to_string(state.batches_into_epoch);
+  char lr[40];
+  std::snprintf(lr, sizeof lr, "%.17g", state.lr);
+  meta["liftoff.lr"] = lr;
+  for (const auto& [name, g] : state.generators) {
+    LIFTOFF_CHECK(valid_generator_name(name), ValueError, "save_checkpoint: generator name '", name,
+                  "' must be non-empty and use only [A-Za-z0-9_.:-]");
+    meta[kRngPrefix + name] = str_cat(g.seed, " ", g.offset);
+  }
+  meta["liftoff.data_crc32"] = std::to_string(crc_of(tensors));
+  write_safetensors(path, tensors, meta);
+}
+
+CheckpointState load_checkpoint(const std::string& path) {
+  SafetensorsFile file = read_safetensors(path);
+  CheckpointState state;
+  state.path = path;
+
+  auto& meta = file.metadata;
+  const auto format = meta.find("liftoff.format");
+  if (format == meta.end()) {
+    fail(path, "its metadata has no liftoff.format: this safetensors file is not a Liftoff checkpoint",
+         "pass a checkpoint-<step>.safetensors file written by train");
+  }
+  if (format->second != kCheckpointFormat) {
+    fail(path,
+         str_cat("format '", format->second, "' is not the one this build reads ('", kCheckpointFormat, "')"),
+         "use the Liftoff version that wrote it");
+  }
+  auto integer = [&](const char* key) {
+    const auto it = meta.find(key);
+    if (it == meta.end()) fail(path, str_cat("metadata '", key, "' is missing"));
+    int64_t v = 0;
+    if (!parse_whole(it->second, v) || v < 0)
+      fail(path, str_cat("metadata '", key, "' = '", it->second, "' is not an integer >= 0"));
+    return v;
+  };
+  state.epoch = integer("liftoff.epoch");
+  state.step = integer("liftoff.step");
+  state.batches_into_epoch = integer("liftoff.batches_into_epoch");
+
+  uint32_t crc = 0;
+  bool has_crc = false, has_lr = false;
+  for (const auto& [key, value] : meta) {
+    if (!starts_with(key, kPrefix)) {
+      state.metadata[key] = value;
+    } else if (key == "liftoff.model") {
+      state.model_name = value;
+    } else if (key == "liftoff.lr") {
+      char* end = nullptr;
+      state.lr = std::strtod(value.c_str(), &end);
+      if (value.empty() || end != value.c_str() + value.size() || !std::isfinite(state.lr) || state.lr < 0)
+        fail(path, str_cat("metadata 'liftoff.lr' = '", value, "' is not a learning rate"));
+      has_lr = true;
+    } else if (key == "liftoff.data_crc32") {
+      if (!parse_whole(value, crc))
+        fail(path, str_cat("metadata 'liftoff.data_crc32' = '", value, "' is not a CRC"));
+      has_crc = true;
+    } else if (starts_with(key, kRngPrefix)) {
+      const std::string name = key.substr(std::string(kRngPrefix).size());
+      const auto space = value.find(' ');
+      GeneratorState g;
+      if (!valid_generator_name(name) || space == std::string::npos ||
+          !parse_whole(value.substr(0, space), g.seed) || !parse_whole(value.substr(space + 1), g.offset)) {
+        fail(path,
+             str_cat("metadata '", key, "' = '", value, "' is not a generator state '<seed> <offset>'"));
+      }
+      state.generators[name] = g;
+    } else if (key != "liftoff.format" && key != "liftoff.epoch" && key != "liftoff.step" &&
+               key != "liftoff.batches_into_epoch") {
+      fail(path, str_cat("unknown metadata key '", key, "'"));
+    }
+  }
+  if (!has_lr) fail(path, "metadata 'liftoff.lr' is missing");
+  if (!has_crc) fail(path, "metadata 'liftoff.data_crc32' is missing");
+  const uint32_t actual = crc_of(file.tensors);
+  if (actual != crc) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "tensor data is corrupt (CRC-32 0x%08X, the header says 0x%08X)", actual,
+                  crc);
+    fail(path, buf);
+  }
+
+  for (auto& [name, t] : file.tensors) {
+    if (starts_with(name, kSections[0])) {
+      state.model.emplace_back(name.substr(6), t);
+    } else if (starts_with(name, kSections[1])) {
+      state.optimizer.emplace_back(name.substr(10), t);
+    } else if (starts_with(name, kSections[2])) {
+      state.extra.emplace_back(name.substr(6), t);
+    } else {
+      fail(path, str_cat("tensor '", name, "' is in no section (model/, optimizer/ or extra/)"));
+    }
+  }
+  return state;
+}
+
+std::string latest_checkpoint(const std::string& dir, std::vector<std::string>* skipped) {
+  auto candidates = list_checkpoints(dir);
+  for (auto it = candidates.rbegin(); it != candidates.rend(); ++it) {
+    try {
+      load_checkpoint(it->path);
+      return it->path;
+    } catch (const Error& e) {
+      if (skipped) skipped->push_back(e.what());
+    }
+  }
+  return "";
+}
+
+std::string resolve_checkpoint(const std::string& dir_or_file) {
+  std::error_code ec;
+  if (fs::is_directory(dir_or_file, ec)) {
+    std::vector<std::string> skipped;
+    const std::string latest = latest_checkpoint(dir_or_file, &skipped);
+    if (latest.empty()) {
+      throw IOError(str_cat("no valid checkpoint in '", dir_or_file, "'",
+                            skipped.empty()
+                                ? std::string(" (no checkpoint-<step>.safetensors files)")
+                                : str_cat(": ", skipped.size(), " rejected, newest: ", skipped.front()),
+                            "; check the directory or start without --resume"));
+    }
+    return latest;
+  }
+  if (!fs::exists(dir_or_file, ec)) {
+    throw IOError(
+        str_cat("checkpoint '", dir_or_file, "': no such file or directory; check the --resume path"));
+  }
+  return dir_or_file;
+}
+
+void capture_model(Module& model, const std::string& model_name, CheckpointState& state) {
+  state.model.clear();
+  for (const auto& [name, t] : model.state_dict()) {
+    state.model.emplace_back(name, t.is_cuda() ? t.to(Device::cpu()) : t.detach().clone());
+  }
+  state.model_name = model_name;
+  std::vector<std::pair<std::string, Generator*>> gens;
+  collect_generators(model, "", gens);
+  for (const auto& [name, g] : gens) state.generators[name] = {g->seed(), g->offset()};
+}
+
+void restore_model(const CheckpointState& state, const std::string& model_name, Module& model) {
+  if (!state.model_name.empty() && !model_name.empty() && state.model_name != model_name) {
+    throw ValueError(str_cat(who(state.path), " holds a ", state.model_name, " model, but this run builds ",
+                             model_name, "; pass --model ", state.model_name, " or a checkpoint of ",
+                             model_name));
+  }
+  std::unordered_map<std::string, const Tensor*> given;
+  for (const auto& [name, t] : state.model) given.emplace(name, &t);
+  std::vector<std::string> missing, unexpected, mismatched;
+  std::set<std::string> known;
+  for (const auto& [name, t] : model.state_dict()) {
+    known.insert(name);
+    const auto it = given.find(name);
+    if (it == given.end()) {
+      missing.push_back(name);
+    } else if (it->second->shape() != t.shape()) {
+      mismatched.push_back(str_cat(name, " ", shape_str(it->second->shape()), " vs ", shape_str(t.shape())));
+    }
+  }
+  for (const auto& entry : state.model) {
+    if (!known.count(entry.first)) unexpected.push_back(entry.first);
+  }
+  std::vector<std::pair<std::string, Generator*>> gens;
+  collect_generators(model, "", gens);
+  std::vector<std::string> missing_gens;
+  for (const auto& [name, g] : gens) {
+    if (!state.generators.count(name)) missing_gens.push_back(name);
+  }
+  if (!missing.empty() || !unexpected.empty() || !mismatched.empty() || !missing_gens.empty()) {
+    std::string what = str_cat(who(state.path), " does not match the model");
+    if (!state.model_name.empty()) what += str_cat(" (it holds a ", state.model_name, ")");
+    what += ":";
+    if (!missing.empty()) what += str_cat(" missing ", missing.size(), " key(s): ", list(missing), ";");
+    if (!unexpected.empty())
+      what += str_cat(" unexpected ", unexpected.size(), " key(s): ", list(unexpected), ";");
+    if (!mismatched.empty())
+      what += str_cat(" shape mismatch (checkpoint vs model) for ", list(mismatched), ";");
+    if (!missing_gens.empty()) what += str_cat(" no generator state for ", list(missing_gens), ";");
+    throw ValueError(what + " was it written for another --model or data set?");
+  }
+  model.load_state_dict(state.model, true);
+  for (const auto& [name, g] : gens) {
+    const GeneratorState& s = state.generators.at(name);
+    g->set_state(s.seed, s.offset);
+  }
+}
+
+void capture_optimizer(const Optimizer& optimizer, CheckpointState& state) {
+  state.optimizer.clear();
+  for (const auto& [name, t] : optimizer.named_state()) {
+    state.optimizer.emplace_back(name, t.is_cuda() ? t.to(Device::cpu()) : t.detach().clone());
+  }
+  state.lr = optimizer.lr();
+}
+
+void restore_optimizer(const CheckpointState& state, Optimizer& optimizer) {
+  const NamedTensors own = optimizer.named_state();
+  std::unordered_map<std::string, const Tensor*> given;
+  for (const auto& [name, t] : state.optimizer) given.emplace(name, &t);
+  std::vector<std::string> missing, unexpected, mismatched;
+  std::set<std::string> known;
+  for (const auto& [name, t] : own) {
+    known.insert(name);
+    const auto it = given.find(name);
+    if (it == given.end()) {
+      missing.push_back(name);
+    } else if (it->second->shape() != t.shape()) {
+      mismatched.push_back(str_cat(name, " ", shape_str(it->second->shape()), " vs ", shape_str(t.shape())));
+    }
+  }
+  for (const auto& entry : state.optimizer) {
+    if (!known.count(entry.first)) unexpected.push_back(entry.first);
+  }
+  if (!missing.empty() || !unexpected.empty() || !mismatched.empty()) {
+    std::string what = str_cat(who(state.path), ": the optimizer state does not match the optimizer:");
+    if (!missing.empty()) what += str_cat(" missing ", missing.size(), " key(s): ", list(missing), ";");
+    if (!unexpected.empty())
+      what += str_cat(" unexpected ", unexpected.size(), " key(s): ", list(unexpected), ";");
+    if (!mismatched.empty())
+      what += str_cat(" shape mismatch (checkpoint vs optimizer) for ", list(mismatched), ";");
+    throw ValueError(what + " was it written with another --optimizer or model?");
+  }
+  for (const auto& [name, t] : own) t.copy_(*given.at(name));
+  optimizer.set_lr(state.lr);
+}
+
+CheckpointManager::CheckpointManager(std::string dir, int64_t keep_last)
+    : dir_(std::move(dir)), keep_last_(keep_last) {
+  LIFTOFF_CHECK(keep_last >= 0, ValueError, "CheckpointManager: keep_last must be >= 0 (0: keep all), got ",
+                keep_last);
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec || !fs::is_directory(dir_)) {
+    throw IOError(str_cat("checkpoint directory '", dir_, "': cannot create it",
+                          ec ? ": " + ec.message() : std::string(" (a file has that name)"),
+                          "; pick another --checkpoint-dir"));
+  }
+  // A writer killed mid-save leaves "<name>.safetensors.tmp-<pid>"; it was never a checkpoint.
+  for (const auto& entry : fs::directory_iterator(dir_, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (starts_with(name, "checkpoint-") && name.find(".safetensors.tmp-") != std::string::npos) {
+      fs::remove(entry.path(), ec);
+    }
+  }
+}
+
+std::string CheckpointManager::file_name(int64_t step) {
+  LIFTOFF_CHECK(step >= 0, ValueError, "checkpoint step must be >= 0, got ", step);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "checkpoint-%012lld.safetensors", static_cast<long long>(step));
+  return buf;
+}
+
+std::string CheckpointManager::save(const CheckpointState& state) {
+  const std::string path = (fs::path(dir_) / file_name(state.step)).string();
+  save_checkpoint(path, state);
+  prune(path);
+  return path;
+}
+
+void CheckpointManager::prune(const std::string& just_saved) const {
+  if (keep_last_ == 0) return;
+  auto files = list_checkpoints(dir_);
+  // The file just written always stays, even when older-numbered files exist beside it (a resumed run).
+  int64_t keep = keep_last_;
+  if (!just_saved.empty()) {
+    const auto it = std::find_if(files.begin(), files.end(), [&](const Candidate& c) {
+      std::error_code ec;
+      return fs::equivalent(c.path, just_saved, ec);
+    });
+    if (it != files.end()) {
+      files.erase(it);
+      --keep;
+    }
+  }
+  const auto excess = static_cast<int64_t>(files.size()) - keep;
+  for (int64_t i = 0; i < excess; ++i) {
+    const std::string& victim = files[static_cast<size_t>(i)].path;
+    std::error_code ec;
+    fs::remove(victim, ec);
+    if (ec) {
+      throw IOError(str_cat("cannot delete old checkpoint '", victim, "': ", ec.message(),
+                            "; check the permissions of the checkpoint directory"));
+    }
+  }
+}
+
+}  // namespace liftoff

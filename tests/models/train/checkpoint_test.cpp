@@ -1,0 +1,701 @@
+#include "models/train/checkpoint.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/nn/layers.h"
+#include "models/train/safetensors.h"
+#include "ops/cross_entropy/cross_entropy.h"
+
+namespace liftoff {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = fs::temp_directory_path() / ("liftoff_ckpt_test_" + std::to_string(::getpid()) + "_" +
+                                         info->test_suite_name() + "_" + info->name());
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  std::string str() const { return path_.string(); }
+
+ private:
+  fs::path path_;
+};
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void write_all(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// A safetensors file from a raw JSON header and a data section.
+std::string raw_file(const std::string& header, const std::string& data, uint64_t declared_len = UINT64_MAX) {
+  const uint64_t len = declared_len == UINT64_MAX ? header.size() : declared_len;
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = static_cast<char>((len >> (8 * i)) & 0xFF);
+  return out + header + data;
+}
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  const Tensor ca = a.contiguous(), cb = b.contiguous();
+  return std::memcmp(ca.raw_data(), cb.raw_data(), ca.nbytes()) == 0;
+}
+
+void expect_same(const NamedTensors& a, const NamedTensors& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_TRUE(same_bytes(a[i].second, b[i].second)) << a[i].first;
+  }
+}
+
+// Expects `fn` to throw E whose message names `file` and contains `fragment`, on one line.
+template <class E, class F>
+void expect_error(F&& fn, const std::string& file, const std::string& fragment) {
+  try {
+    fn();
+    ADD_FAILURE() << "no exception; expected one mentioning '" << fragment << "'";
+  } catch (const E& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(file), std::string::npos) << what;
+    EXPECT_NE(what.find(fragment), std::string::npos) << what << "\n  expected fragment: " << fragment;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+}
+
+// ---- safetensors: round trip and layout
+// ---------------------------------------------------------------------
+
+TEST(Safetensors, RoundTripEveryDtypeAndShape) {
+  TempDir dir;
+  Generator gen(3);
+  NamedTensors tensors{
+      {"f32", randn({2, 3}, gen)},
+      {"f64", randn({4}, gen, 0, 1, DType::f64)},
+      {"f16", randn({3, 1}, gen).to(DType::f16)},
+      {"bf16", randn({5}, gen).to(DType::bf16)},
+      {"i64", Tensor::from_vector<int64_t>({-1, 1LL << 40, 7}, {3})},
+      {"i32", Tensor::from_vector<int32_t>({-5, 6}, {1, 2})},
+      {"u8", Tensor::from_vector<uint8_t>({0, 255, 9}, {3})},
+      {"scalar", Tensor::full({}, 2.5)},
+      {"empty", Tensor::zeros({0, 3})},
+      {"strided", randn({3, 4}, gen).permute({1, 0})},
+  };
+  const std::map<std::string, std::string> meta{{"note", "caf\xc3\xa9"}, {"k", ""}};
+  const std::string path = dir.file("t.safetensors");
+  write_safetensors(path, tensors, meta);
+  const SafetensorsFile f = read_safetensors(path);
+  expect_same(f.tensors, tensors);
+  EXPECT_EQ(f.metadata, meta);
+  EXPECT_FALSE(fs::exists(path + ".tmp-" + std::to_string(::getpid())));
+  // The same bytes from memory.
+  const std::string bytes = read_all(path);
+  EXPECT_EQ(bytes, safetensors_bytes(tensors, meta));
+  expect_same(parse_safetensors(bytes.data(), bytes.size(), "mem").tensors, tensors);
+}
+
+TEST(Safetensors, LayoutIsWhatPythonExpects) {
+  const std::string bytes = safetensors_bytes({{"a", Tensor::from_vector<float>({1.0f, 2.0f}, {2})},
+                                               {"b", Tensor::from_vector<uint8_t>({7}, {1, 1})}},
+                                              {{"m", "v"}});
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  ASSERT_EQ((8 + n) % 8, 0u);  // data 8-byte aligned, header padded with spaces
+  ASSERT_EQ(bytes.size(), 8 + n + 9);
+  std::string header = bytes.substr(8, n);
+  header.erase(header.find_last_not_of(' ') + 1);
+  EXPECT_EQ(header, R"({"__metadata__":{"m":"v"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                    R"("b":{"dtype":"U8","shape":[1,1],"data_offsets":[8,9]}})");
+  float two[2];
+  std::memcpy(two, bytes.data() + 8 + n, 8);
+  EXPECT_EQ(two[0], 1.0f);
+  EXPECT_EQ(two[1], 2.0f);
+  EXPECT_EQ(static_cast<uint8_t>(bytes.back()), 7);
+}
+
+TEST(Safetensors, ReadsFilesOrderedLikePythonWrites) {
+  // Python may order tensors differently from the header and pads nothing: offsets decide the order.
+  const std::string data = std::string("\x01\x02", 2) + std::string("\0\0\x80\x3f", 4);
+  const std::string file = raw_file(
+      R"({"x":{"dtype":"F32","shape":[],"data_offsets":[2,6]},"y":{"shape":[2],"dtype":"U8","data_offsets":[0,2]}})",
+      data);
+  const SafetensorsFile f = parse_safetensors(file.data(), file.size(), "mem");
+  ASSERT_EQ(f.tensors.size(), 2u);
+  EXPECT_EQ(f.tensors[0].first, "y");
+  EXPECT_EQ(f.tensors[1].first, "x");
+  EXPECT_EQ(f.tensors[1].second.item(), 1.0);
+  EXPECT_TRUE(f.metadata.empty());
+}
+
+TEST(Safetensors, WriterRejectsBadNames) {
+  TempDir dir;
+  const Tensor t = Tensor::zeros({1});
+  EXPECT_THROW(write_safetensors(dir.file("a"), {{"", t}}), ValueError);
+  EXPECT_THROW(write_safetensors(dir.file("a"), {{"__metadata__", t}}), ValueError);
+  EXPECT_THROW(write_safetensors(dir.file("a"), {{"x", t}, {"x", t}}), ValueError);
+  EXPECT_THROW(write_safetensors(dir.file("a"), {{"bad\xff", t}}), ValueError);
+  EXPECT_FALSE(fs::exists(dir.file("a")));
+}
+
+TEST(Safetensors, WriteIntoMissingDirectoryFailsCleanly) {
+  TempDir dir;
+  const std::string path = dir.file("missing/x.safetensors");
+  expect_error<IOError>(
+      [&] {
+        write_safetensors(path, {{"x", Tensor::zeros({1})}});
+      },
+      path, "cannot create the temporary file");
+}
+
+// ---- safetensors: bad files, one test per problem
+// -----------------------------------------------------------
+
+class BadSafetensors : public ::testing::Test {
+ protected:
+  // Writes `bytes` and expects read_safetensors to throw an IOError naming the file and `fragment`.
+  void expect_rejected(const std::string& bytes, const std::string& fragment) {
+    const std::string path = dir_.file("bad.safetensors");
+    write_all(path, bytes);
+    expect_error<IOError>([&] { read_safetensors(path); }, path, fragment);
+    // The in-memory parser agrees.
+    expect_error<IOError>([&] { parse_safetensors(bytes.data(), bytes.size(), "mem.safetensors"); },
+                          "mem.safetensors", fragment);
+  }
+  // One F32 tensor "w" with the given entry fields.
+  void expect_entry_rejected(const std::string& entry, const std::string& data, const std::string& fragment) {
+    expect_rejected(raw_file(R"({"w":)" + entry + "}", data), fragment);
+  }
+  TempDir dir_;
+};
+
+TEST_F(BadSafetensors, EmptyFile) {
+  expect_rejected("", "too short: 0 bytes");
+}
+TEST_F(BadSafetensors, ShorterThanTheLengthField) {
+  expect_rejected(std::string("\x10\0\0", 3), "too short: 3 bytes");
+}
+TEST_F(BadSafetensors, HeaderLengthPastEndOfFile) {
+  expect_rejected(raw_file("{}", "", 4096), "header length 4096 runs past the end of the file");
+}
+TEST_F(BadSafetensors, HeaderLengthAboveCap) {
+  expect_rejected(raw_file("{}", "", 1ULL << 62), "exceeds the limit of 100000000 bytes");
+}
+TEST_F(BadSafetensors, HeaderLengthAboveCustomCap) {
+  const std::string bytes = raw_file(R"({"__metadata__":{"a":"b"}})", "");
+  expect_error<IOError>([&] { parse_safetensors(bytes.data(), bytes.size(), "m", SafetensorsLimits{10}); },
+                        "m", "exceeds the limit of 10 bytes");
+}
+TEST_F(BadSafetensors, HeaderNotAnObject) {
+  expect_rejected(raw_file("[1,2]", ""), "does not start with '{'");
+}
+TEST_F(BadSafetensors, HeaderNotJson) {
+  expect_rejected(raw_file(R"({"w": {"dtype": "F32",)", ""), "header is not valid JSON");
+}
+TEST_F(BadSafetensors, HeaderWithTrailingGarbage) {
+  expect_rejected(raw_file("{} x", ""), "header is not valid JSON");
+}
+TEST_F(BadSafetensors, HeaderInvalidUtf8) {
+  expect_rejected(raw_file("{\"\xff\xfe\":{}}", ""), "header is not valid JSON");
+}
+TEST_F(BadSafetensors, DuplicateTensorName) {
+  const std::string e = R"({"dtype":"U8","shape":[1],"data_offsets":[0,1]})";
+  expect_rejected(raw_file(R"({"w":)" + e + R"(,"w":)" + e + "}", "a"), "the name 'w' appears twice");
+}
+TEST_F(BadSafetensors, MetadataNotAnObject) {
+  expect_rejected(raw_file(R"({"__metadata__":[1]})", ""), "__metadata__ must be an object");
+}
+TEST_F(BadSafetensors, MetadataValueNotAString) {
+  expect_rejected(raw_file(R"({"__metadata__":{"epoch":3}})", ""), "key 'epoch' holds a number");
+}
+TEST_F(BadSafetensors, EntryNotAnObject) {
+  expect_rejected(raw_file(R"({"w":5})", ""), "expected an object");
+}
+TEST_F(BadSafetensors, MissingField) {
+  expect_entry_rejected(R"({"dtype":"U8","shape":[1]})", "a", "missing field 'data_offsets'");
+}
+TEST_F(BadSafetensors, UnexpectedField) {
+  expect_entry_rejected(R"({"dtype":"U8","shape":[1],"data_offsets":[0,1],"x":1})", "a",
+                        "unexpected field 'x'");
+}
+TEST_F(BadSafetensors, UnknownDtype) {
+  expect_entry_rejected(R"({"dtype":"I8","shape":[1],"data_offsets":[0,1]})", "a", "unsupported dtype 'I8'");
+}
+TEST_F(BadSafetensors, DtypeNotAString) {
+  expect_entry_rejected(R"({"dtype":4,"shape":[1],"data_offsets":[0,1]})", "a", "dtype must be a string");
+}
+TEST_F(BadSafetensors, ShapeNotAnArray) {
+  expect_entry_rejected(R"({"dtype":"U8","shape":1,"data_offsets":[0,1]})", "a", "shape must be an array");
+}
+TEST_F(BadSafetensors, NegativeDimension) {
+  expect_entry_rejected(R"({"dtype":"U8","shape":[-1],"data_offsets":[0,1]})", "a",
+                        "shape [-1] has a dimension that is not an integer in [0, 2^63)");
+}
+TEST_F(BadSafetensors, FractionalDimension) {
+  expect_entry_rejected(R"({"dtype":"U8","shape":[1.5],"data_offsets":[0,1]})", "a", "not an integer");
+}
+TEST_F(BadSafetensors, DimensionBeyondInt64) {
+  expect_entry_rejected(R"({"dtype":"U8","shape":[18446744073709551615],"data_offsets":[0,1]})", "a",
+                        "not an integer in [0, 2^63)");
+}
+TEST_F(BadSafetensors, ShapeProductOverflows) {
+  expect_entry_rejected(R"({"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]})", "abcd",
+                        "overflows 64-bit sizes");
+}
+TEST_F(BadSafetensors, ShapeBytesOverflowWithElementSize) {
+  // 2^62 elements fit in int64, 2^62 * 4 bytes do not.
+  expect_entry_rejected(R"({"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,4]})", "abcd",
+                        "overflows 64-bit sizes");
+}
+TEST_F(BadSafetensors, TooManyDimensions) {
+  std::string shape = "[1";
+  for (int i = 0; i < 64; ++i) shape += ",1";
+  expect_entry_rejected(R"({"dtype":"U8","shape":)" + shape + R"(],"data_offsets":[0,1]})", "a",
+                        "shape has 65 dimensions");
+}
+TEST_F(BadSafetensors, ShapeDisagreesWithByteSize) {
+  expect_entry_rejected(R"({"dtype":"F32","shape":[2,3],"data_offsets":[0,20]})", std::string(20, 'x'),
+                        "shape [2, 3] of F32 needs 24 bytes, data_offsets [0, 20] hold 20");
+}
+TEST_F(BadSafetensors, OffsetsPastEnd) {
+  expect_entry_rejected(R"({"dtype":"U8","shape":[8],"data_offsets":[0,8]})", "abc",
+                        "data_offsets [0, 8] run past the end of the data (3 bytes after the header)");
+}
+TEST_F(BadSafetensors, OffsetsReversed) {
+  expect_entry_rejected(R"({"dtype":"U8","shape":[0],"data_offsets":[3,1]})", "abc", "end before they begin");
+}
+TEST_F(BadSafetensors, OffsetsMalformed) {
+  expect_entry_rejected(R"({"dtype":"U8","shape":[1],"data_offsets":[0]})", "a",
+                        "data_offsets must be [begin, end]");
+  expect_entry_rejected(R"({"dtype":"U8","shape":[1],"data_offsets":[-1,0]})", "a", "data_offsets must be");
+}
+TEST_F(BadSafetensors, OverlappingTensors) {
+  expect_rejected(raw_file(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},)"
+                           R"("b":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}})",
+                           "abc"),
+                  "tensor 'b' (bytes 1..3) overlaps tensor 'a' (bytes 0..2)");
+}
+TEST_F(BadSafetensors, GapBetweenTensors) {
+  expect_rejected(raw_file(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},)"
+                           R"("b":{"dtype":"U8","shape":[1],"data_offsets":[2,3]}})",
+                           "abc"),
+                  "bytes 1..2 of the data belong to no tensor");
+}
+TEST_F(BadSafetensors, TrailingBytesAfterLastTensor) {
+  expect_entry_rejected(R"({"dtype":"U8","shape":[1],"data_offsets":[0,1]})", "abc",
+                        "2 bytes after the last tensor belong to no tensor");
+}
+TEST_F(BadSafetensors, NamesAreSanitisedInMessages) {
+  const std::string path = dir_.file("bad.safetensors");
+  write_all(path, raw_file("{\"a\\nb\":{\"dtype\":\"Q\",\"shape\":[],\"data_offsets\":[0,0]}}", ""));
+  expect_error<IOError>([&] { read_safetensors(path); }, path, "tensor 'a\\x0Ab'");
+}
+TEST_F(BadSafetensors, MissingFileAndDirectory) {
+  const std::string missing = dir_.file("nope.safetensors");
+  expect_error<IOError>([&] { read_safetensors(missing); }, missing, "no such file");
+  expect_error<IOError>([&] { read_safetensors(dir_.str()); }, dir_.str(), "is a directory");
+}
+
+// ---- checkpoints
+// ---------------------------------------------------------------------------------------------
+
+// conv + batch norm (buffers) + dropout (a Generator) + linear, on 1x6x6 inputs.
+std::shared_ptr<Sequential> small_model(uint64_t seed) {
+  Generator gen(seed);
+  auto m = std::make_shared<Sequential>();
+  m->push_back(std::make_shared<Conv2d>(1, 3, 3, 1, 1, true, gen));
+  m->push_back(std::make_shared<BatchNorm2d>(3));
+  m->push_back(std::make_shared<ReLU>());
+  m->push_back(std::make_shared<Flatten>());
+  m->push_back(std::make_shared<Dropout>(0.3, seed + 100));
+  m->push_back(std::make_shared<Linear>(3 * 6 * 6, 4, true, gen));
+  return m;
+}
+
+struct TinyBatch {
+  Tensor x, y;
+};
+TinyBatch batch(uint64_t seed) {
+  Generator gen(seed);
+  return {randn({5, 1, 6, 6}, gen), Tensor::from_vector<int64_t>({0, 1, 2, 3, 1}, {5})};
+}
+
+void train_step(Module& m, Optimizer& opt, const TinyBatch& b) {
+  opt.zero_grad();
+  cross_entropy(m.forward(b.x), b.y).backward();
+  opt.step();
+}
+
+Dropout& dropout_of(Sequential& m) {
+  return dynamic_cast<Dropout&>(m[4]);
+}
+
+// Trains a few steps, checkpoints, restores into freshly built objects with other seeds, and checks that the
+// next step is bit-identical: everything an exact resume needs is in the file.
+template <class MakeOpt>
+void exact_resume(const MakeOpt& make_opt) {
+  TempDir dir;
+  auto a = small_model(1);
+  auto opt_a = make_opt(*a);
+  for (uint64_t s = 0; s < 3; ++s) train_step(*a, *opt_a, batch(s));
+  opt_a->set_lr(opt_a->lr() / 3);  // a non-round lr must survive the decimal round trip
+
+  CheckpointState state;
+  capture_model(*a, "small", state);
+  capture_optimizer(*opt_a, state);
+  state.epoch = 2;
+  state.step = 3;
+  state.batches_into_epoch = 1;
+  state.generators["trainer.shuffle"] = {UINT64_MAX, 12345};
+  state.metadata["config"] = R"({"lr":0.1})";
+  const std::string path = dir.file(CheckpointManager::file_name(3));
+  save_checkpoint(path, state);
+
+  const CheckpointState loaded = load_checkpoint(path);
+  EXPECT_EQ(loaded.path, path);
+  EXPECT_EQ(loaded.model_name, "small");
+  EXPECT_EQ(loaded.epoch, 2);
+  EXPECT_EQ(loaded.step, 3);
+  EXPECT_EQ(loaded.batches_into_epoch, 1);
+  EXPECT_EQ(loaded.lr, opt_a->lr());
+  EXPECT_EQ(loaded.metadata, state.metadata);
+  ASSERT_EQ(loaded.generators.size(), 2u);
+  EXPECT_EQ(loaded.generators.at("trainer.shuffle").seed, UINT64_MAX);
+  EXPECT_EQ(loaded.generators.at("trainer.shuffle").offset, 12345u);
+  EXPECT_EQ(loaded.generators.at("module:4").seed, dropout_of(*a).generator().seed());
+  EXPECT_EQ(loaded.generators.at("module:4").offset, dropout_of(*a).generator().offset());
+  EXPECT_GT(loaded.generators.at("module:4").offset, 0u);
+  expect_same(loaded.model, a->state_dict());
+  expect_same(loaded.optimizer, opt_a->named_state());
+
+  auto b = small_model(99);
+  auto opt_b = make_opt(*b);
+  restore_model(loaded, "small", *b);
+  restore_optimizer(loaded, *opt_b);
+  EXPECT_EQ(opt_b->lr(), opt_a->lr());
+  const TinyBatch next = batch(7);
+  train_step(*a, *opt_a, next);
+  train_step(*b, *opt_b, next);
+  expect_same(b->state_dict(), a->state_dict());
+  expect_same(opt_b->named_state(), opt_a->named_state());
+  EXPECT_EQ(dropout_of(*b).generator().offset(), dropout_of(*a).generator().offset());
+}
+
+TEST(Checkpoint, ExactResumeWithSgdMomentum) {
+  exact_resume([](Module& m) { return std::make_unique<SGD>(m.parameters(), 0.1, 0.9, 5e-4, true); });
+}
+
+TEST(Checkpoint, ExactResumeWithAdamW) {
+  exact_resume([](Module& m) { return std::make_unique<AdamW>(m.parameters(), 1e-2); });
+}
+
+TEST(Checkpoint, FileIsPlainSafetensorsWithSections) {
+  TempDir dir;
+  auto m = small_model(1);
+  SGD opt(m->parameters(), 0.1, 0.9);
+  CheckpointState state;
+  capture_model(*m, "small", state);
+  capture_optimizer(opt, state);
+  state.extra.emplace_back("note", Tensor::from_vector<int64_t>({42}, {1}));
+  const std::string path = dir.file("c.safetensors");
+  save_checkpoint(path, state);
+  const SafetensorsFile f = read_safetensors(path);
+  EXPECT_EQ(f.tensors.front().first, "model/0.weight");
+  EXPECT_EQ(f.tensors.back().first, "extra/note");
+  EXPECT_EQ(f.metadata.at("liftoff.format"), kCheckpointFormat);
+  EXPECT_EQ(f.metadata.at("liftoff.model"), "small");
+  EXPECT_EQ(load_checkpoint(path).extra.at(0).second.to_vector<int64_t>(), std::vector<int64_t>{42});
+}
+
+TEST(Checkpoint, RejectsReservedMetadataAndBadGeneratorNames) {
+  TempDir dir;
+  CheckpointState state;
+  state.metadata["liftoff.step"] = "1";
+  EXPECT_THROW(save_checkpoint(dir.file("a.safetensors"), state), ValueError);
+  state.metadata.clear();
+  state.generators["has space"] = {};
+  EXPECT_THROW(save_checkpoint(dir.file("a.safetensors"), state), ValueError);
+  EXPECT_FALSE(fs::exists(dir.file("a.safetensors")));
+}
+
+// Writes a checkpoint of the small model with a modified metadata map (bypassing save_checkpoint's checks).
+std::string checkpoint_with_metadata(const TempDir& dir, const std::function<void(SafetensorsFile&)>& edit) {
+  const std::string good = dir.file("good.safetensors");
+  CheckpointState state;
+  capture_model(*small_model(1), "small", state);
+  save_checkpoint(good, state);
+  SafetensorsFile f = read_safetensors(good);
+  edit(f);
+  const std::string path = dir.file("edited.safetensors");
+  write_safetensors(path, f.tensors, f.metadata);
+  return path;
+}
+
+TEST(BadCheckpoint, NotALiftoffCheckpoint) {
+  TempDir dir;
+  const std::string path = dir.file("plain.safetensors");
+  write_safetensors(path, {{"w", Tensor::zeros({2})}});
+  expect_error<IOError>([&] { load_checkpoint(path); }, path, "is not a Liftoff checkpoint");
+}
+
+TEST(BadCheckpoint, OtherFormatVersion) {
+  TempDir dir;
+  const auto path =
+      checkpoint_with_metadata(dir, [](SafetensorsFile& f) { f.metadata["liftoff.format"] = "x-9"; });
+  expect_error<IOError>([&] { load_checkpoint(path); }, path, "format 'x-9' is not the one this build reads");
+}
+
+TEST(BadCheckpoint, BadCounter) {
+  TempDir dir;
+  const auto path =
+      checkpoint_with_metadata(dir, [](SafetensorsFile& f) { f.metadata["liftoff.step"] = "-3"; });
+  expect_error<IOError>([&] { load_checkpoint(path); }, path,
+                        "metadata 'liftoff.step' = '-3' is not an integer");
+  const auto path2 =
+      checkpoint_with_metadata(dir, [](SafetensorsFile& f) { f.metadata.erase("liftoff.epoch"); });
+  expect_error<IOError>([&] { load_checkpoint(path2); }, path2, "metadata 'liftoff.epoch' is missing");
+}
+
+TEST(BadCheckpoint, BadGeneratorState) {
+  TempDir dir;
+  const auto path =
+      checkpoint_with_metadata(dir, [](SafetensorsFile& f) { f.metadata["liftoff.rng.module:4"] = "12"; });
+  expect_error<IOError>([&] { load_checkpoint(path); }, path, "is not a generator state");
+}
+
+TEST(BadCheckpoint, BadLearningRate) {
+  TempDir dir;
+  const auto path =
+      checkpoint_with_metadata(dir, [](SafetensorsFile& f) { f.metadata["liftoff.lr"] = "nan"; });
+  expect_error<IOError>([&] { load_checkpoint(path); }, path, "is not a learning rate");
+}
+
+TEST(BadCheckpoint, UnknownReservedKey) {
+  TempDir dir;
+  const auto path =
+      checkpoint_with_metadata(dir, [](SafetensorsFile& f) { f.metadata["liftoff.future"] = "1"; });
+  expect_error<IOError>([&] { load_checkpoint(path); }, path, "unknown metadata key 'liftoff.future'");
+}
+
+TEST(BadCheckpoint, TensorOutsideSections) {
+  TempDir dir;
+  const auto path = checkpoint_with_metadata(dir, [](SafetensorsFile& f) {
+    f.tensors.emplace_back("stray", Tensor::zeros({0}));  // 0 bytes: the CRC stays right
+  });
+  expect_error<IOError>([&] { load_checkpoint(path); }, path, "tensor 'stray' is in no section");
+}
+
+TEST(BadCheckpoint, FlippedDataByteFailsTheCrc) {
+  TempDir dir;
+  const std::string path = dir.file("c.safetensors");
+  CheckpointState state;
+  capture_model(*small_model(1), "small", state);
+  save_checkpoint(path, state);
+  std::string bytes = read_all(path);
+  bytes[bytes.size() - 3] = static_cast<char>(bytes[bytes.size() - 3] ^ 0x10);
+  write_all(path, bytes);
+  expect_error<IOError>([&] { load_checkpoint(path); }, path, "tensor data is corrupt (CRC-32");
+}
+
+TEST(BadCheckpoint, TruncatedFile) {
+  TempDir dir;
+  const std::string path = dir.file("c.safetensors");
+  CheckpointState state;
+  capture_model(*small_model(1), "small", state);
+  save_checkpoint(path, state);
+  fs::resize_file(path, fs::file_size(path) - 100);
+  expect_error<IOError>([&] { load_checkpoint(path); }, path, "run past the end of the data");
+  fs::resize_file(path, 20);
+  expect_error<IOError>([&] { load_checkpoint(path); }, path, "runs past the end of the file");
+}
+
+class RestoreMismatch : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    capture_model(*small_model(1), "small", state_);
+    SGD opt(small_model(1)->parameters(), 0.1, 0.9);
+    capture_optimizer(opt, state_);
+    state_.path = "/ckpt/checkpoint-000000000007.safetensors";
+  }
+  // Expects restore_model to throw ValueError naming the file and `fragment`, leaving the model untouched.
+  void expect_model_rejected(const std::string& name, const std::string& fragment) {
+    auto m = small_model(5);
+    const StateDict before = small_model(5)->state_dict();
+    expect_error<ValueError>([&] { restore_model(state_, name, *m); }, state_.path, fragment);
+    expect_same(m->state_dict(), before);
+  }
+  CheckpointState state_;
+};
+
+TEST_F(RestoreMismatch, CheckpointOfAnotherModel) {
+  expect_model_rejected(
+      "resnet20",
+      "holds a small model, but this run builds resnet20; pass --model small or a checkpoint of "
+      "resnet20");
+}
+TEST_F(RestoreMismatch, MissingKeys) {
+  state_.model.erase(state_.model.begin());
+  expect_model_rejected("small", "missing 1 key(s): 0.weight");
+}
+TEST_F(RestoreMismatch, UnexpectedKeys) {
+  state_.model.emplace_back("head.weight", Tensor::zeros({1}));
+  expect_model_rejected("small", "unexpected 1 key(s): head.weight");
+}
+TEST_F(RestoreMismatch, ShapeMismatch) {
+  state_.model[0].second = Tensor::zeros({3, 1, 5, 5});
+  expect_model_rejected("small",
+                        "shape mismatch (checkpoint vs model) for 0.weight [3, 1, 5, 5] vs [3, 1, 3, 3]");
+}
+TEST_F(RestoreMismatch, MissingDropoutGenerator) {
+  state_.generators.clear();
+  expect_model_rejected("small", "no generator state for module:4");
+}
+TEST_F(RestoreMismatch, OptimizerOfAnotherKind) {
+  auto m = small_model(1);
+  AdamW adamw(m->parameters());
+  expect_error<ValueError>(
+      [&] { restore_optimizer(state_, adamw); }, state_.path,
+      "missing 18 key(s): exp_avg.0, exp_avg_sq.0, step.0, exp_avg.1, exp_avg_sq.1 and 13 more; "
+      "unexpected 6 key(s)");
+}
+TEST_F(RestoreMismatch, OptimizerShapeMismatch) {
+  state_.optimizer[1].second = Tensor::zeros({7});
+  auto m = small_model(1);
+  SGD opt(m->parameters(), 0.1, 0.9);
+  expect_error<ValueError>([&] { restore_optimizer(state_, opt); }, state_.path,
+                           "shape mismatch (checkpoint vs optimizer) for momentum_buffer.1 [7] vs [3]");
+}
+
+// ---- directories: atomicity, latest valid, pruning
+// -----------------------------------------------------------
+
+CheckpointState state_at(int64_t step) {
+  CheckpointState s;
+  s.step = step;
+  s.model.emplace_back("w", Tensor::full({64}, static_cast<double>(step)));
+  return s;
+}
+
+TEST(CheckpointDir, TornTempFileIsIgnored) {
+  TempDir dir;
+  CheckpointManager manager(dir.str(), 0);
+  const std::string good = manager.save(state_at(10));
+  // A writer killed mid-save at step 20: half a file under the temporary name.
+  const std::string full = dir.file("full.bin");
+  save_checkpoint(full, state_at(20));
+  const std::string bytes = read_all(full);
+  fs::remove(full);
+  const std::string torn = dir.file(CheckpointManager::file_name(20) + ".tmp-4242");
+  write_all(torn, bytes.substr(0, bytes.size() / 2));
+  std::vector<std::string> skipped;
+  EXPECT_EQ(latest_checkpoint(dir.str(), &skipped), good);
+  EXPECT_TRUE(skipped.empty());
+  EXPECT_EQ(resolve_checkpoint(dir.str()), good);
+  EXPECT_EQ(load_checkpoint(resolve_checkpoint(dir.str())).step, 10);
+  // The next run's manager clears the leftover.
+  CheckpointManager next(dir.str(), 0);
+  EXPECT_FALSE(fs::exists(torn));
+  EXPECT_TRUE(fs::exists(good));
+}
+
+TEST(CheckpointDir, TruncatedLatestIsSkipped) {
+  TempDir dir;
+  CheckpointManager manager(dir.str(), 0);
+  const std::string older = manager.save(state_at(10));
+  const std::string newer = manager.save(state_at(20));
+  fs::resize_file(newer, fs::file_size(newer) / 2);
+  expect_error<IOError>([&] { load_checkpoint(newer); }, newer, "run past the end of the data");
+  std::vector<std::string> skipped;
+  EXPECT_EQ(latest_checkpoint(dir.str(), &skipped), older);
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_NE(skipped[0].find(newer), std::string::npos);
+  EXPECT_EQ(resolve_checkpoint(newer),
+            newer);  // a named file is returned as is; loading it reports the problem
+}
+
+TEST(CheckpointDir, NoValidCheckpoint) {
+  TempDir dir;
+  EXPECT_EQ(latest_checkpoint(dir.str()), "");
+  EXPECT_EQ(latest_checkpoint(dir.file("missing")), "");
+  expect_error<IOError>(
+      [&] { resolve_checkpoint(dir.str()); }, dir.str(),
+      "no valid checkpoint in '" + dir.str() + "' (no checkpoint-<step>.safetensors files)");
+  write_all(dir.file(CheckpointManager::file_name(5)), "garbage");
+  expect_error<IOError>([&] { resolve_checkpoint(dir.str()); }, CheckpointManager::file_name(5),
+                        "1 rejected, newest: safetensors file");
+  expect_error<IOError>([&] { resolve_checkpoint(dir.file("nope")); }, dir.file("nope"),
+                        "no such file or directory");
+}
+
+TEST(CheckpointDir, OnlyCheckpointNamesAreCandidates) {
+  TempDir dir;
+  CheckpointManager manager(dir.str(), 0);
+  const std::string good = manager.save(state_at(3));
+  save_checkpoint(dir.file("checkpoint-x9.safetensors"), state_at(9));
+  save_checkpoint(dir.file("model.safetensors"), state_at(8));
+  EXPECT_EQ(latest_checkpoint(dir.str()), good);
+}
+
+std::vector<std::string> names_in(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(CheckpointDir, KeepsTheLastK) {
+  TempDir dir;
+  CheckpointManager manager(dir.str(), 3);
+  for (int64_t step : {5, 1, 2, 6, 3, 4}) manager.save(state_at(step));
+  EXPECT_EQ(names_in(dir.str()),
+            (std::vector<std::string>{CheckpointManager::file_name(4), CheckpointManager::file_name(5),
+                                      CheckpointManager::file_name(6)}));
+  EXPECT_EQ(load_checkpoint(latest_checkpoint(dir.str())).step, 6);
+}
+
+TEST(CheckpointDir, KeepZeroKeepsAll) {
+  TempDir dir;
+  CheckpointManager manager(dir.str(), 0);
+  for (int64_t step = 0; step < 5; ++step) manager.save(state_at(step));
+  EXPECT_EQ(names_in(dir.str()).size(), 5u);
+  EXPECT_THROW(CheckpointManager(dir.str(), -1), ValueError);
+}
+
+TEST(CheckpointDir, PruneNeverDeletesWhatWasJustSaved) {
+  TempDir dir;
+  CheckpointManager(dir.str(), 0).save(state_at(200));  // a stale, newer file from an abandoned run
+  CheckpointManager manager(dir.str(), 1);
+  const std::string saved = manager.save(state_at(150));
+  EXPECT_EQ(names_in(dir.str()), std::vector<std::string>{CheckpointManager::file_name(150)});
+  EXPECT_EQ(load_checkpoint(saved).step, 150);
+}
+
+TEST(CheckpointDir, DirectoryThatIsAFile) {
+  TempDir dir;
+  write_all(dir.file("f"), "x");
+  expect_error<IOError>([&] { CheckpointManager(dir.file("f"), 1); }, dir.file("f"), "cannot create it");
+}
+
+}  // namespace
+}  // namespace liftoff
