@@ -19,9 +19,6 @@
 namespace liftoff {
 
 namespace {
-thread_local bool capturing_on_this_thread = false;
-thread_local int capture_device_on_this_thread = -1;
-thread_local bool warmup_on_this_thread = false;
 
 #if LIFTOFF_WITH_CUDA
 // LIFTOFF_GRAPH_LOG=1 prints what a captured graph holds, kernels by name, most frequent first: where a
@@ -79,32 +76,6 @@ void print_node_histogram(const std::vector<cudaGraphNode_t>& nodes, int device)
 #endif
 }  // namespace
 
-GraphWarmupScope::GraphWarmupScope(bool active) : previous_(warmup_on_this_thread) {
-  if (active) warmup_on_this_thread = true;
-}
-GraphWarmupScope::~GraphWarmupScope() {
-  warmup_on_this_thread = previous_;
-}
-bool graph_warmup_active() {
-  return warmup_on_this_thread;
-}
-
-bool graph_capture_active() {
-  return capturing_on_this_thread;
-}
-
-int graph_capture_device() {
-  return capturing_on_this_thread ? capture_device_on_this_thread : -1;
-}
-
-void check_not_capturing(const char* what) {
-  if (!capturing_on_this_thread) return;
-  throw GraphCaptureError(
-      str_cat(what,
-              " cannot be captured in a CUDA graph (a replay would repeat the captured value "
-              "or skip the host work); run this step eagerly (--cuda-graphs off)"));
-}
-
 #if LIFTOFF_WITH_CUDA
 struct CudaGraph::Impl {
   int device = 0;
@@ -119,7 +90,7 @@ struct CudaGraph::Impl {
 
   cudaError_t stop_capture(cudaGraph_t* out) noexcept {
     cuda::CachingAllocator::get().end_private_pool(device, stream);
-    capturing_on_this_thread = false;
+    detail::set_capture_state(false, -1);
     capturing = false;
     const cudaError_t err = cudaStreamEndCapture(stream, out);
     if (err != cudaSuccess) cudaGetLastError();  // an invalidated capture reports here; the caller explains
@@ -147,7 +118,7 @@ CudaGraph::~CudaGraph() {
 void CudaGraph::begin_capture() {
   LIFTOFF_CHECK(!impl_->capturing && impl_->exec == nullptr, ValueError,
                 "CudaGraph: begin_capture on a graph that is capturing or already captured");
-  LIFTOFF_CHECK(!capturing_on_this_thread, ValueError, "CudaGraph: this thread is already capturing a graph");
+  LIFTOFF_CHECK(!graph_capture_active(), ValueError, "CudaGraph: this thread is already capturing a graph");
   cuda::DeviceGuard guard(impl_->device);
   cuda::CachingAllocator::get().begin_private_pool(impl_->device, impl_->stream, impl_->pool);
   // Relaxed: the caching allocator may cudaMalloc new blocks for the graph's pool while capturing (the other
@@ -158,8 +129,7 @@ void CudaGraph::begin_capture() {
     LIFTOFF_CUDA_CHECK(err);
   }
   impl_->capturing = true;
-  capturing_on_this_thread = true;
-  capture_device_on_this_thread = impl_->device;
+  detail::set_capture_state(true, impl_->device);
   cuda::keep_workspaces_for_graphs(impl_->device);
 }
 

@@ -12,38 +12,10 @@
 #include <vector>
 
 #include "runtime/device.h"
+#include "runtime/capture.h"
 #include "runtime/error.h"
 
 namespace liftoff {
-
-// The captured code did something a graph cannot replay faithfully.
-class GraphCaptureError : public Error {
-  using Error::Error;
-};
-
-// True while the calling thread is capturing a graph.
-bool graph_capture_active();
-// The device whose compute stream the calling thread captures; -1 when not capturing.
-int graph_capture_device();
-// Throws GraphCaptureError ("<what> cannot be captured in a CUDA graph ...") while capturing; no-op
-// otherwise.
-void check_not_capturing(const char* what);
-
-// Marks, on the calling thread, eager work that prepares a capture (the trainer's warm-up steps before it
-// captures the step). Code that tunes itself on first use (cuDNN's algorithm searches) then tunes for graph
-// replay, where every kernel is a node, rather than for host-launched eager steps, where the host's launch
-// cost counts. Nests; `active` false leaves the current state.
-class GraphWarmupScope {
- public:
-  explicit GraphWarmupScope(bool active);
-  ~GraphWarmupScope();
-  GraphWarmupScope(const GraphWarmupScope&) = delete;
-  GraphWarmupScope& operator=(const GraphWarmupScope&) = delete;
-
- private:
-  bool previous_;
-};
-bool graph_warmup_active();
 
 class CudaGraph {
  public:

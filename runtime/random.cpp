@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "runtime/dispatch.h"
-#include "runtime/graph.h"
+#include "runtime/capture.h"
 #include "runtime/philox.h"
 
 namespace liftoff {

@@ -19,6 +19,7 @@
 
 #include "models/nn/module.h"
 #include "models/train/optim.h"
+#include "runtime/capture.h"
 #include "runtime/dtype.h"
 #include "runtime/tensor.h"
 
@@ -40,7 +41,7 @@ struct GradScalerOptions {
   bool enabled = true;
 };
 
-class GradScaler {
+class GradScaler : public CaptureParticipant {
  public:
   // Dynamic loss scaling with its state on `device` (the device of the model's parameters and gradients).
   explicit GradScaler(Device device = Device::cpu(), const GradScalerOptions& options = {});
@@ -74,9 +75,9 @@ class GradScaler {
   // unscale_ or step since the last update().
   void update();
 
-  // Forgets a step that never ran on the device (a failed CUDA graph capture): the next call starts a new
-  // step. The device state is untouched (nothing captured was executed).
-  void abandon_step() { stage_ = Stage::ready; }
+  // A participant of captured steps (runtime/capture.h): a failed capture's step never ran on the device, so
+  // it is forgotten (the next call starts a new step); the device state is untouched.
+  void abort_capture() noexcept override { stage_ = Stage::ready; }
 
   // Device-side state (one-element tensors on the scaler's device). Reading them synchronises; do it only
   // for logging, outside the step.

@@ -90,7 +90,7 @@ struct DistributedDataParallel::State {
   int64_t round_first_bytes = 0;
   // The round recorded by the last graph capture (what each replay issues again).
   int64_t captured_calls = 0, captured_bytes = 0;
-  bool capturing = false;  // between begin_graph_capture and end_graph_capture
+  bool capturing = false;  // from begin_capture until the next abort_capture
   DDPStats before_capture;
   // Stats.
   DDPStats stats;
@@ -312,26 +312,35 @@ void DistributedDataParallel::synchronize_gradients() {
   s.round_first_bytes = s.stats.bytes_reduced;
 }
 
-void DistributedDataParallel::count_replayed_round() {
+void DistributedDataParallel::after_replay() {
   State& s = *state_;
   ++s.stats.sync_steps;
   s.stats.all_reduce_calls += s.captured_calls;
   s.stats.bytes_reduced += s.captured_bytes;
   s.round_first_call = s.stats.all_reduce_calls;
   s.round_first_bytes = s.stats.bytes_reduced;
+  group_.watch_graph_replay("all-reduce in the captured training step");
 }
 
-void DistributedDataParallel::begin_graph_capture() {
+void DistributedDataParallel::before_replay(std::vector<void*>* record_events) {
+  (void)record_events;
+  group_.check_healthy();
+}
+
+void DistributedDataParallel::begin_capture() {
   State& s = *state_;
   s.before_capture = s.stats;
   s.capturing = true;
 }
 
-void DistributedDataParallel::end_graph_capture(bool succeeded) noexcept {
+void DistributedDataParallel::end_capture(std::vector<void*>* record_events) {
+  (void)record_events;  // the round stays revocable until the graph is instantiated (abort_capture)
+}
+
+void DistributedDataParallel::abort_capture() noexcept {
   State& s = *state_;
   if (!s.capturing) return;
   s.capturing = false;
-  if (succeeded) return;
   abandon_round();
   // Nothing recorded in the failed capture ran: its sync and launches are not counted (the eager rerun is).
   s.stats.sync_steps = s.before_capture.sync_steps;

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "models/train/amp.h"
+#include "runtime/capture.h"
 #include "models/nn/module.h"
 #include "runtime/distributed/process_group.h"
 #include "runtime/profile/profiler.h"
@@ -68,7 +69,7 @@ struct DDPStats {
   bool device_timed = false;
 };
 
-class DistributedDataParallel {
+class DistributedDataParallel : public CaptureParticipant {
  public:
   // The module's parameters must already be on group.device(). Broadcasts from rank 0 (collective: every
   // rank must construct its DDP at the same point).
@@ -94,14 +95,16 @@ class DistributedDataParallel {
   // slice. A no-op while require_sync() is off. Call once per optimizer step, after the last backward.
   void synchronize_gradients();
 
-  // Bracket a graph capture of a step (the Trainer does): a capture that fails (succeeded false) is
-  // abandoned and its sync and launches are uncounted, whatever point it failed at. Never throws at the end.
-  void begin_graph_capture();
-  void end_graph_capture(bool succeeded) noexcept;
-
-  // A replay of a captured step ran this DDP's captured round again: the call counters advance as if the
-  // round had been issued (no timings). Call once per replay.
-  void count_replayed_round();
+  // A participant of captured steps (runtime/capture.h; the step runner calls these): a capture that fails
+  // (abort_capture) is abandoned and its sync and launches are uncounted, whatever point it failed at.
+  // before_replay throws the process group's failure (BackendError) so no replay runs on a dead communicator;
+  // after_replay counts the replayed round (the call counters advance as if it had been issued, without
+  // timings) and lets the group's watchdog watch it.
+  void begin_capture() override;
+  void end_capture(std::vector<void*>* record_events) override;
+  void abort_capture() noexcept override;
+  void before_replay(std::vector<void*>* record_events) override;
+  void after_replay() override;
 
   // In-place MAX across ranks, device-side on CUDA (the compute stream waits; no host read).
   void all_reduce_max(const Tensor& t);

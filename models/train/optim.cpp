@@ -29,6 +29,10 @@ bool Optimizer::prepare_for_graph_capture(std::string* why) {
   return false;
 }
 
+void Optimizer::abort_capture() noexcept {
+  for (const Tensor& p : params_) p.impl().grad.reset();
+}
+
 void Optimizer::zero_grad() {
   for (const auto& p : params_) p.set_grad(Tensor());
 }

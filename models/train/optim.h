@@ -7,11 +7,12 @@
 #include <vector>
 
 #include "models/nn/module.h"
+#include "runtime/capture.h"
 #include "runtime/tensor.h"
 
 namespace liftoff {
 
-class Optimizer {
+class Optimizer : public CaptureParticipant {
  public:
   // params: floating-point leaves (Module::parameters()); lr >= 0. Throws ValueError otherwise.
   Optimizer(std::vector<Tensor> params, double lr);
@@ -35,6 +36,9 @@ class Optimizer {
   // so a captured step follows set_lr(). False (with the reason in *why) for an optimizer whose step
   // depends on host state that changes between steps, or parameters not on CUDA. The default says no.
   virtual bool prepare_for_graph_capture(std::string* why);
+  // A participant of captured steps (runtime/capture.h): a failed capture leaves the half-recorded step's
+  // gradients behind; they are dropped.
+  void abort_capture() noexcept override;
   const std::vector<Tensor>& params() const { return params_; }
   // The live state tensors by name ("momentum_buffer.<i>", "exp_avg.<i>", ... with i the parameter's index):
   // a checkpoint writer reads them, a loader copy_()s into them.

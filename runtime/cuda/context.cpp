@@ -10,7 +10,7 @@
 #include "runtime/cuda/caching_allocator.h"
 #include "runtime/cuda/check.h"
 #include "runtime/error.h"
-#include "runtime/graph.h"
+#include "runtime/capture.h"
 
 namespace liftoff::cuda {
 

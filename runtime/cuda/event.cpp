@@ -4,7 +4,7 @@
 
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/context.h"
-#include "runtime/graph.h"
+#include "runtime/capture.h"
 
 namespace liftoff::cuda {
 

@@ -3,7 +3,7 @@
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/cuda_types.cuh"
-#include "runtime/graph.h"
+#include "runtime/capture.h"
 #include "runtime/tensor_kernels.h"
 
 namespace liftoff::kernels::cuda {

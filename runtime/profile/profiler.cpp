@@ -351,7 +351,7 @@ void Profiler::end_device_stage(Stage stage, StreamKind stream) {
 #endif
 }
 
-void Profiler::begin_graph_capture() {
+void Profiler::begin_capture() {
   graph_calls_.clear();
 #if LIFTOFF_WITH_CUDA
   if (!dev_) return;
@@ -360,18 +360,19 @@ void Profiler::begin_graph_capture() {
 #endif
 }
 
-std::vector<void*> Profiler::end_graph_capture() {
-  std::vector<void*> out;
+void Profiler::end_capture(std::vector<void*>* record_events) {
 #if LIFTOFF_WITH_CUDA
-  if (!dev_) return out;
-  out.swap(dev_->mode_events);
+  if (!dev_) return;
+  // mode_events stay until the next capture or replay: abort_capture may still need them.
+  record_events->insert(record_events->end(), dev_->mode_events.begin(), dev_->mode_events.end());
   dev_->mode = DeviceState::MarkMode::record;
   graph_marks_dropped_ = dev_->count > 0 && dev_->slot_at(dev_->count - 1).incomplete;
+#else
+  (void)record_events;
 #endif
-  return out;
 }
 
-void Profiler::abort_graph_capture() noexcept {
+void Profiler::abort_capture() noexcept {
   graph_calls_.clear();
 #if LIFTOFF_WITH_CUDA
   if (!dev_) return;
@@ -406,15 +407,15 @@ void Profiler::abort_graph_capture() noexcept {
 #endif
 }
 
-std::vector<void*> Profiler::replay_graph_marks() {
-  std::vector<void*> out;
+void Profiler::before_replay(std::vector<void*>* record_events) {
 #if LIFTOFF_WITH_CUDA
-  if (!dev_ || graph_calls_.empty()) return out;
+  if (!dev_ || graph_calls_.empty()) return;
+  std::vector<void*>& out = *record_events;
   DeviceState& d = *dev_;
   if (d.sink < 0) d.sink = d.take();
   d.mode = DeviceState::MarkMode::defer;
   d.mode_events.clear();
-  out.reserve(graph_calls_.size());
+  out.reserve(out.size() + graph_calls_.size());
   try {
     for (const GraphMarkCall& call : graph_calls_) {
       const size_t before = d.mode_events.size();
@@ -435,8 +436,9 @@ std::vector<void*> Profiler::replay_graph_marks() {
   d.mode_events.clear();
   // Marks the capture dropped are not in the graph: this step's device figures would be short.
   if (graph_marks_dropped_ && d.count > 0) d.slot_at(d.count - 1).incomplete = true;
+#else
+  (void)record_events;
 #endif
-  return out;
 }
 
 void Profiler::cancel_device_stage(Stage stage, StreamKind stream) noexcept {

@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/capture.h"
 #include "runtime/device.h"
 
 namespace liftoff {
@@ -104,7 +105,7 @@ struct ProfileSummary {
   std::vector<std::pair<double, double>> windows;
 };
 
-class Profiler {
+class Profiler : public CaptureParticipant {
  public:
   explicit Profiler(ProfilerOptions options = {});
   ~Profiler();
@@ -136,16 +137,16 @@ class Profiler {
   // Forgets an open device mark without recording its end (never throws).
   void cancel_device_stage(Stage stage, StreamKind stream) noexcept;
 
-  // CUDA graphs (runtime/graph.h). Between begin_graph_capture and end_graph_capture, device marks become
-  // event-record nodes of the graph being captured on the compute stream, and the mark calls are kept.
-  // end_graph_capture returns the events recorded, in order (for CudaGraph::end_capture); the capture's
-  // first launch records them, so that step is timed like any other. replay_graph_marks issues the kept
-  // calls again for the open step without recording anything and returns one fresh event per node (for
-  // CudaGraph::replay), so every replay is timed on its own events. Empty on a CPU device.
-  void begin_graph_capture();
-  std::vector<void*> end_graph_capture();
-  void abort_graph_capture() noexcept;  // after a failed capture: the kept calls are dropped
-  std::vector<void*> replay_graph_marks();
+  // A participant of captured steps (runtime/capture.h). Between begin_capture and end_capture, device marks
+  // become event-record nodes of the graph being captured on the compute stream, and the mark calls are kept.
+  // end_capture appends the events recorded, in order (for CudaGraph::end_capture); the capture's first
+  // launch records them, so that step is timed like any other. before_replay issues the kept calls again for
+  // the open step without recording anything and appends one fresh event per node (for CudaGraph::replay),
+  // so every replay is timed on its own events. abort_capture drops the kept calls. Nothing on a CPU device.
+  void begin_capture() override;
+  void end_capture(std::vector<void*>* record_events) override;
+  void abort_capture() noexcept override;
+  void before_replay(std::vector<void*>* record_events) override;
 
   // Thread-safe: a span on the calling thread (e.g. a loader worker filling a batch), for the trace only.
   // `name` must outlive the profiler (a string literal).

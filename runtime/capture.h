@@ -1,0 +1,64 @@
+// Capture state: whether the calling thread is capturing a CUDA graph, and the interface of everything that
+// takes part in a captured training step. It sits at the bottom of the runtime (plain thread-local state, in
+// every build) so that low-level CUDA code (streams, events, allocator, RNG) can ask "am I being captured?"
+// without depending on the graph policy above it (runtime/graph.h builds on this file).
+#pragma once
+#include <vector>
+
+#include "runtime/error.h"
+
+namespace liftoff {
+
+// The captured code did something a graph cannot replay faithfully.
+class GraphCaptureError : public Error {
+  using Error::Error;
+};
+
+// True while the calling thread is capturing a graph.
+bool graph_capture_active();
+// The device whose compute stream the calling thread captures; -1 when not capturing.
+int graph_capture_device();
+// Throws GraphCaptureError ("<what> cannot be captured in a CUDA graph ...") while capturing; no-op
+// otherwise.
+void check_not_capturing(const char* what);
+
+// Marks, on the calling thread, eager work that prepares a capture (the trainer's warm-up steps before it
+// captures the step). Code that tunes itself on first use (cuDNN's algorithm searches) then tunes for graph
+// replay, where every kernel is a node, rather than for host-launched eager steps, where the host's launch
+// cost counts. Nests; `active` false leaves the current state.
+class GraphWarmupScope {
+ public:
+  explicit GraphWarmupScope(bool active);
+  ~GraphWarmupScope();
+  GraphWarmupScope(const GraphWarmupScope&) = delete;
+  GraphWarmupScope& operator=(const GraphWarmupScope&) = delete;
+
+ private:
+  bool previous_;
+};
+bool graph_warmup_active();
+
+// Something whose state takes part in a captured step (DDP's all-reduce rounds, the profiler's marks, the
+// GradScaler's stage, the optimizer's gradients, the trainer's own counters). A step runner calls, in order:
+// begin_capture() before the capture starts; end_capture() when the captured work is complete, before the
+// graph is instantiated; abort_capture() when the capture failed, also after end_capture() when the
+// instantiation failed (nothing captured ran on the device: undo the host-side effects of the half-recorded
+// step); and around every replay before_replay() (may throw to prevent it) and after_replay().
+// `record_events` collects the event-record nodes (cudaEvent_t as void*) a participant's captured code
+// recorded, in capture order, and the events to rebind them to at a replay, in the same order.
+class CaptureParticipant {
+ public:
+  virtual ~CaptureParticipant() = default;
+  virtual void begin_capture() {}
+  virtual void end_capture(std::vector<void*>* record_events) { (void)record_events; }
+  virtual void abort_capture() noexcept {}
+  virtual void before_replay(std::vector<void*>* record_events) { (void)record_events; }
+  virtual void after_replay() {}
+};
+
+namespace detail {
+// Set by CudaGraph (runtime/graph.cpp) around a capture on the calling thread.
+void set_capture_state(bool capturing, int device);
+}  // namespace detail
+
+}  // namespace liftoff
