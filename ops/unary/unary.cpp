@@ -26,21 +26,24 @@ void check_input(const char* name, const Tensor& x) {
                 "move the tensor to CUDA");
 }
 
-// PyTorch's CUDA autocast "float32" rule: a half input is upcast (the result is f32).
-Tensor autocast_to_f32(const Tensor& x) {
-  if (x.is_cuda() && (x.dtype() == DType::f16 || x.dtype() == DType::bf16) && autocast_enabled()) {
-    return cast(x, DType::f32);
-  }
-  return x;
+// What autocast does to an op's input: nothing, or PyTorch's CUDA "float32" rule (a half input is upcast, so
+// the result is f32).
+enum class Autocast { keep, f32 };
+
+Tensor apply_autocast(const Tensor& x, Autocast rule) {
+  const bool half = x.dtype() == DType::f16 || x.dtype() == DType::bf16;
+  return rule == Autocast::f32 && x.is_cuda() && half && autocast_enabled() ? cast(x, DType::f32) : x;
 }
 
 // The whole front of every op of the family: checks, layout, forward, and the backward from the saved input
 // or output.
-Tensor unary_op(const char* name, UnaryOp op, const Tensor& input, const UnaryParams& params = {}) {
+Tensor unary_op(const char* name, UnaryOp op, const Tensor& input, const UnaryParams& params = {},
+                Autocast rule = Autocast::keep) {
   check_input(name, input);
+  const Tensor in = apply_autocast(input, rule);
   // Elementwise over the storage: a channels-last CUDA input stays channels-last (output and gradient).
-  const MemoryFormat format = op_memory_format(input);
-  const Tensor x = input.contiguous(format);
+  const MemoryFormat format = op_memory_format(in);
+  const Tensor x = in.contiguous(format);
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device(), format);
   LIFTOFF_DISPATCH(x.device(), unary_forward, op, params, x, y);
   if (should_record({x})) {
@@ -66,19 +69,16 @@ Tensor abs(const Tensor& x) {
   return unary_op("abs", UnaryOp::abs, x);
 }
 Tensor exp(const Tensor& x) {
-  check_input("exp", x);
-  return unary_op("exp", UnaryOp::exp, autocast_to_f32(x));
+  return unary_op("exp", UnaryOp::exp, x, {}, Autocast::f32);
 }
 Tensor log(const Tensor& x) {
-  check_input("log", x);
-  return unary_op("log", UnaryOp::log, autocast_to_f32(x));
+  return unary_op("log", UnaryOp::log, x, {}, Autocast::f32);
 }
 Tensor sqrt(const Tensor& x) {
   return unary_op("sqrt", UnaryOp::sqrt, x);
 }
 Tensor rsqrt(const Tensor& x) {
-  check_input("rsqrt", x);
-  return unary_op("rsqrt", UnaryOp::rsqrt, autocast_to_f32(x));
+  return unary_op("rsqrt", UnaryOp::rsqrt, x, {}, Autocast::f32);
 }
 Tensor tanh(const Tensor& x) {
   return unary_op("tanh", UnaryOp::tanh, x);
@@ -107,12 +107,11 @@ Tensor silu(const Tensor& x) {
 }
 
 Tensor softplus(const Tensor& x, double beta, double threshold) {
-  check_input("softplus", x);
   LIFTOFF_CHECK(beta != 0.0, ValueError, "softplus: beta is 0; it must be nonzero (PyTorch's default is 1)");
   UnaryParams params;
   params.beta = beta;
   params.threshold = threshold;
-  return unary_op("softplus", UnaryOp::softplus, autocast_to_f32(x), params);
+  return unary_op("softplus", UnaryOp::softplus, x, params, Autocast::f32);
 }
 
 Tensor hardsigmoid(const Tensor& x) {
