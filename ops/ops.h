@@ -16,3 +16,4 @@
 #include "ops/relu/relu.h"
 #include "ops/reshape/reshape.h"
 #include "ops/scale/scale.h"
+#include "ops/unary/unary.h"
