@@ -9,12 +9,12 @@ namespace liftoff {
 
 namespace {
 Conv2dShape check_conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride,
-                         int64_t padding) {
+                         int64_t padding, int64_t dilation, int64_t groups) {
   LIFTOFF_CHECK(x.defined(), ValueError, "conv2d: the input tensor is undefined");
   LIFTOFF_CHECK(weight.defined(), ValueError, "conv2d: the weight tensor is undefined");
   LIFTOFF_CHECK(x.dim() == 4, ShapeError, "conv2d: expected a 4-D input [N, C, H, W], got ",
                 shape_str(x.shape()));
-  LIFTOFF_CHECK(weight.dim() == 4, ShapeError, "conv2d: expected a 4-D weight [K, C, R, S], got ",
+  LIFTOFF_CHECK(weight.dim() == 4, ShapeError, "conv2d: expected a 4-D weight [K, C/groups, R, S], got ",
                 shape_str(weight.shape()));
   const Shape& xs = x.shape();
   const Shape& ws = weight.shape();
@@ -35,18 +35,26 @@ Conv2dShape check_conv2d(const Tensor& x, const Tensor& weight, const Tensor& bi
     LIFTOFF_CHECK(bias.device() == x.device(), DeviceError, "conv2d: input ", shape_str(xs), " is on ",
                   x.device().str(), " but bias ", shape_str(bias.shape()), " is on ", bias.device().str());
   }
-  LIFTOFF_CHECK(xs[1] == ws[1], ShapeError, "conv2d: input ", shape_str(xs), " has ", xs[1],
-                " channels but weight ", shape_str(ws), " expects ", ws[1]);
+  LIFTOFF_CHECK(groups >= 1, ValueError, "conv2d: groups must be positive, got ", groups);
+  LIFTOFF_CHECK(xs[1] % groups == 0 && ws[0] % groups == 0, ShapeError, "conv2d: input ", shape_str(xs),
+                " has ", xs[1], " channels and weight ", shape_str(ws), " has ", ws[0],
+                " filters; both must be divisible by groups = ", groups);
+  LIFTOFF_CHECK(xs[1] == ws[1] * groups, ShapeError, "conv2d: input ", shape_str(xs), " has ", xs[1],
+                " channels but weight ", shape_str(ws), " expects ", ws[1], " x groups (", groups,
+                ") = ", ws[1] * groups, "; a weight for groups = g is [K, C/g, R, S]");
   LIFTOFF_CHECK(ws[0] >= 1 && ws[1] >= 1 && ws[2] >= 1 && ws[3] >= 1, ShapeError, "conv2d: weight ",
                 shape_str(ws), " must have positive sizes (filters, channels, kernel)");
   LIFTOFF_CHECK(xs[0] >= 0 && xs[2] >= 1 && xs[3] >= 1, ShapeError, "conv2d: input ", shape_str(xs),
                 " must have a positive height and width");
   LIFTOFF_CHECK(stride >= 1, ValueError, "conv2d: stride must be positive, got ", stride, " (input ",
                 shape_str(xs), ", weight ", shape_str(ws), ")");
+  LIFTOFF_CHECK(dilation >= 1, ValueError, "conv2d: dilation must be positive, got ", dilation);
   LIFTOFF_CHECK(padding >= 0, ValueError, "conv2d: padding must be non-negative, got ", padding);
-  LIFTOFF_CHECK(padding < ws[2] && padding < ws[3], ValueError, "conv2d: padding ", padding,
-                " is too large for kernel ", ws[2], "x", ws[3], " (weight ", shape_str(ws),
-                "); it must be smaller than the kernel");
+  // The kernel's extent with dilation: a window made only of padding is almost always a mistake.
+  const int64_t extent_r = dilation * (ws[2] - 1) + 1, extent_s = dilation * (ws[3] - 1) + 1;
+  LIFTOFF_CHECK(padding < extent_r && padding < extent_s, ValueError, "conv2d: padding ", padding,
+                " is too large for kernel ", ws[2], "x", ws[3], " with dilation ", dilation, " (weight ",
+                shape_str(ws), "); it must be smaller than the kernel's extent");
   Conv2dShape g{};
   g.n = xs[0];
   g.c = xs[1];
@@ -57,10 +65,13 @@ Conv2dShape check_conv2d(const Tensor& x, const Tensor& weight, const Tensor& bi
   g.s = ws[3];
   g.stride = stride;
   g.padding = padding;
-  const int64_t span_h = g.h + 2 * padding - g.r;
-  const int64_t span_w = g.w + 2 * padding - g.s;
+  g.dilation = dilation;
+  g.groups = groups;
+  const int64_t span_h = g.h + 2 * padding - extent_r;
+  const int64_t span_w = g.w + 2 * padding - extent_s;
   LIFTOFF_CHECK(span_h >= 0 && span_w >= 0, ShapeError, "conv2d: input ", shape_str(xs), " with padding ",
-                padding, " is smaller than kernel ", g.r, "x", g.s, "; the output would be empty");
+                padding, " is smaller than kernel ", extent_r, "x", extent_s, " (weight ", shape_str(ws),
+                ", dilation ", dilation, "); the output would be empty");
   g.oh = span_h / stride + 1;
   g.ow = span_w / stride + 1;
   return g;
@@ -68,8 +79,8 @@ Conv2dShape check_conv2d(const Tensor& x, const Tensor& weight, const Tensor& bi
 }  // namespace
 
 Tensor conv2d(const Tensor& input, const Tensor& weight_in, const Tensor& bias_in, int64_t stride,
-              int64_t padding) {
-  Conv2dShape g = check_conv2d(input, weight_in, bias_in, stride, padding);
+              int64_t padding, int64_t dilation, int64_t groups) {
+  Conv2dShape g = check_conv2d(input, weight_in, bias_in, stride, padding, dilation, groups);
   // A channels-last CUDA input runs cuDNN in NHWC (its tensor-core kernels for f16/bf16): the weight goes
   // KRSC (a small copy unless it is channels-last already), the output and the input gradient stay NHWC. f64
   // stays NCHW (cuDNN's NHWC paths do not cover it).
@@ -87,23 +98,24 @@ Tensor conv2d(const Tensor& input, const Tensor& weight_in, const Tensor& bias_i
     // Keep only what backward reads: x for the weight gradient, the weight for the input gradient.
     const Tensor x_saved = weight_in.requires_grad() ? x.detach() : Tensor();
     const Tensor w_saved = input.requires_grad() ? w.detach() : Tensor();
-    record(y, "conv2d", {input, weight_in, bias_in},
-           [x_saved, w_saved, g, dtype = x.dtype(), format, weight_format](const Tensor& gy_in,
-                                                                           const NeedsGrad& needs) {
-             LIFTOFF_CHECK(gy_in.shape() == Shape({g.n, g.k, g.oh, g.ow}) && gy_in.dtype() == dtype,
-                           ShapeError, "conv2d backward: gradient ", shape_str(gy_in.shape()), " ",
-                           dtype_name(gy_in.dtype()), " does not match the output [", g.n, ", ", g.k, ", ",
-                           g.oh, ", ", g.ow, "] ", dtype_name(dtype));
-             const Tensor gy = gy_in.contiguous(format);
-             const Device dev = gy.device();
-             const Tensor gx = needs[0] ? Tensor::empty({g.n, g.c, g.h, g.w}, dtype, dev, format) : Tensor();
-             const Tensor gw = needs[1] ? Tensor::empty({g.k, g.c, g.r, g.s}, dtype, dev, format) : Tensor();
-             const Tensor gb = needs[2] ? Tensor::empty({g.k}, dtype, dev) : Tensor();
-             LIFTOFF_DISPATCH(dev, conv2d_backward, x_saved, w_saved, gy, gx, gw, gb, g);
-             // The weight's gradient in the weight's own layout (a KCRS parameter gets a KCRS gradient).
-             const Tensor gw_out = gw.defined() ? gw.contiguous(weight_format) : gw;
-             return std::vector<Tensor>{gx, gw_out, gb};
-           });
+    record(
+        y, "conv2d", {input, weight_in, bias_in},
+        [x_saved, w_saved, g, dtype = x.dtype(), format, weight_format](const Tensor& gy_in,
+                                                                        const NeedsGrad& needs) {
+          LIFTOFF_CHECK(gy_in.shape() == Shape({g.n, g.k, g.oh, g.ow}) && gy_in.dtype() == dtype, ShapeError,
+                        "conv2d backward: gradient ", shape_str(gy_in.shape()), " ",
+                        dtype_name(gy_in.dtype()), " does not match the output [", g.n, ", ", g.k, ", ", g.oh,
+                        ", ", g.ow, "] ", dtype_name(dtype));
+          const Tensor gy = gy_in.contiguous(format);
+          const Device dev = gy.device();
+          const Tensor gx = needs[0] ? Tensor::empty({g.n, g.c, g.h, g.w}, dtype, dev, format) : Tensor();
+          const Tensor gw = needs[1] ? Tensor::empty({g.k, g.cg(), g.r, g.s}, dtype, dev, format) : Tensor();
+          const Tensor gb = needs[2] ? Tensor::empty({g.k}, dtype, dev) : Tensor();
+          LIFTOFF_DISPATCH(dev, conv2d_backward, x_saved, w_saved, gy, gx, gw, gb, g);
+          // The weight's gradient in the weight's own layout (a KCRS parameter gets a KCRS gradient).
+          const Tensor gw_out = gw.defined() ? gw.contiguous(weight_format) : gw;
+          return std::vector<Tensor>{gx, gw_out, gb};
+        });
   }
   return y;
 }

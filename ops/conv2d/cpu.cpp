@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ops/common/cpu_gemm.h"
+#include "ops/conv2d/cpu_general.h"
 #include "ops/conv2d/kernels.h"
 #include "ops/conv2d/winograd.h"
 #include "runtime/dispatch.h"
@@ -519,6 +520,10 @@ void forward_impl(const Tensor& x, const Tensor& w, const Tensor& bias, const Te
   const T* xd = x.data<T>();
   const T* bd = bias.defined() ? bias.data<T>() : nullptr;
   T* yd = y.data<T>();
+  if (conv_general::applies(g)) {  // groups, dilation: none of the tuned paths below
+    conv_general::forward(xd, w.data<T>(), bd, yd, g);
+    return;
+  }
   if constexpr (std::is_same_v<T, float>) {
     if (winograd::use_forward(g)) {
       winograd::forward(xd, w.data<T>(), bd, yd, g);
@@ -601,6 +606,11 @@ void backward_impl(const Tensor& x, const Tensor& w, const Tensor& gy, const Ten
   if (!gx.defined() && !gw.defined()) return;
   if (g.n == 0) {
     if (gw.defined()) gw.zero_();
+    return;
+  }
+  if (conv_general::applies(g)) {
+    conv_general::backward(gw.defined() ? x.data<T>() : nullptr, gx.defined() ? w.data<T>() : nullptr, gyd,
+                           gx.defined() ? gx.data<T>() : nullptr, gw.defined() ? gw.data<T>() : nullptr, g);
     return;
   }
   if constexpr (std::is_same_v<T, float>) {

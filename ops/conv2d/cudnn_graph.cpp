@@ -101,7 +101,7 @@ Desc make_convolution(const Conv2dShape& g) {
   const cudnnDataType_t compute = CUDNN_DATA_FLOAT;  // f16/bf16 accumulate in f32; f32 may use TF32
   const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
   const int64_t spatial = 2;
-  const int64_t dilation[2] = {1, 1};
+  const int64_t dilation[2] = {g.dilation, g.dilation};
   const int64_t stride[2] = {g.stride, g.stride};
   const int64_t padding[2] = {g.padding, g.padding};
   Desc c(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
@@ -125,7 +125,7 @@ OperationGraph make_graph(Direction d, cudnnHandle_t handle, const Conv2dShape& 
   const bool cl = g.channels_last;
   OperationGraph og{
       make_tensor(kXid, dtype, g.n, g.c, g.h, g.w, cl),
-      make_tensor(kWid, dtype, g.k, g.c, g.r, g.s, cl),
+      make_tensor(kWid, dtype, g.k, g.cg(), g.r, g.s, cl),  // C/groups channels: the graph infers groups
       make_tensor(kYid, dtype, g.n, g.k, g.oh, g.ow, cl),
       make_convolution(g),
       Desc(d == Direction::forward         ? CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR

@@ -1,4 +1,5 @@
-// Kernels behind conv2d(): inputs are checked by the front and outputs allocated. x, w, y and the gradients
+// Kernels behind conv2d() and conv_transpose2d() (which runs them with the roles of x and y swapped): inputs
+// are checked by the front and outputs allocated. x, w, y and the gradients
 // are contiguous, or, when channels_last is set (CUDA only), channels-last: x, y, gy, gx NHWC and w, gw KRSC.
 #pragma once
 #include "runtime/tensor.h"
@@ -12,6 +13,10 @@ struct Conv2dShape {
   int64_t oh, ow;      // output
   int64_t stride, padding;
   bool channels_last = false;  // the tensors' layout (set by the front for channels-last CUDA input)
+  // c and k split into `groups` independent convolutions (w is [K, C/groups, R, S]); taps `dilation` apart.
+  int64_t groups = 1, dilation = 1;
+  int64_t cg() const { return c / groups; }  // input channels per group (the weight's second size)
+  int64_t kg() const { return k / groups; }  // filters per group
 };
 
 namespace cpu {

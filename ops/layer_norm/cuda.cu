@@ -1,0 +1,327 @@
+// CUDA layer/group norm (kernels.h). Forward and the input gradient: a group of TPR threads per row (a warp
+// for rows up to 1024 values, a 256-thread block beyond), 16-byte vector loads when the row and the pointers
+// allow, statistics in f32 (f64 for f64 data) from two passes over the row (mean, then the centred variance:
+// no cancellation; the second pass mostly hits L1/L2). The weight/bias gradients: a deterministic two-stage
+// reduction (per-chunk partial sums written to a buffer, then summed in chunk order), no atomics.
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <type_traits>
+
+#include "ops/layer_norm/kernels.h"
+#include "runtime/cuda/check.h"
+#include "runtime/cuda/context.h"
+#include "runtime/cuda/cuda_types.cuh"
+
+namespace liftoff::cuda {
+
+namespace {
+constexpr int kWarp = 32;
+
+// Where a value's affine parameter is: per_column (layer norm: the column) or per channel (group norm).
+struct Affine {
+  int64_t groups, per_group, inner;
+  bool per_column;
+  __device__ __forceinline__ int64_t index(int64_t row, int64_t col) const {
+    return per_column ? col : (row % groups) * per_group + col / inner;
+  }
+};
+
+// Sums v over the TPR threads of a row (rows are aligned groups of TPR threads of one block), in a fixed
+// order; every thread of the row gets the sum. scratch: TPR / 32 values per row of the block. All threads of
+// the block must call it (it synchronizes when a row spans warps).
+template <int TPR, class A>
+__device__ __forceinline__ A row_sum(A v, A* scratch) {
+  for (int offset = kWarp / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  if constexpr (TPR > kWarp) {
+    constexpr int kWarps = TPR / kWarp;
+    const int lane = threadIdx.x % kWarp, warp_in_row = (threadIdx.x % TPR) / kWarp;
+    A* row_scratch = scratch + (threadIdx.x / TPR) * kWarps;
+    if (lane == 0) row_scratch[warp_in_row] = v;
+    __syncthreads();
+    v = A(0);
+    for (int w = 0; w < kWarps; ++w) v += row_scratch[w];
+    __syncthreads();  // the scratch is reused by the next call
+  }
+  return v;
+}
+
+// Visits the values of one row: fn(col, value) for each column this thread owns, reading 16-byte packs
+// when `vec` (cols a multiple of the pack and the row 16-byte aligned).
+template <class T>
+struct alignas(16) Pack {
+  static constexpr int kSize = 16 / sizeof(T);
+  T v[kSize];
+};
+
+template <int TPR, class T, class Fn>
+__device__ __forceinline__ void for_row(const T* row, int64_t cols, bool vec, Fn&& fn) {
+  const int t = threadIdx.x % TPR;
+  if (vec) {
+    constexpr int kSize = Pack<T>::kSize;
+    const auto* packs = reinterpret_cast<const Pack<T>*>(row);
+    for (int64_t p = t; p < cols / kSize; p += TPR) {
+      const Pack<T> pk = packs[p];
+#pragma unroll
+      for (int e = 0; e < kSize; ++e) fn(p * kSize + e, pk.v[e]);
+    }
+  } else {
+    for (int64_t j = t; j < cols; j += TPR) fn(j, row[j]);
+  }
+}
+
+template <int TPR, class T>
+__global__ void __launch_bounds__(kBlock)
+    forward_kernel(const T* x, const T* weight, const T* bias, T* y, acc_t<T>* mean, acc_t<T>* rstd,
+                   int64_t rows, int64_t cols, Affine affine, double eps, bool vec) {
+  using A = acc_t<T>;
+  __shared__ A scratch[kBlock / kWarp];
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (kBlock / TPR) + threadIdx.x / TPR;
+  const bool active = row < rows;  // inactive threads still take part in row_sum's barriers
+  const T* xr = x + (active ? row : 0) * cols;
+  A sum = A(0);
+  if (active) for_row<TPR>(xr, cols, vec, [&](int64_t, T v) { sum += convert<A>(v); });
+  const A count = static_cast<A>(cols > 0 ? cols : 1);
+  const A mu = row_sum<TPR>(sum, scratch) / count;
+  A sq = A(0);
+  if (active)
+    for_row<TPR>(xr, cols, vec, [&](int64_t, T v) {
+      const A d = convert<A>(v) - mu;
+      sq += d * d;
+    });
+  const A r = A(1) / sqrt(row_sum<TPR>(sq, scratch) / count + static_cast<A>(eps));
+  if (!active) return;
+  if (threadIdx.x % TPR == 0) {
+    mean[row] = mu;
+    rstd[row] = r;
+  }
+  T* yr = y + row * cols;
+  for_row<TPR>(xr, cols, vec, [&](int64_t j, T v) {
+    A out = (convert<A>(v) - mu) * r;
+    const int64_t a = affine.index(row, j);
+    if (weight != nullptr) out *= convert<A>(weight[a]);
+    if (bias != nullptr) out += convert<A>(bias[a]);
+    yr[j] = convert<T>(out);
+  });
+}
+
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = gy * weight.
+template <int TPR, class T>
+__global__ void __launch_bounds__(kBlock)
+    input_grad_kernel(const T* gy, const T* x, const acc_t<T>* mean, const acc_t<T>* rstd, const T* weight,
+                      T* gx, int64_t rows, int64_t cols, Affine affine, bool vec) {
+  using A = acc_t<T>;
+  __shared__ A scratch[kBlock / kWarp];
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (kBlock / TPR) + threadIdx.x / TPR;
+  const bool active = row < rows;
+  const int64_t base = (active ? row : 0) * cols;
+  const A mu = active ? mean[row] : A(0), r = active ? rstd[row] : A(0);
+  auto grad = [&](int64_t j, T g) {
+    const A v = convert<A>(g);
+    return weight != nullptr ? v * convert<A>(weight[affine.index(row, j)]) : v;
+  };
+  A sum_g = A(0), sum_gx = A(0);
+  if (active)
+    for_row<TPR>(gy + base, cols, vec, [&](int64_t j, T g) {
+      const A gw = grad(j, g);
+      sum_g += gw;
+      sum_gx += gw * (convert<A>(x[base + j]) - mu) * r;
+    });
+  const A count = static_cast<A>(cols > 0 ? cols : 1);
+  const A mean_g = row_sum<TPR>(sum_g, scratch) / count;
+  const A mean_gx = row_sum<TPR>(sum_gx, scratch) / count;
+  if (!active) return;
+  for_row<TPR>(gy + base, cols, vec, [&](int64_t j, T g) {
+    const A xhat = (convert<A>(x[base + j]) - mu) * r;
+    gx[base + j] = convert<T>(r * (grad(j, g) - mean_g - xhat * mean_gx));
+  });
+}
+
+// Layer norm's weight/bias gradients, stage 1: block (32, 8) sums 32 columns over one chunk of rows;
+// partials [chunks, cols] (weight) and [chunks, cols] (bias) after it.
+template <class T>
+__global__ void column_partials_kernel(const T* gy, const T* x, const acc_t<T>* mean, const acc_t<T>* rstd,
+                                       acc_t<T>* partials, int64_t rows, int64_t cols, int64_t chunks) {
+  using A = acc_t<T>;
+  __shared__ A sw[8][kWarp + 1], sb[8][kWarp + 1];
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kWarp + threadIdx.x;
+  const int64_t chunk = blockIdx.y;
+  const int64_t per_chunk = (rows + chunks - 1) / chunks;
+  const int64_t end = (chunk + 1) * per_chunk < rows ? (chunk + 1) * per_chunk : rows;
+  A w = A(0), b = A(0);
+  if (col < cols) {
+    for (int64_t row = chunk * per_chunk + threadIdx.y; row < end; row += blockDim.y) {
+      const A g = convert<A>(gy[row * cols + col]);
+      w += g * (convert<A>(x[row * cols + col]) - mean[row]) * rstd[row];
+      b += g;
+    }
+  }
+  sw[threadIdx.y][threadIdx.x] = w;
+  sb[threadIdx.y][threadIdx.x] = b;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < cols) {
+    for (int k = 1; k < 8; ++k) {
+      w += sw[k][threadIdx.x];
+      b += sb[k][threadIdx.x];
+    }
+    partials[chunk * cols + col] = w;
+    partials[(chunks + chunk) * cols + col] = b;
+  }
+}
+
+// Group norm's weight/bias gradients, stage 1: one block per (image n, channel c) sums its inner values
+// (contiguous, inside row n * G + c / (C/G)); partials [N, C] (weight) then [N, C] (bias).
+template <class T>
+__global__ void __launch_bounds__(kBlock)
+    channel_partials_kernel(const T* gy, const T* x, const acc_t<T>* mean, const acc_t<T>* rstd,
+                            acc_t<T>* partials, int64_t images, int64_t channels, int64_t groups,
+                            int64_t inner) {
+  using A = acc_t<T>;
+  __shared__ A scratch[kBlock / kWarp];
+  const int64_t n = blockIdx.y, c = blockIdx.x;
+  const int64_t per_group = channels / groups;
+  const int64_t row = n * groups + c / per_group;
+  const int64_t offset = row * per_group * inner + (c % per_group) * inner;
+  const A mu = mean[row], r = rstd[row];
+  A w = A(0), b = A(0);
+  for (int64_t i = threadIdx.x; i < inner; i += kBlock) {
+    const A g = convert<A>(gy[offset + i]);
+    w += g * (convert<A>(x[offset + i]) - mu) * r;
+    b += g;
+  }
+  w = row_sum<kBlock>(w, scratch);
+  b = row_sum<kBlock>(b, scratch);
+  if (threadIdx.x == 0) {
+    partials[n * channels + c] = w;
+    partials[(images + n) * channels + c] = b;
+  }
+}
+
+// Stage 2: out[a] = sum over chunks of partials[chunk, a], in chunk order (weight, then bias partials).
+template <class T>
+__global__ void finish_kernel(const acc_t<T>* partials, T* gw, T* gb, int64_t chunks, int64_t size) {
+  LIFTOFF_GRID_STRIDE_LOOP(a, size) {
+    acc_t<T> w = 0, b = 0;
+    for (int64_t c = 0; c < chunks; ++c) {
+      w += partials[c * size + a];
+      b += partials[(chunks + c) * size + a];
+    }
+    if (gw != nullptr) gw[a] = convert<T>(w);
+    if (gb != nullptr) gb[a] = convert<T>(b);
+  }
+}
+
+template <class T>
+const T* ptr(const Tensor& t) {
+  return t.defined() ? static_cast<const T*>(t.raw_data()) : nullptr;
+}
+
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+// 16-byte packs: every row starts on a pack boundary and every pointer read by packs is aligned.
+template <class T>
+bool use_vectors(const RowNormShape& s, std::initializer_list<const void*> pointers) {
+  if (s.cols % Pack<T>::kSize != 0) return false;
+  for (const void* p : pointers)
+    if (p != nullptr && !aligned16(p)) return false;
+  return true;
+}
+
+Affine affine_of(const RowNormShape& s) {
+  return Affine{s.groups, s.affine_per_group(), s.inner, s.groups == 1 && s.inner == 1};
+}
+
+// Launches kernel<32> (a warp per row) for rows up to 1024 values, kernel<256> (a block per row) beyond.
+template <class Launch>
+void by_row_width(const RowNormShape& s, Launch&& launch) {
+  if (s.cols <= 1024) {
+    launch(std::integral_constant<int, kWarp>{});
+  } else {
+    launch(std::integral_constant<int, kBlock>{});
+  }
+}
+
+template <class T>
+void affine_grad(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& gw,
+                 const Tensor& gb, const RowNormShape& s, int device) {
+  using A = acc_t<T>;
+  const cudaStream_t stream = compute_stream(device);
+  const int64_t size = s.affine_size();
+  const bool per_column = s.groups == 1 && s.inner == 1;
+  // Per column: about 64 rows per chunk, at most 256 chunks. Per channel: one chunk per image.
+  const int64_t images = s.rows / s.groups;
+  const int64_t chunks = per_column ? std::clamp<int64_t>(s.rows / 64, 1, 256) : std::max<int64_t>(images, 1);
+  const Tensor partials = Tensor::empty({2 * chunks * size}, mean.dtype(), gy.device());
+  A* pd = static_cast<A*>(partials.raw_data());
+  if (per_column) {
+    LIFTOFF_CHECK(chunks <= 65535, ShapeError, "layer_norm backward: too many row chunks");
+    const dim3 grid(static_cast<unsigned>((s.cols + kWarp - 1) / kWarp), static_cast<unsigned>(chunks));
+    column_partials_kernel<T><<<grid, dim3(kWarp, 8), 0, stream>>>(ptr<T>(gy), ptr<T>(x), ptr<A>(mean),
+                                                                   ptr<A>(rstd), pd, s.rows, s.cols, chunks);
+  } else {
+    LIFTOFF_CHECK(images <= 65535, ShapeError, "group_norm backward: batch ", images,
+                  " exceeds the weight-gradient kernel's grid (65535); split the batch");
+    if (images == 0) partials.zero_();
+    const dim3 grid(static_cast<unsigned>(size), static_cast<unsigned>(images));
+    if (images > 0)
+      channel_partials_kernel<T><<<grid, kBlock, 0, stream>>>(
+          ptr<T>(gy), ptr<T>(x), ptr<A>(mean), ptr<A>(rstd), pd, images, size, s.groups, s.inner);
+  }
+  LIFTOFF_LAUNCH_CHECK();
+  finish_kernel<T><<<grid_for(size), kBlock, 0, stream>>>(
+      pd, gw.defined() ? static_cast<T*>(gw.raw_data()) : nullptr,
+      gb.defined() ? static_cast<T*>(gb.raw_data()) : nullptr, chunks, size);
+  LIFTOFF_LAUNCH_CHECK();
+}
+}  // namespace
+
+void row_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y,
+                      const Tensor& mean, const Tensor& rstd, const RowNormShape& s) {
+  const int device = x.device().index;
+  DeviceGuard guard(device);
+  if (s.rows == 0) return;
+  dispatch_device_float(x.dtype(), "layer/group norm", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    const Affine affine = affine_of(s);
+    // Weight and bias are read per value, not by packs.
+    const bool vec = use_vectors<T>(s, {x.raw_data(), y.raw_data()});
+    by_row_width(s, [&](auto tpr) {
+      constexpr int TPR = decltype(tpr)::value;
+      const int64_t blocks = (s.rows + kBlock / TPR - 1) / (kBlock / TPR);
+      forward_kernel<TPR, T><<<static_cast<unsigned>(blocks), kBlock, 0, compute_stream(device)>>>(
+          ptr<T>(x), ptr<T>(weight), ptr<T>(bias), static_cast<T*>(y.raw_data()),
+          static_cast<A*>(mean.raw_data()), static_cast<A*>(rstd.raw_data()), s.rows, s.cols, affine, s.eps,
+          vec);
+      LIFTOFF_LAUNCH_CHECK();
+    });
+  });
+}
+
+void row_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                       const Tensor& weight, const Tensor& gx, const Tensor& gw, const Tensor& gb,
+                       const RowNormShape& s) {
+  const int device = gy.device().index;
+  DeviceGuard guard(device);
+  dispatch_device_float(gy.dtype(), "layer/group norm backward", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    if (gx.defined() && s.rows > 0) {
+      const bool vec = use_vectors<T>(s, {gy.raw_data()});
+      by_row_width(s, [&](auto tpr) {
+        constexpr int TPR = decltype(tpr)::value;
+        const int64_t blocks = (s.rows + kBlock / TPR - 1) / (kBlock / TPR);
+        input_grad_kernel<TPR, T><<<static_cast<unsigned>(blocks), kBlock, 0, compute_stream(device)>>>(
+            ptr<T>(gy), ptr<T>(x), ptr<A>(mean), ptr<A>(rstd), ptr<T>(weight), static_cast<T*>(gx.raw_data()),
+            s.rows, s.cols, affine_of(s), vec);
+        LIFTOFF_LAUNCH_CHECK();
+      });
+    }
+    if ((gw.defined() || gb.defined()) && s.affine_size() > 0)
+      affine_grad<T>(gy, x, mean, rstd, gw, gb, s, device);
+  });
+}
+
+}  // namespace liftoff::cuda
