@@ -1,5 +1,6 @@
 // Every op of Liftoff in one include.
 #pragma once
+#include "ops/adaptive_avg_pool2d/adaptive_avg_pool2d.h"
 #include "ops/add/add.h"
 #include "ops/amp/amp.h"
 #include "ops/avg_pool2d/avg_pool2d.h"
@@ -9,10 +10,12 @@
 #include "ops/conv_transpose2d/conv_transpose2d.h"
 #include "ops/cross_entropy/cross_entropy.h"
 #include "ops/dropout/dropout.h"
+#include "ops/embedding/embedding.h"
 #include "ops/global_avg_pool2d/global_avg_pool2d.h"
 #include "ops/group_norm/group_norm.h"
 #include "ops/layer_norm/layer_norm.h"
 #include "ops/linear/linear.h"
+#include "ops/loss/loss.h"
 #include "ops/max_pool2d/max_pool2d.h"
 #include "ops/optimizer_step/optimizer_step.h"
 #include "ops/reduce/reduce.h"
@@ -20,3 +23,4 @@
 #include "ops/reshape/reshape.h"
 #include "ops/scale/scale.h"
 #include "ops/unary/unary.h"
+#include "ops/upsample/upsample.h"

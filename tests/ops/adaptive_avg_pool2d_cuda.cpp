@@ -1,0 +1,19 @@
+#include <gtest/gtest.h>
+
+#include "ops/adaptive_avg_pool2d/adaptive_avg_pool2d.h"
+#include "tests/common/cuda_test.h"
+#include "tests/ops/dtype_cases.h"
+
+namespace liftoff {
+namespace {
+
+TEST(AdaptiveAvgPool2dCuda, MatchesCpuInAllDtypesAndLayouts) {
+  LIFTOFF_REQUIRE_CUDA();
+  for (const std::vector<int64_t>& size : {std::vector<int64_t>{3, 2}, {1, 1}, {7, 5}, {4, 4}, {11, 9}}) {
+    testing::expect_layout_parity([&](const Tensor& x) { return adaptive_avg_pool2d(x, size); }, {2, 6, 7, 5},
+                                  shape_str(size));
+  }
+}
+
+}  // namespace
+}  // namespace liftoff
