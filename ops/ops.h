@@ -2,6 +2,7 @@
 #pragma once
 #include "ops/add/add.h"
 #include "ops/amp/amp.h"
+#include "ops/attention/attention.h"
 #include "ops/avg_pool2d/avg_pool2d.h"
 #include "ops/batch_norm2d/batch_norm2d.h"
 #include "ops/cast/cast.h"
@@ -10,6 +11,7 @@
 #include "ops/dropout/dropout.h"
 #include "ops/global_avg_pool2d/global_avg_pool2d.h"
 #include "ops/linear/linear.h"
+#include "ops/matmul/matmul.h"
 #include "ops/max_pool2d/max_pool2d.h"
 #include "ops/optimizer_step/optimizer_step.h"
 #include "ops/reduce/reduce.h"
