@@ -51,9 +51,10 @@ AttentionMask mask_view(const Tensor& mask, const Shape& batch) {
   view.data = mask.raw_data();
   const int64_t full = static_cast<int64_t>(batch.size()) + 2;
   const auto stride = [&](int64_t d) {  // d indexes the full [batch..., L, S]
-    const int64_t md_ = d - (full - mask.dim());
-    return md_ < 0 || mask.shape()[static_cast<size_t>(md_)] == 1 ? 0
-                                                                  : mask.strides()[static_cast<size_t>(md_)];
+    const int64_t mask_dim = d - (full - mask.dim());
+    return mask_dim < 0 || mask.shape()[static_cast<size_t>(mask_dim)] == 1
+               ? 0
+               : mask.strides()[static_cast<size_t>(mask_dim)];
   };
   view.batch_ndim = static_cast<int>(batch.size());
   for (size_t d = 0; d < batch.size(); ++d) {

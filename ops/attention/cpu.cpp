@@ -15,13 +15,14 @@ int64_t row_grain(int64_t s) {
   return std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(s, 1));
 }
 
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
 // Row r of scores + mask in f64, -inf where masked (causal or mask) into x.
 template <class T>
 void masked_row(const T* scores, const AttentionMask& mask, const AttentionRows& rows, int64_t r,
                 std::vector<double>& x) {
   const int64_t i = r % rows.l;
   const int64_t moff = mask.kind == AttentionMask::kNone ? 0 : mask.row_offset(r / rows.l, i);
-  constexpr double kNegInf = -std::numeric_limits<double>::infinity();
   for (int64_t j = 0; j < rows.s; ++j) {
     double v = static_cast<double>(scores[j]);
     if (rows.causal && j > i) v = kNegInf;
@@ -48,9 +49,9 @@ void attention_softmax_forward(const Tensor& scores, const Tensor& dropped, cons
       for (int64_t r = lo; r < hi; ++r) {
         T* row = p + r * rows.s;
         masked_row(row, mask, rows, r, x);
-        const double m = rows.s == 0 ? -INFINITY : *std::max_element(x.begin(), x.end());
+        const double m = rows.s == 0 ? kNegInf : *std::max_element(x.begin(), x.end());
         double sum = 0;
-        for (double& v : x) sum += (v = m == -INFINITY ? 0.0 : std::exp(v - m));
+        for (double& v : x) sum += (v = m == kNegInf ? 0.0 : std::exp(v - m));
         for (int64_t j = 0; j < rows.s; ++j) {
           const double prob = sum > 0 ? x[static_cast<size_t>(j)] / sum : 0.0;
           row[j] = static_cast<T>(prob);
