@@ -68,7 +68,9 @@ TEST(Linear, ErrorNamesShapes) {
 }
 
 TEST(Linear, RejectsBadArguments) {
-  EXPECT_THROW(linear(Tensor::zeros({8}), Tensor::zeros({10, 8})), ShapeError);
+  EXPECT_THROW(linear(Tensor::zeros({}), Tensor::zeros({10, 8})), ShapeError);
+  EXPECT_THROW(linear(Tensor::zeros({9}), Tensor::zeros({10, 8})), ShapeError);
+  EXPECT_THROW(linear(Tensor::zeros({2, 8}), Tensor::zeros({2, 10, 8})), ShapeError);
   EXPECT_THROW(linear(Tensor::zeros({2, 8}), Tensor::zeros({10, 8}), Tensor::zeros({9})), ShapeError);
   EXPECT_THROW(linear(Tensor::zeros({2, 8}), Tensor::zeros({10, 8}, DType::f64)), DTypeError);
   EXPECT_THROW(linear(Tensor::zeros({2, 8}), Tensor::zeros({10, 8}), Tensor::zeros({10}, DType::f64)),

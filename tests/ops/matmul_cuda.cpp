@@ -1,0 +1,107 @@
+#include <gtest/gtest.h>
+
+#include "ops/linear/linear.h"
+#include "ops/matmul/matmul.h"
+#include "runtime/autocast.h"
+#include "tests/common/cuda_test.h"
+#include "tests/common/parity.h"
+
+namespace liftoff {
+namespace {
+
+struct Case {
+  Shape a, b;
+  bool transpose_a, transpose_b;  // pass the operand as a transposed view of its stored transpose
+};
+const std::vector<Case> kCases = {
+    {{33}, {33}, false, false},
+    {{17, 33}, {33}, false, false},
+    {{33}, {33, 9}, false, false},
+    {{17, 33}, {33, 9}, true, false},
+    {{3, 17, 33}, {33, 9}, false, true},
+    {{17, 33}, {3, 33, 9}, true, true},
+    {{3, 17, 33}, {3, 33, 9}, true, false},
+    {{2, 1, 17, 33}, {3, 33, 9}, false, true},
+    {{4, 17, 8}, {8}, false, false},
+};
+
+Tensor maybe_transposed(const Tensor& t, bool transpose) {
+  if (!transpose || t.dim() < 2) return t;
+  std::vector<int64_t> order(static_cast<size_t>(t.dim()));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  std::swap(order[order.size() - 1], order[order.size() - 2]);
+  return t.permute(order).contiguous().permute(order);  // differentiable: the gradient reaches the leaf
+}
+
+::testing::AssertionResult parity_for(const Case& c, DType dtype, double atol, double rtol) {
+  const Tensor a = testing::random_tensor(c.a, 1, -1, 1).set_requires_grad(true);
+  const Tensor b = testing::random_tensor(c.b, 2, -1, 1).set_requires_grad(true);
+  testing::ParityOptions options;
+  options.atol = atol;
+  options.rtol = rtol;
+  options.cuda_dtype = dtype;
+  return testing::cuda_parity(
+      [c](const std::vector<Tensor>& in) {
+        return matmul(maybe_transposed(in[0], c.transpose_a), maybe_transposed(in[1], c.transpose_b));
+      },
+      {a, b}, options);
+}
+
+TEST(MatmulCuda, ShapesMatchCpuInEveryDtype) {
+  LIFTOFF_REQUIRE_CUDA();
+  for (const Case& c : kCases) {
+    const std::string what = shape_str(c.a) + " @ " + shape_str(c.b);
+    // f32 without TF32: only the summation order differs from the f64 reference.
+    EXPECT_TRUE(parity_for(c, DType::f32, 1e-5, 1e-4)) << what;
+    EXPECT_TRUE(parity_for(c, DType::f64, 1e-12, 1e-12)) << what;
+    // Inputs and outputs rounded to 16 bits, sums of up to 33 (forward) or 27 (gradients) terms in f32.
+    EXPECT_TRUE(parity_for(c, DType::f16, 2e-2, 1e-2)) << what;
+    EXPECT_TRUE(parity_for(c, DType::bf16, 1e-1, 3e-2)) << what;
+  }
+}
+
+TEST(MatmulCuda, BmmAndNdLinearMatchCpu) {
+  LIFTOFF_REQUIRE_CUDA();
+  const Tensor a = testing::random_tensor({4, 9, 16}, 3).set_requires_grad(true);
+  const Tensor b = testing::random_tensor({4, 16, 5}, 4).set_requires_grad(true);
+  EXPECT_TRUE(testing::cuda_parity([](const std::vector<Tensor>& in) { return bmm(in[0], in[1]); }, {a, b},
+                                   {/*atol=*/1e-5, /*rtol=*/1e-4}));
+  const Tensor x = testing::random_tensor({2, 3, 7, 16}, 5).set_requires_grad(true);
+  const Tensor w = testing::random_tensor({6, 16}, 6).set_requires_grad(true);
+  const Tensor bias = testing::random_tensor({6}, 7).set_requires_grad(true);
+  EXPECT_TRUE(testing::cuda_parity([](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); },
+                                   {x, w, bias}, {/*atol=*/1e-5, /*rtol=*/1e-4}));
+  // A non-contiguous N-D input (copied once before the GEMM).
+  EXPECT_TRUE(testing::cuda_parity(
+      [](const std::vector<Tensor>& in) {
+        return linear(in[0].permute({1, 0, 2, 3}), in[1], in[2]);
+      },
+      {x, w, bias}, {/*atol=*/1e-5, /*rtol=*/1e-4}));
+}
+
+TEST(MatmulCuda, AutocastRunsInHalf) {
+  LIFTOFF_REQUIRE_CUDA();
+  const Tensor a =
+      testing::random_tensor({2, 8, 16}, 8, -1, 1, DType::f32, Device::cuda()).set_requires_grad(true);
+  const Tensor b = testing::random_tensor({16, 4}, 9, -1, 1, DType::f32, Device::cuda());
+  Tensor y;
+  {
+    AutocastGuard guard(DType::bf16);
+    y = matmul(a, b);
+    EXPECT_EQ(bmm(a, a.permute({0, 2, 1})).dtype(), DType::bf16);
+  }
+  EXPECT_EQ(y.dtype(), DType::bf16);
+  EXPECT_EQ(matmul(a, b).dtype(), DType::f32);  // autocast off again
+  EXPECT_TRUE(testing::all_close(y.to(Device::cpu(), DType::f64), matmul(a, b).to(Device::cpu(), DType::f64),
+                                 5e-2, 3e-2));
+  y.backward(Tensor::ones(y.shape(), DType::bf16, Device::cuda()));
+  EXPECT_EQ(a.grad().dtype(), DType::f32);  // the gradient reaches the f32 leaf through the cast
+}
+
+TEST(MatmulCuda, RejectsMixedDevices) {
+  LIFTOFF_REQUIRE_CUDA();
+  EXPECT_THROW(matmul(Tensor::zeros({2, 3}, DType::f32, Device::cuda()), Tensor::zeros({3, 4})), DeviceError);
+}
+
+}  // namespace
+}  // namespace liftoff

@@ -1,0 +1,217 @@
+#include "ops/matmul/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include "ops/linear/linear.h"
+#include "tests/common/gradcheck.h"
+
+namespace liftoff {
+namespace {
+
+// torch.matmul by definition, in f64 loops: 1-D promotion, broadcast batch dims, then the added dims removed.
+Tensor naive_matmul(const Tensor& a_in, const Tensor& b_in) {
+  Shape as = a_in.shape(), bs = b_in.shape();
+  if (as.size() == 1) as.insert(as.begin(), 1);
+  if (bs.size() == 1) bs.push_back(1);
+  const std::vector<double> a = a_in.to(DType::f64).contiguous().to_vector<double>();
+  const std::vector<double> b = b_in.to(DType::f64).contiguous().to_vector<double>();
+  const size_t nb = std::max(as.size(), bs.size()) - 2;
+  Shape batch(nb);
+  auto dim_of = [nb](const Shape& s, size_t d) {
+    return d + s.size() - 2 < nb ? 1 : s[d + s.size() - 2 - nb];
+  };
+  for (size_t d = 0; d < nb; ++d) batch[d] = std::max(dim_of(as, d), dim_of(bs, d));
+  const int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
+  // Offset of batch entry `idx` (row-major over batch) in an operand of shape s, broadcasting its size-1
+  // dims.
+  auto offset = [&](const Shape& s, int64_t idx) {
+    int64_t off = 0, stride = s[s.size() - 2] * s.back();
+    for (size_t d = nb; d-- > 0;) {
+      const int64_t i = idx % batch[d];
+      idx /= batch[d];
+      const int64_t size = dim_of(s, d);
+      if (size != 1) off += i * stride;
+      stride *= size;
+    }
+    return off;
+  };
+  std::vector<double> c;
+  for (int64_t bi = 0; bi < shape_numel(batch); ++bi) {
+    const int64_t oa = offset(as, bi), ob = offset(bs, bi);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int64_t p = 0; p < k; ++p) acc += a[oa + i * k + p] * b[ob + p * n + j];
+        c.push_back(acc);
+      }
+    }
+  }
+  Shape out = batch;
+  if (a_in.dim() >= 2) out.push_back(m);
+  if (b_in.dim() >= 2) out.push_back(n);
+  return Tensor::from_vector<double>(c, out);
+}
+
+// Stored with its last two dims swapped, then viewed back: same values, transposed strides.
+Tensor transposed_view(const Tensor& t) {
+  std::vector<int64_t> order(static_cast<size_t>(t.dim()));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  std::swap(order[order.size() - 1], order[order.size() - 2]);
+  return t.permute(order).contiguous().permute(order);
+}
+
+struct ShapeCase {
+  Shape a, b;
+};
+const std::vector<ShapeCase> kShapes = {
+    {{4}, {4}},          {{3, 4}, {4}},       {{4}, {4, 5}},          {{3, 4}, {4, 5}},
+    {{2, 3, 4}, {4, 5}}, {{3, 4}, {2, 4, 5}}, {{2, 3, 4}, {2, 4, 5}}, {{2, 1, 3, 4}, {3, 4, 2}},
+    {{4}, {2, 4, 5}},    {{2, 3, 4}, {4}},    {{1, 3, 4}, {2, 4, 5}}, {{2, 2, 1, 3, 4}, {1, 2, 4, 1}},
+    {{3, 0}, {0, 2}},
+};
+
+TEST(Matmul, ShapesMatchNaiveLoops) {
+  uint64_t seed = 1;
+  for (const ShapeCase& c : kShapes) {
+    const Tensor a = testing::random_tensor(c.a, seed++);
+    const Tensor b = testing::random_tensor(c.b, seed++);
+    const Tensor expected = naive_matmul(a, b);
+    const Tensor y = matmul(a, b);
+    EXPECT_EQ(y.shape(), expected.shape()) << shape_str(c.a) << " @ " << shape_str(c.b);
+    EXPECT_TRUE(testing::all_close(y, expected, 1e-12, 1e-12)) << shape_str(c.a) << " @ " << shape_str(c.b);
+    const Tensor yf = matmul(a.to(DType::f32), b.to(DType::f32));
+    EXPECT_EQ(yf.dtype(), DType::f32);
+    EXPECT_TRUE(testing::all_close(yf, expected, 1e-5, 1e-5)) << shape_str(c.a) << " @ " << shape_str(c.b);
+  }
+}
+
+TEST(Matmul, EmptyOperands) {
+  EXPECT_EQ(matmul(Tensor::zeros({0, 3, 4}), Tensor::zeros({4, 2})).shape(), (Shape{0, 3, 2}));
+  EXPECT_EQ(matmul(Tensor::zeros({2, 0, 4}), Tensor::zeros({2, 4, 2})).shape(), (Shape{2, 0, 2}));
+  // K = 0: an empty sum is 0.
+  EXPECT_EQ(matmul(Tensor::zeros({2, 0}), Tensor::zeros({0, 2})).to_vector<float>(),
+            std::vector<float>(4, 0.0f));
+}
+
+TEST(Matmul, Forward2d) {
+  const Tensor a = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  const Tensor b = Tensor::from_vector<float>({7, 8, 9, 10, 11, 12}, {3, 2});
+  const Tensor c = matmul(a, b);
+  EXPECT_EQ(c.shape(), (Shape{2, 2}));
+  // [1 2 3; 4 5 6] @ [7 8; 9 10; 11 12]
+  EXPECT_EQ(c.to_vector<float>(), (std::vector<float>{58, 64, 139, 154}));
+  const Tensor dot =
+      matmul(Tensor::from_vector<double>({1, 2, 3}, {3}), Tensor::from_vector<double>({4, 5, 6}, {3}));
+  EXPECT_EQ(dot.shape(), Shape{});
+  EXPECT_EQ(dot.item(), 32.0);
+}
+
+TEST(Matmul, StridedAndTransposedViews) {
+  const Tensor a = testing::random_tensor({2, 3, 4}, 11), b = testing::random_tensor({2, 4, 5}, 12);
+  const Tensor expected = naive_matmul(a, b);
+  // Transposed storage (read by the GEMM as a transpose), permuted batch dims, and row slices.
+  EXPECT_TRUE(testing::all_close(matmul(transposed_view(a), transposed_view(b)), expected, 1e-12, 1e-12));
+  const Tensor a_perm = a.permute({1, 0, 2}).contiguous().permute({1, 0, 2});  // batch stride 4, row stride 8
+  EXPECT_TRUE(testing::all_close(matmul(a_perm, b), expected, 1e-12, 1e-12));
+  const Tensor wide = testing::random_tensor({2, 3, 9}, 13);
+  const Tensor a_sliced = wide.slice(2, 2, 6);  // row stride 9
+  EXPECT_TRUE(testing::all_close(matmul(a_sliced, b), naive_matmul(a_sliced, b), 1e-12, 1e-12));
+  const Tensor every_other = testing::random_tensor({3, 8}, 14).slice(1, 0, 8).permute({1, 0});  // [8, 3]
+  const Tensor c = testing::random_tensor({3, 2}, 15);
+  EXPECT_TRUE(testing::all_close(matmul(every_other, c), naive_matmul(every_other, c), 1e-12, 1e-12));
+}
+
+TEST(Matmul, GradcheckShapes) {
+  uint64_t seed = 100;
+  for (const ShapeCase& c : kShapes) {
+    const Tensor a = testing::random_tensor(c.a, seed++).set_requires_grad(true);
+    const Tensor b = testing::random_tensor(c.b, seed++).set_requires_grad(true);
+    EXPECT_TRUE(
+        testing::gradcheck([](const std::vector<Tensor>& in) { return matmul(in[0], in[1]); }, {a, b}))
+        << shape_str(c.a) << " @ " << shape_str(c.b);
+  }
+}
+
+TEST(Matmul, GradcheckThroughTransposedViews) {
+  const Tensor a = testing::random_tensor({2, 4, 3}, 21).set_requires_grad(true);
+  const Tensor b = testing::random_tensor({5, 4}, 22).set_requires_grad(true);
+  EXPECT_TRUE(testing::gradcheck(
+      [](const std::vector<Tensor>& in) {
+        return matmul(in[0].permute({0, 2, 1}), in[1].permute({1, 0}));
+      },
+      {a, b}));
+}
+
+TEST(Matmul, BroadcastGradientIsSummedOverBatch) {
+  // [2, 2] shared by a batch of 3: its gradient is the sum of the three per-matrix gradients.
+  const Tensor a = Tensor::from_vector<double>({1, 0, 0, 1}, {2, 2}).set_requires_grad(true);
+  const Tensor b = Tensor::ones({3, 2, 2}, DType::f64);
+  matmul(a, b).backward(Tensor::ones({3, 2, 2}, DType::f64));
+  EXPECT_EQ(a.grad().shape(), (Shape{2, 2}));
+  EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{6, 6, 6, 6}));
+}
+
+TEST(Bmm, ForwardAndGradcheck) {
+  const Tensor a = testing::random_tensor({3, 2, 4}, 31).set_requires_grad(true);
+  const Tensor b = testing::random_tensor({3, 4, 5}, 32).set_requires_grad(true);
+  EXPECT_TRUE(testing::all_close(bmm(a, b), naive_matmul(a, b), 1e-12, 1e-12));
+  EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return bmm(in[0], in[1]); }, {a, b}));
+}
+
+TEST(Matmul, ErrorsNameBothShapes) {
+  try {
+    matmul(Tensor::zeros({2, 3, 4}), Tensor::zeros({5, 2}));
+    FAIL() << "expected ShapeError";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("matmul: [2, 3, 4] @ [5, 2]: inner dimensions 4 and 5 differ"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    matmul(Tensor::zeros({2, 3, 4}), Tensor::zeros({3, 4, 5}));
+    FAIL() << "expected ShapeError";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("batch dims [2] and [3] do not broadcast"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(matmul(Tensor::zeros({}), Tensor::zeros({3})), ShapeError);
+  EXPECT_THROW(matmul(Tensor::zeros({3}), Tensor::zeros({4})), ShapeError);
+  EXPECT_THROW(matmul(Tensor::zeros({3, 3}, DType::i32), Tensor::zeros({3, 3}, DType::i32)), DTypeError);
+  EXPECT_THROW(bmm(Tensor::zeros({2, 3}), Tensor::zeros({3, 2})), ShapeError);
+  EXPECT_THROW(bmm(Tensor::zeros({2, 2, 3}), Tensor::zeros({1, 3, 2})), ShapeError);
+  EXPECT_THROW(bmm(Tensor::zeros({2, 2, 3}), Tensor::zeros({2, 3, 2}, DType::f64)), DTypeError);
+}
+
+TEST(Linear, NdInputFlattensLeadingDims) {
+  const Tensor x = testing::random_tensor({2, 3, 4}, 41);
+  const Tensor w = testing::random_tensor({5, 4}, 42);
+  const Tensor b = testing::random_tensor({5}, 43);
+  const Tensor y = linear(x, w, b);
+  EXPECT_EQ(y.shape(), (Shape{2, 3, 5}));
+  const Tensor expected = naive_matmul(x, w.permute({1, 0}));
+  const std::vector<double> bias = b.to_vector<double>(), ref = expected.to_vector<double>();
+  std::vector<double> with_bias(ref.size());
+  for (size_t i = 0; i < ref.size(); ++i) with_bias[i] = ref[i] + bias[i % 5];
+  EXPECT_TRUE(testing::all_close(y, Tensor::from_vector<double>(with_bias, {2, 3, 5}), 1e-12, 1e-12));
+  // Non-contiguous input (permuted batch dims) gives the same rows.
+  const Tensor xp = x.permute({1, 0, 2}).contiguous().permute({1, 0, 2});
+  EXPECT_TRUE(testing::all_close(linear(xp, w, b), y, 1e-12, 1e-12));
+  // 1-D input -> [out].
+  const Tensor y1 = linear(x.select(0, 1).select(0, 2), w, b);
+  EXPECT_EQ(y1.shape(), (Shape{5}));
+  EXPECT_TRUE(testing::all_close(y1, y.select(0, 1).select(0, 2), 1e-12, 1e-12));
+}
+
+TEST(Linear, NdGradcheck) {
+  const Tensor x = testing::random_tensor({2, 2, 3}, 44).set_requires_grad(true);
+  const Tensor w = testing::random_tensor({4, 3}, 45).set_requires_grad(true);
+  const Tensor b = testing::random_tensor({4}, 46).set_requires_grad(true);
+  EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); },
+                                 {x, w, b}));
+  const Tensor x1 = testing::random_tensor({3}, 47).set_requires_grad(true);
+  EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); },
+                                 {x1, w, b}));
+}
+
+}  // namespace
+}  // namespace liftoff
