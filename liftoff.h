@@ -8,6 +8,7 @@
 #include "runtime/async_scalar.h"
 #include "runtime/autograd.h"
 #include "runtime/branches.h"
+#include "runtime/config.h"
 #include "runtime/determinism.h"
 #include "runtime/device.h"
 #include "runtime/device_select.h"

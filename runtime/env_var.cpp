@@ -1,22 +1,29 @@
 #include "runtime/env_var.h"
 
-#include <cerrno>
-#include <cstdlib>
-
+#include "runtime/config.h"
 #include "runtime/error.h"
 
 namespace liftoff {
 
-std::optional<double> env_number(const char* name, double minimum, bool minimum_exclusive, const char* what) {
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0') return std::nullopt;
-  errno = 0;
-  char* end = nullptr;
-  const double value = std::strtod(text, &end);
-  const bool in_range = minimum_exclusive ? value > minimum : value >= minimum;
-  LIFTOFF_CHECK(errno == 0 && end != text && *end == '\0' && in_range, ValueError, name, "='", text,
-                "' is not ", what);
-  return value;
+std::optional<double> env_number(const char* name, double /*minimum*/, bool /*minimum_exclusive*/,
+                                 const char* /*what*/) {
+  const std::optional<config::Knob> knob = config::find(name);
+  LIFTOFF_CHECK(knob.has_value(), ValueError, "env_number: ", name, " is not in runtime/config's table");
+  switch (config::entry(*knob).type) {
+    case config::Type::boolean: {
+      const std::optional<bool> on = config::get_bool(*knob);
+      return on ? std::optional<double>(*on ? 1.0 : 0.0) : std::nullopt;
+    }
+    case config::Type::integer: {
+      const std::optional<int64_t> v = config::get_int(*knob);
+      return v ? std::optional<double>(static_cast<double>(*v)) : std::nullopt;
+    }
+    case config::Type::number:
+      return config::get_double(*knob);
+    default:
+      break;
+  }
+  throw ValueError(str_cat("env_number: ", name, " is not a number in runtime/config's table"));
 }
 
 }  // namespace liftoff

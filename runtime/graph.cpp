@@ -11,6 +11,7 @@
 #if LIFTOFF_WITH_CUDA
 #include <cuda_runtime.h>
 
+#include "runtime/config.h"
 #include "runtime/cuda/caching_allocator.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/context.h"
@@ -24,11 +25,7 @@ namespace {
 // LIFTOFF_GRAPH_LOG=1 prints what a captured graph holds, kernels by name, most frequent first: where a
 // replayed step's per-node cost goes.
 bool log_graphs() {
-  static const bool on = [] {
-    const char* text = std::getenv("LIFTOFF_GRAPH_LOG");
-    return text != nullptr && *text != '\0' && std::string(text) != "0";
-  }();
-  return on;
+  return *config::get_bool(config::Knob::graph_log);
 }
 
 std::string node_name(cudaGraphNode_t node) {

@@ -14,6 +14,8 @@
 #include <omp.h>
 #include <Eigen/Core>
 
+#include "runtime/config.h"
+
 namespace liftoff {
 
 namespace {
@@ -30,11 +32,9 @@ inline void cpu_relax() {
 // How long an idle thread polls before it sleeps. Long enough to bridge the serial gaps between the kernels
 // of one step (allocation, autograd bookkeeping: microseconds), short enough that a thread waiting on a
 // descheduled partner hands its core back quickly. LIFTOFF_CPU_SPIN_US overrides it (0: sleep at once).
+// Kept in a static: every idle poll asks, and config's lookup takes a lock.
 std::chrono::microseconds spin_budget() {
-  static const std::chrono::microseconds budget = [] {
-    const char* env = std::getenv("LIFTOFF_CPU_SPIN_US");
-    return std::chrono::microseconds(env != nullptr ? std::max(0L, std::atol(env)) : 50L);
-  }();
+  static const std::chrono::microseconds budget(*config::get_int(config::Knob::cpu_spin_us));
   return budget;
 }
 
@@ -59,6 +59,7 @@ thread_local bool t_in_region = false;
 class Pool {
  public:
   explicit Pool(int threads) : threads_(threads) {
+    spin_budget();  // a malformed LIFTOFF_CPU_SPIN_US throws here, on the caller, not in a worker
     for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
   }
   ~Pool() {

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/config.h"
 #include "runtime/error.h"
 #if LIFTOFF_WITH_CUDA
 #include "runtime/cuda/caching_allocator.h"
@@ -71,10 +72,8 @@ class CpuCache {
 
  private:
   CpuCache() {
-    const char* env = std::getenv("LIFTOFF_CPU_CACHE_MB");
-    limit_ = (env != nullptr ? static_cast<size_t>(std::max(0L, std::atol(env))) : size_t{1024}) << 20;
-    const char* stats = std::getenv("LIFTOFF_CPU_ALLOC_STATS");
-    if (stats != nullptr && std::string(stats) == "1") std::atexit([] { get().print_stats(); });
+    limit_ = static_cast<size_t>(*config::get_int(config::Knob::cpu_cache_mb)) << 20;
+    if (*config::get_bool(config::Knob::cpu_alloc_stats)) std::atexit([] { get().print_stats(); });
   }
 
   void release_all() {

@@ -20,7 +20,7 @@
 #include "ops/common/cpu_gemm.h"
 #include "ops/conv2d/winograd.h"
 #include "ops/conv2d/winograd_blocks.h"
-#include "runtime/env_var.h"
+#include "runtime/config.h"
 #include "runtime/error.h"
 #include "runtime/parallel.h"
 
@@ -419,7 +419,7 @@ bool supports(const Conv2dShape& g) {
 namespace {
 int mode() {
   static const int m = [] {
-    const auto v = env_number("LIFTOFF_CPU_WINOGRAD", 0.0, false, "0 (off), 1 (gradients) or 2 (all)");
+    const std::optional<int64_t> v = config::get_int(config::Knob::cpu_winograd);
     if (!v) return 1;
     LIFTOFF_CHECK(*v == 0.0 || *v == 1.0 || *v == 2.0, ValueError, "LIFTOFF_CPU_WINOGRAD=", *v,
                   " is not 0 (off), 1 (gradients) or 2 (all)");

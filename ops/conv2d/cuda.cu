@@ -18,13 +18,13 @@
 
 #include "ops/conv2d/cudnn_graph.h"
 #include "ops/conv2d/kernels.h"
+#include "runtime/config.h"
 #include "runtime/cuda/caching_allocator.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/cudnn_loader.h"
 #include "runtime/cuda/cuda_types.cuh"
 #include "runtime/determinism.h"
-#include "runtime/env_var.h"
 #include "runtime/graph.h"
 
 namespace liftoff::cuda {
@@ -151,8 +151,7 @@ struct PlanKey {
 
 std::atomic<int>& engines_setting() {
   static std::atomic<int> setting{[] {
-    const char* text = std::getenv("LIFTOFF_CONV_ENGINES");
-    const std::string value = text != nullptr ? text : "";
+    const std::string value = config::get_string(config::Knob::conv_engines).value_or("auto");
     if (value.empty() || value == "auto") return static_cast<int>(ConvEngines::automatic);
     if (value == "legacy") return static_cast<int>(ConvEngines::legacy);
     if (value == "graph") return static_cast<int>(ConvEngines::graph);
@@ -306,8 +305,7 @@ class SearchWorkspace {
   // for f16, where the larger workspaces bought no speed on the H200 (ResNet-20, batch 256: 49,753 images/s
   // at 512 vs 55,134 at 64 in one call) and cost 56 MiB of peak memory (docs/perf.md).
   static size_t workspace_limit(DType dtype) {
-    static const std::optional<double> mb =
-        env_number("LIFTOFF_CUDNN_WORKSPACE_MB", 0.0, false, "a number of MiB >= 0");
+    const std::optional<double> mb = config::get_double(config::Knob::cudnn_workspace_mb);
     if (mb) return static_cast<size_t>(*mb * 1024.0 * 1024.0);
     return dtype == DType::f16 ? kHalfSearchWorkspace : kMaxSearchWorkspace;
   }
@@ -319,11 +317,7 @@ class SearchWorkspace {
 
 // LIFTOFF_CUDNN_LOG=1 prints every algorithm choice (one line per shape and direction) to stderr.
 bool log_choices() {
-  static const bool on = [] {
-    const char* text = std::getenv("LIFTOFF_CUDNN_LOG");
-    return text != nullptr && *text != '\0' && std::string(text) != "0";
-  }();
-  return on;
+  return *config::get_bool(config::Knob::cudnn_log);
 }
 
 std::string shape_text(const Conv2dShape& g, DType dtype) {

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/config.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/context.h"  // compute_stream
 #include "runtime/cuda/event.h"
@@ -261,8 +262,7 @@ namespace {
 // launched one by one, as the steps that will run them do. LIFTOFF_CONV_TIMING=graph|eager forces either.
 bool time_in_graphs() {
   static const int forced = [] {
-    const char* text = std::getenv("LIFTOFF_CONV_TIMING");
-    const std::string value = text != nullptr ? text : "";
+    const std::string value = config::get_string(config::Knob::conv_timing).value_or("auto");
     if (value == "graph") return 1;
     if (value == "eager") return 0;
     LIFTOFF_CHECK(value.empty() || value == "auto", ValueError, "LIFTOFF_CONV_TIMING=\"", value,

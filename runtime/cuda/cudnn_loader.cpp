@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/config.h"
 #include "runtime/cuda/cudnn_loader.h"
 #include "runtime/error.h"
 #include "runtime/platform/dynamic_library.h"
@@ -18,8 +19,7 @@ namespace liftoff::cuda {
 namespace {
 // LIFTOFF_CUDNN_LIBRARY=/path/to/libcudnn.so.9 picks one cuDNN among several installed (only that file).
 std::vector<std::string> cudnn_candidates() {
-  const char* chosen = std::getenv("LIFTOFF_CUDNN_LIBRARY");
-  if (chosen != nullptr && *chosen != '\0') return {chosen};
+  if (auto chosen = config::get_string(config::Knob::cudnn_library)) return {*chosen};
   return {"libcudnn.so.9", "libcudnn.so"};
 }
 

@@ -1,36 +1,33 @@
 #include "runtime/distributed/env.h"
 
-#include <cerrno>
-#include <cstdlib>
-
+#include "runtime/config.h"
 #include "runtime/error.h"
 
 namespace liftoff::distributed {
 
 namespace {
-// -1 when unset; throws when set but not a non-negative integer.
-long read_int(const char* name) {
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0') return -1;
-  errno = 0;
-  char* end = nullptr;
-  const long value = std::strtol(text, &end, 10);
-  LIFTOFF_CHECK(errno == 0 && end != text && *end == '\0' && value >= 0 && value < (1L << 24), ValueError,
-                "environment variable ", name, "='", text, "' is not a non-negative integer");
-  return value;
+using config::Knob;
+
+// -1 when unset; the table checks the value (an integer in [0, 2^24)) and names the variable when it is not.
+long read_int(Knob knob) {
+  return static_cast<long>(config::get_int(knob).value_or(-1));
 }
 
-DistEnv read_triple(const char* rank_var, const char* world_var, const char* local_var,
-                    const char* local_size_var, const char* launcher) {
-  const long rank = read_int(rank_var);
-  const long world = read_int(world_var);
+DistEnv read_triple(Knob rank_knob, Knob world_knob, Knob local_knob, Knob local_size_knob,
+                    const std::string& launcher) {
+  const char* rank_var = config::name(rank_knob);
+  const char* world_var = config::name(world_knob);
+  const char* local_var = config::name(local_knob);
+  const char* local_size_var = config::name(local_size_knob);
+  const long rank = read_int(rank_knob);
+  const long world = read_int(world_knob);
   LIFTOFF_CHECK(rank >= 0 && world >= 0, ValueError, "environment: ", rank_var, " and ", world_var,
                 " must be set together (got ", rank_var, rank >= 0 ? " set" : " unset", ", ", world_var,
                 world >= 0 ? " set" : " unset", ")");
   LIFTOFF_CHECK(world >= 1, ValueError, "environment: ", world_var, "=", world, " must be at least 1");
   LIFTOFF_CHECK(rank < world, ValueError, "environment: ", rank_var, "=", rank, " is outside [0, ", world_var,
                 "=", world, ")");
-  const long local = read_int(local_var);
+  const long local = read_int(local_knob);
   LIFTOFF_CHECK(local < world, ValueError, "environment: ", local_var, "=", local, " is not below ",
                 world_var, "=", world);
   DistEnv env;
@@ -38,7 +35,7 @@ DistEnv read_triple(const char* rank_var, const char* world_var, const char* loc
   env.world_size = static_cast<int>(world);
   // Without a local rank, assume one node: local rank = rank.
   env.local_rank = static_cast<int>(local >= 0 ? local : rank);
-  const long local_size = read_int(local_size_var);
+  const long local_size = read_int(local_size_knob);
   LIFTOFF_CHECK(local_size < 0 || (local_size >= 1 && local_size <= world && env.local_rank < local_size),
                 ValueError, "environment: ", local_size_var, "=", local_size, " must be in [1, ", world_var,
                 "=", world, "] and above the local rank ", env.local_rank);
@@ -49,15 +46,14 @@ DistEnv read_triple(const char* rank_var, const char* world_var, const char* loc
 }  // namespace
 
 DistEnv discover_env() {
-  if (std::getenv("RANK") != nullptr || std::getenv("WORLD_SIZE") != nullptr) {
+  if (config::is_set(Knob::rank) || config::is_set(Knob::world_size)) {
     // A launcher may name itself (`train --gpus N` does); otherwise "env" (torchrun-style variables).
-    const char* named = std::getenv("LIFTOFF_LAUNCHER");
-    return read_triple("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-                       named != nullptr && *named != '\0' ? named : "env");
+    return read_triple(Knob::rank, Knob::world_size, Knob::local_rank, Knob::local_world_size,
+                       config::get_string(Knob::launcher).value_or("env"));
   }
-  if (std::getenv("OMPI_COMM_WORLD_RANK") != nullptr || std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr) {
-    return read_triple("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-                       "OMPI_COMM_WORLD_LOCAL_SIZE", "mpirun");
+  if (config::is_set(Knob::ompi_rank) || config::is_set(Knob::ompi_world_size)) {
+    return read_triple(Knob::ompi_rank, Knob::ompi_world_size, Knob::ompi_local_rank, Knob::ompi_local_size,
+                       "mpirun");
   }
   return DistEnv{};
 }

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <thread>
 
+#include "runtime/config.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/event.h"
@@ -135,13 +136,12 @@ ncclUniqueId id_through_file(const std::string& path, int rank, double timeout) 
 
 ncclUniqueId obtain_id(int rank, int world_size, const ProcessGroupOptions& options, double timeout) {
   if (!options.nccl_unique_id.empty()) return id_from_hex(options.nccl_unique_id, "ProcessGroupOptions");
-  if (const char* hex = std::getenv(kNcclIdEnv); hex != nullptr && *hex != '\0')
-    return id_from_hex(hex, kNcclIdEnv);
-  if (const char* path = std::getenv(kNcclIdFileEnv); path != nullptr && *path != '\0') {
-    return id_through_file(path, rank, timeout);
+  if (const auto hex = config::get_string(config::Knob::nccl_id)) return id_from_hex(*hex, kNcclIdEnv);
+  if (const auto path = config::get_string(config::Knob::nccl_id_file)) {
+    return id_through_file(*path, rank, timeout);
   }
 #if LIFTOFF_WITH_MPI
-  if (world_size > 1 && std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr) {
+  if (world_size > 1 && config::is_set(config::Knob::ompi_world_size)) {
     mpi_ensure_initialized(rank, world_size);
     std::string hex =
         rank == 0 ? id_to_hex(fresh_id()) : std::string(2 * sizeof(ncclUniqueId::internal), '0');

@@ -1,6 +1,6 @@
 #include "runtime/distributed/process_group.h"
 
-#include "runtime/env_var.h"
+#include "runtime/config.h"
 #include "runtime/error.h"
 #if LIFTOFF_WITH_NCCL
 #include "runtime/distributed/nccl_group.h"
@@ -47,8 +47,7 @@ void ProcessGroup::check_tensor(const char* what, const Tensor& t) const {
 }
 
 double effective_timeout_seconds(const ProcessGroupOptions& options) {
-  const double timeout = env_number("LIFTOFF_DIST_TIMEOUT", 0.0, true, "a positive number of seconds")
-                             .value_or(options.timeout_seconds);
+  const double timeout = config::get_double(config::Knob::dist_timeout).value_or(options.timeout_seconds);
   LIFTOFF_CHECK(timeout > 0, ValueError, "process group timeout must be positive, got ", timeout, " s");
   return timeout;
 }

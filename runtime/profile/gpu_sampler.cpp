@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "runtime/env_var.h"
+#include "runtime/config.h"
 
 #if LIFTOFF_WITH_CUDA
 #include <cuda_runtime.h>
@@ -40,8 +40,7 @@ bool in_windows(double t, const std::vector<GpuSampler::Window>& windows) {
 namespace {
 // LIFTOFF_NVML_INTERVAL_S overrides the NVML period (measuring the sampler's own cost; see docs/perf.md).
 double nvml_period(double configured) {
-  return env_number("LIFTOFF_NVML_INTERVAL_S", 0.0, true, "a positive number of seconds")
-      .value_or(configured);
+  return config::get_double(config::Knob::nvml_interval_s).value_or(configured);
 }
 }  // namespace
 

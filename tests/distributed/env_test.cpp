@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 
+#include "runtime/config.h"
 #include "runtime/distributed/env.h"
 #include "runtime/distributed/process_group.h"
 #include "runtime/error.h"
@@ -16,8 +17,8 @@ class EnvTest : public ::testing::Test {
   void TearDown() override { clear(); }
   static void clear() {
     for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                          "OMPI_COMM_WORLD_LOCAL_RANK", "LIFTOFF_DIST_TIMEOUT", "LIFTOFF_LAUNCHER",
-                          "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"}) {
+                          "OMPI_COMM_WORLD_LOCAL_RANK", "LIFTOFF_LAUNCHER", "LOCAL_WORLD_SIZE",
+                          "OMPI_COMM_WORLD_LOCAL_SIZE"}) {
       unsetenv(v);
     }
   }
@@ -60,7 +61,7 @@ TEST_F(EnvTest, LocalWorldSizeDefaultsToTheWorldAndIsChecked) {
 TEST_F(EnvTest, ALauncherCanNameItself) {
   setenv("RANK", "0", 1);
   setenv("WORLD_SIZE", "2", 1);
-  setenv("LIFTOFF_LAUNCHER", "train --gpus", 1);
+  config::ScopedSetting launcher(config::Knob::launcher, "train --gpus");
   EXPECT_EQ(discover_env().launcher, "train --gpus");
 }
 
@@ -102,10 +103,15 @@ TEST_F(EnvTest, BadValuesNameTheVariable) {
 TEST_F(EnvTest, TimeoutOverride) {
   ProcessGroupOptions options;
   options.timeout_seconds = 30;
-  EXPECT_DOUBLE_EQ(effective_timeout_seconds(options), 30.0);
-  setenv("LIFTOFF_DIST_TIMEOUT", "7.5", 1);
-  EXPECT_DOUBLE_EQ(effective_timeout_seconds(options), 7.5);
-  setenv("LIFTOFF_DIST_TIMEOUT", "-1", 1);
+  {
+    config::ScopedSetting unset(config::Knob::dist_timeout, std::nullopt);
+    EXPECT_DOUBLE_EQ(effective_timeout_seconds(options), 30.0);
+  }
+  {
+    config::ScopedSetting timeout(config::Knob::dist_timeout, "7.5");
+    EXPECT_DOUBLE_EQ(effective_timeout_seconds(options), 7.5);
+  }
+  config::ScopedSetting negative(config::Knob::dist_timeout, "-1");
   EXPECT_THROW(effective_timeout_seconds(options), ValueError);
 }
 

@@ -1,5 +1,7 @@
 // doctor: is the GPU really usable, and really computing? Prints what the driver, the libraries and the GPUs
-// are, what NVML sees, then runs a matmul and a convolution on CPU and GPU and checks one against the other.
+// are, what NVML sees, then runs a matmul and a convolution on CPU and GPU and checks one against the other,
+// and which LIFTOFF_* settings the environment gives (`doctor --config`: the whole table of runtime/config, then
+// exit 0).
 // Exit codes: 0 the GPU computes correctly; 3 built without CUDA; 4 no driver or no GPU; 5 a GPU is present
 // but cannot run Liftoff; 6 the GPU computed a wrong result; 1 another error; 2 a usage error.
 #include <CLI/CLI.hpp>
@@ -13,6 +15,7 @@
 
 #include "ops/conv2d/conv2d.h"
 #include "ops/linear/linear.h"
+#include "runtime/config.h"
 #include "runtime/device_select.h"
 #include "runtime/profile/nvml.h"
 #include "runtime/parallel.h"
@@ -158,10 +161,24 @@ CheckResult compute_check(int index) {
   return result;
 }
 
+// The environment settings this process was given (all of them: `doctor --config`).
+void print_settings_in_use() {
+  std::printf("Settings from the environment\n");
+  int shown = 0;
+  for (const config::Row& row : config::list()) {
+    if (row.source != "env") continue;
+    std::printf("  %s=%s\n", row.entry->name, row.value.c_str());
+    ++shown;
+  }
+  if (shown == 0) std::printf("  none (defaults)\n");
+  std::printf("  (doctor --config lists all %zu with their defaults)\n", config::all_knobs().size());
+}
+
 int run() {
   set_num_threads(static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
   const SystemInfo info = query_system_info();
   print_versions(info);
+  print_settings_in_use();
   if (!info.built_with_cuda) {
     std::printf("\nverdict: NO GPU: %s\n", cuda_unavailable_reason(0).c_str());
     return kNoCudaBuild;
@@ -198,6 +215,11 @@ int run() {
 
 int main(int argc, char** argv) {
   CLI::App app{"doctor: checks that the GPU is usable and really computing, and says why not", "doctor"};
+  bool config_only = false;
+  app.add_flag(
+      "--config", config_only,
+      "print the LIFTOFF_* settings and launcher variables (value, source, default, accepted values) "
+      "instead of the checks");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -209,6 +231,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "doctor: %s\n", e.what());
     return 2;
+  }
+  if (config_only) {
+    std::printf("%s", config::format_table().c_str());
+    return kOk;
   }
   try {
     return run();

@@ -214,6 +214,10 @@ void add_flags(CLI::App& app, Flags& f) {
       ->capture_default_str()
       ->check(CLI::IsMember({"stop", "skip"}))
       ->group(g_ckpt);
+
+  app.add_flag("--print-settings", f.print_settings,
+               "print the LIFTOFF_* environment settings (value, source, default, accepted values) and exit")
+      ->group(g_out);
 }
 
 }  // namespace liftoff::tools

@@ -57,6 +57,7 @@ struct Flags {
   std::string resume;
   std::string on_nan = "stop";
   bool deterministic = false;
+  bool print_settings = false;  // print runtime/config's table of environment settings and exit
 };
 
 // Registers every flag on app, bound to f.

@@ -16,6 +16,7 @@
 #include "models/train/schedule.h"
 #include "models/train/trainer.h"
 #include "models/nn/zoo.h"
+#include "runtime/config.h"
 #include "runtime/determinism.h"
 #include "runtime/device_select.h"
 #include "runtime/distributed/env.h"
@@ -451,6 +452,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "train: %s\nRun 'train --help' for the flags and their defaults.\n", e.what());
     return 2;
+  }
+  if (flags.print_settings) {
+    std::printf("%s", liftoff::config::format_table().c_str());
+    return 0;
   }
   try {
     // train --gpus N: this process becomes the launcher of N ranks (one per GPU) and waits for them.

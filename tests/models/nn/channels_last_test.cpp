@@ -3,16 +3,15 @@
 // bit with it on.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-
 #include "models/nn/zoo.h"
+#include "runtime/config.h"
 #include "tests/common/gradcheck.h"
 
 namespace liftoff {
 namespace {
 
 TEST(ChannelsLastSwitch, OnByDefaultAndSettable) {
-  if (std::getenv("LIFTOFF_CHANNELS_LAST") == nullptr) {
+  if (!config::is_set(config::Knob::channels_last)) {
     EXPECT_TRUE(channels_last_activations());
   }
   const bool before = channels_last_activations();
