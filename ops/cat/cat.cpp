@@ -12,13 +12,19 @@ namespace liftoff {
 namespace {
 int dtype_rank(DType t) {
   switch (t) {
-    case DType::u8: return 0;
-    case DType::i32: return 1;
-    case DType::i64: return 2;
+    case DType::u8:
+      return 0;
+    case DType::i32:
+      return 1;
+    case DType::i64:
+      return 2;
     case DType::f16:
-    case DType::bf16: return 3;
-    case DType::f32: return 4;
-    case DType::f64: return 5;
+    case DType::bf16:
+      return 3;
+    case DType::f32:
+      return 4;
+    case DType::f64:
+      return 5;
   }
   return 0;
 }
@@ -63,7 +69,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
                 describe(tensors), "); unsqueeze them or use stack()");
   const int64_t n = first.dim();
   const int64_t d = dim < 0 ? dim + n : dim;
-  LIFTOFF_CHECK(d >= 0 && d < n, ShapeError, "cat: dim ", dim, " out of range for shapes ", describe(tensors));
+  LIFTOFF_CHECK(d >= 0 && d < n, ShapeError, "cat: dim ", dim, " out of range for shapes ",
+                describe(tensors));
   Shape out_shape = first.shape();
   out_shape[d] = 0;
   std::vector<Tensor> parts;
@@ -114,8 +121,8 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   }
   const int64_t n = tensors[0].dim() + 1;
   const int64_t d = dim < 0 ? dim + n : dim;
-  LIFTOFF_CHECK(d >= 0 && d < n, ShapeError, "stack: dim ", dim, " out of range for shapes ", describe(tensors),
-                " (expected in [", -n, ", ", n - 1, "])");
+  LIFTOFF_CHECK(d >= 0 && d < n, ShapeError, "stack: dim ", dim, " out of range for shapes ",
+                describe(tensors), " (expected in [", -n, ", ", n - 1, "])");
   std::vector<Tensor> parts;
   for (const Tensor& t : tensors) parts.push_back(unsqueeze(t, d));
   return cat(parts, d);

@@ -58,7 +58,7 @@ void cat_forward(const std::vector<Tensor>& inputs, int64_t dim, const Tensor& o
       if (count == 0) return;
       const dim3 grid(grid_for(largest), static_cast<unsigned>(count));
       cat_kernel<T><<<grid, kBlock, 0, stream>>>(batch, out_layout, static_cast<int>(dim),
-                                                  static_cast<T*>(out.raw_data()));
+                                                 static_cast<T*>(out.raw_data()));
       LIFTOFF_LAUNCH_CHECK();
       count = 0;
       largest = 0;

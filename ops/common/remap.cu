@@ -54,9 +54,9 @@ void remap(const Tensor& src, const Tensor& dst, const RemapPlan& plan, double f
   const Strided out = strided_of(dst, "remap");
   dispatch_device_all(dst.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    remap_kernel<T><<<grid_for(n), kBlock, 0, compute_stream(device)>>>(
-        static_cast<const T*>(src.raw_data()), in, static_cast<T*>(dst.raw_data()), out, plan,
-        convert<T>(fill), n);
+    remap_kernel<T><<<grid_for(n), kBlock, 0, compute_stream(device)>>>(static_cast<const T*>(src.raw_data()),
+                                                                        in, static_cast<T*>(dst.raw_data()),
+                                                                        out, plan, convert<T>(fill), n);
     LIFTOFF_LAUNCH_CHECK();
   });
 }
@@ -74,9 +74,11 @@ void sum_strided(const Tensor& src, const Strided& keep, const Strided& reduce, 
     const T* s = static_cast<const T*>(src.raw_data());
     T* d = static_cast<T*>(dst.raw_data());
     if (reduce_numel >= kWarpReduceMin) {
-      sum_strided_warp_kernel<T, A><<<grid_for(n * 32), kBlock, 0, stream>>>(s, keep, reduce, reduce_numel, d, n);
+      sum_strided_warp_kernel<T, A>
+          <<<grid_for(n * 32), kBlock, 0, stream>>>(s, keep, reduce, reduce_numel, d, n);
     } else {
-      sum_strided_thread_kernel<T, A><<<grid_for(n), kBlock, 0, stream>>>(s, keep, reduce, reduce_numel, d, n);
+      sum_strided_thread_kernel<T, A>
+          <<<grid_for(n), kBlock, 0, stream>>>(s, keep, reduce, reduce_numel, d, n);
     }
     LIFTOFF_LAUNCH_CHECK();
   });

@@ -1,7 +1,7 @@
 // Remapped copies: dst[o] = src[map(o)] where every dimension maps its output coordinate to a source
-// coordinate on its own (copy, flip, roll, tile, or one of F.pad's modes), or to a fill value. One CPU and one
-// CUDA kernel serve flip, roll, repeat and pad forward (and constant pad's backward). src and dst may have any
-// strides (dst is written through its strides, so a channels-last dst stays channels-last).
+// coordinate on its own (copy, flip, roll, tile, or one of F.pad's modes), or to a fill value. One CPU and
+// one CUDA kernel serve flip, roll, repeat and pad forward (and constant pad's backward). src and dst may
+// have any strides (dst is written through its strides, so a channels-last dst stays channels-last).
 #pragma once
 #include <cstdint>
 
@@ -26,16 +26,22 @@ struct RemapPlan {
 LIFTOFF_HOST_DEVICE int64_t remap_coord(DimRemap m, int64_t o, int64_t n) {
   const int64_t s = o - m.shift;
   switch (m.kind) {
-    case RemapKind::copy: return o;
-    case RemapKind::flip: return n - 1 - o;
-    case RemapKind::roll: return s < 0 ? s + n : s;
-    case RemapKind::tile: return o % n;
-    case RemapKind::pad_constant: return s < 0 || s >= n ? -1 : s;
+    case RemapKind::copy:
+      return o;
+    case RemapKind::flip:
+      return n - 1 - o;
+    case RemapKind::roll:
+      return s < 0 ? s + n : s;
+    case RemapKind::tile:
+      return o % n;
+    case RemapKind::pad_constant:
+      return s < 0 || s >= n ? -1 : s;
     case RemapKind::pad_reflect: {
       const int64_t r = s < 0 ? -s : s;
       return r >= n ? 2 * (n - 1) - r : r;
     }
-    case RemapKind::pad_replicate: return s < 0 ? 0 : (s >= n ? n - 1 : s);
+    case RemapKind::pad_replicate:
+      return s < 0 ? 0 : (s >= n ? n - 1 : s);
   }
   return o;
 }

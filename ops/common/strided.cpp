@@ -4,7 +4,8 @@ namespace liftoff {
 
 Strided strided_of(const Shape& shape, const Shape& strides, const char* op) {
   LIFTOFF_CHECK(shape.size() <= static_cast<size_t>(kMaxStridedDims) && strides.size() == shape.size(),
-                ShapeError, op, ": supports up to ", kMaxStridedDims, " dimensions, got shape ", shape_str(shape));
+                ShapeError, op, ": supports up to ", kMaxStridedDims, " dimensions, got shape ",
+                shape_str(shape));
   Strided l;
   l.dims = static_cast<int>(shape.size());
   for (size_t d = 0; d < shape.size(); ++d) {

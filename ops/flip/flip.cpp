@@ -11,8 +11,8 @@ namespace {
 int64_t wrap(const Tensor& x, int64_t dim, const char* op) {
   const int64_t n = x.dim();
   const int64_t w = dim < 0 ? dim + n : dim;
-  LIFTOFF_CHECK(w >= 0 && w < n, ShapeError, op, ": dim ", dim, " out of range for shape ", shape_str(x.shape()),
-                " (expected in [", -n, ", ", n - 1, "])");
+  LIFTOFF_CHECK(w >= 0 && w < n, ShapeError, op, ": dim ", dim, " out of range for shape ",
+                shape_str(x.shape()), " (expected in [", -n, ", ", n - 1, "])");
   return w;
 }
 
@@ -38,9 +38,8 @@ Tensor flip(const Tensor& x, const std::vector<int64_t>& dims) {
   }
   const Tensor out = remapped(x, plan);
   if (should_record({x})) {
-    record(out, "flip", {x}, [dims](const Tensor& gy, const NeedsGrad&) {
-      return std::vector<Tensor>{flip(gy, dims)};
-    });
+    record(out, "flip", {x},
+           [dims](const Tensor& gy, const NeedsGrad&) { return std::vector<Tensor>{flip(gy, dims)}; });
   }
   return out;
 }

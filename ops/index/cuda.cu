@@ -24,8 +24,8 @@ __device__ __forceinline__ void check_index(int64_t k, int64_t bound) {
 struct Offsets {
   int64_t target, index, source, coord;
 };
-__device__ __forceinline__ Offsets offsets_except(const Strided& is, const Strided& target, const Strided& source,
-                                                  int dim, int64_t linear) {
+__device__ __forceinline__ Offsets offsets_except(const Strided& is, const Strided& target,
+                                                  const Strided& source, int dim, int64_t linear) {
   Offsets o{0, 0, 0, 0};
   for (int d = is.dims - 1; d >= 0; --d) {
     const int64_t c = linear % is.shape[d];
@@ -101,7 +101,8 @@ __global__ void scatter_add_owner_kernel(T* out, Strided os, const int64_t* inde
     if (!covered) continue;
     A acc = convert<A>(out[q]);
     for (int64_t j = 0; j < is.shape[dim]; ++j) {
-      if (index[index_base + j * is.strides[dim]] == target) acc += convert<A>(src[source_base + j * ss.strides[dim]]);
+      if (index[index_base + j * is.strides[dim]] == target)
+        acc += convert<A>(src[source_base + j * ss.strides[dim]]);
     }
     out[q] = convert<T>(acc);
   }
@@ -140,16 +141,16 @@ void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tens
     constexpr bool float_atomic = std::is_same_v<T, float> || std::is_same_v<T, double>;
     if constexpr (integer_atomic || float_atomic) {
       if (integer_atomic || !deterministic_algorithms()) {
-        scatter_add_atomic_kernel<T><<<grid_for(index.numel()), kBlock, 0, stream>>>(o, os, idx, is, s, ss, d,
-                                                                                      index.numel());
+        scatter_add_atomic_kernel<T>
+            <<<grid_for(index.numel()), kBlock, 0, stream>>>(o, os, idx, is, s, ss, d, index.numel());
         LIFTOFF_LAUNCH_CHECK();
         return;
       }
     }
     check_index_kernel<<<grid_for(index.numel()), kBlock, 0, stream>>>(idx, is, os.shape[d], index.numel());
     LIFTOFF_LAUNCH_CHECK();
-    scatter_add_owner_kernel<T><<<grid_for(out.numel()), kBlock, 0, stream>>>(o, os, idx, is, s, ss, d,
-                                                                              out.numel());
+    scatter_add_owner_kernel<T>
+        <<<grid_for(out.numel()), kBlock, 0, stream>>>(o, os, idx, is, s, ss, d, out.numel());
     LIFTOFF_LAUNCH_CHECK();
   });
 }

@@ -1,9 +1,9 @@
 #include "ops/index/index.h"
 
+#include "ops/common/strided.h"
 #include "ops/index/kernels.h"
 #include "ops/pad/pad.h"
 #include "ops/reshape/reshape.h"
-#include "ops/common/strided.h"
 #include "runtime/autograd.h"
 #include "runtime/dispatch.h"
 
@@ -13,8 +13,8 @@ namespace {
 int64_t wrap(int64_t dim, const Tensor& x, const char* op) {
   const int64_t n = x.dim();
   const int64_t w = dim < 0 ? dim + n : dim;
-  LIFTOFF_CHECK(w >= 0 && w < n, ShapeError, op, ": dim ", dim, " out of range for input ", shape_str(x.shape()),
-                " (expected in [", -n, ", ", n - 1, "])");
+  LIFTOFF_CHECK(w >= 0 && w < n, ShapeError, op, ": dim ", dim, " out of range for input ",
+                shape_str(x.shape()), " (expected in [", -n, ", ", n - 1, "])");
   return w;
 }
 
@@ -22,8 +22,9 @@ void check_common(const Tensor& x, const Tensor& index, const char* op) {
   LIFTOFF_CHECK(x.defined() && index.defined(), ValueError, op, ": input and index must be defined tensors");
   LIFTOFF_CHECK(index.dtype() == DType::i64, DTypeError, op, ": index must be i64, got ",
                 dtype_name(index.dtype()), " (index ", shape_str(index.shape()), ")");
-  LIFTOFF_CHECK(index.device() == x.device(), DeviceError, op, ": input on ", x.device().str(), " but index on ",
-                index.device().str(), " (input ", shape_str(x.shape()), ", index ", shape_str(index.shape()), ")");
+  LIFTOFF_CHECK(index.device() == x.device(), DeviceError, op, ": input on ", x.device().str(),
+                " but index on ", index.device().str(), " (input ", shape_str(x.shape()), ", index ",
+                shape_str(index.shape()), ")");
 }
 
 // On the CPU the values are at hand: every index must lie in [0, bound).
@@ -111,16 +112,17 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   LIFTOFF_CHECK(src.device() == x.device(), DeviceError, "scatter_add: input on ", x.device().str(),
                 " but src on ", src.device().str());
   LIFTOFF_CHECK(index.dim() == x.dim() && src.dim() == x.dim(), ShapeError, "scatter_add: input ",
-                shape_str(x.shape()), ", index ", shape_str(index.shape()), " and src ", shape_str(src.shape()),
-                " must have one rank");
+                shape_str(x.shape()), ", index ", shape_str(index.shape()), " and src ",
+                shape_str(src.shape()), " must have one rank");
   if (x.dim() == 0) {
     return reshape(scatter_add(reshape(x, {1}), 0, reshape(index, {1}), reshape(src, {1})), {});
   }
   const int64_t d = wrap(dim, x, "scatter_add");
   for (int64_t k = 0; k < x.dim(); ++k) {
-    LIFTOFF_CHECK(index.shape()[k] <= src.shape()[k] && (k == d || index.shape()[k] <= x.shape()[k]), ShapeError,
-                  "scatter_add: index ", shape_str(index.shape()), " is larger than src ", shape_str(src.shape()),
-                  " or (outside dim ", dim, ") than input ", shape_str(x.shape()), " at dim ", k);
+    LIFTOFF_CHECK(index.shape()[k] <= src.shape()[k] && (k == d || index.shape()[k] <= x.shape()[k]),
+                  ShapeError, "scatter_add: index ", shape_str(index.shape()), " is larger than src ",
+                  shape_str(src.shape()), " or (outside dim ", dim, ") than input ", shape_str(x.shape()),
+                  " at dim ", k);
   }
   check_values(index, x.shape()[d], "scatter_add", x.shape());
   const Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());

@@ -1,6 +1,6 @@
-// Kernels behind index_select/gather/scatter_add: shapes, dtypes and (on the CPU) index values already checked.
-// index is an i64 tensor with any strides (stride 0 where index_select's index is broadcast), dim already
-// wrapped.
+// Kernels behind index_select/gather/scatter_add: shapes, dtypes and (on the CPU) index values already
+// checked. index is an i64 tensor with any strides (stride 0 where index_select's index is broadcast), dim
+// already wrapped.
 #pragma once
 #include "runtime/tensor.h"
 

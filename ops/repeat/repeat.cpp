@@ -7,7 +7,8 @@ namespace liftoff {
 
 namespace {
 // gx[k] = sum over the tiles of gy, with gy's dim d seen as [repeats[d], base[d]].
-Tensor sum_tiles(const Tensor& gy, const Shape& base, const std::vector<int64_t>& repeats, const Shape& x_shape) {
+Tensor sum_tiles(const Tensor& gy, const Shape& base, const std::vector<int64_t>& repeats,
+                 const Shape& x_shape) {
   Shape red_strides(base.size());
   Shape keep_strides(base.size());
   for (size_t d = 0; d < base.size(); ++d) {

@@ -11,8 +11,8 @@ int64_t wrap(const Tensor& x, int64_t dim, const char* op) {
   LIFTOFF_CHECK(x.defined(), ValueError, op, ": input is an undefined tensor");
   const int64_t n = x.dim();
   const int64_t w = dim < 0 ? dim + n : dim;
-  LIFTOFF_CHECK(w >= 0 && w < n, ShapeError, op, ": dim ", dim, " out of range for shape ", shape_str(x.shape()),
-                " (expected in [", -n, ", ", n - 1, "])");
+  LIFTOFF_CHECK(w >= 0 && w < n, ShapeError, op, ": dim ", dim, " out of range for shape ",
+                shape_str(x.shape()), " (expected in [", -n, ", ", n - 1, "])");
   return w;
 }
 }  // namespace

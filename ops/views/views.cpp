@@ -127,7 +127,8 @@ Tensor movedim(const Tensor& x, int64_t source, int64_t destination) {
 Tensor movedim(const Tensor& x, const std::vector<int64_t>& source, const std::vector<int64_t>& destination) {
   check_defined(x, "movedim");
   LIFTOFF_CHECK(source.size() == destination.size(), ShapeError, "movedim: ", source.size(),
-                " source dims but ", destination.size(), " destination dims (shape ", shape_str(x.shape()), ")");
+                " source dims but ", destination.size(), " destination dims (shape ", shape_str(x.shape()),
+                ")");
   const int64_t n = x.dim();
   std::vector<int64_t> order(static_cast<size_t>(n), -1);
   std::vector<bool> used(static_cast<size_t>(n), false);
@@ -226,8 +227,8 @@ Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
 Tensor unflatten(const Tensor& x, int64_t dim, const Shape& sizes) {
   check_defined(x, "unflatten");
   const int64_t w = wrap(dim, x.dim(), "unflatten", x.shape());
-  LIFTOFF_CHECK(!sizes.empty(), ShapeError, "unflatten: sizes must not be empty (shape ", shape_str(x.shape()),
-                ")");
+  LIFTOFF_CHECK(!sizes.empty(), ShapeError, "unflatten: sizes must not be empty (shape ",
+                shape_str(x.shape()), ")");
   const Shape split = infer_sizes(sizes, x.shape()[w], "unflatten", x.shape());
   Shape split_strides(split.size());
   int64_t stride = x.strides()[w];

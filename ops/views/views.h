@@ -15,12 +15,12 @@ namespace liftoff {
 
 constexpr int64_t kSliceEnd = std::numeric_limits<int64_t>::max();
 
-// x[start:end:step] along dim (torch.slice / Python slicing): negative start/end count from the end, then both
-// are clamped to [0, size] (an empty range gives size 0, never an error); step >= 1 (ValueError otherwise, as
-// PyTorch). Backward: the gradient lands in a zero tensor of x's shape at the sliced positions.
+// x[start:end:step] along dim (torch.slice / Python slicing): negative start/end count from the end, then
+// both are clamped to [0, size] (an empty range gives size 0, never an error); step >= 1 (ValueError
+// otherwise, as PyTorch). Backward: the gradient lands in a zero tensor of x's shape at the sliced positions.
 Tensor slice(const Tensor& x, int64_t dim, int64_t start = 0, int64_t end = kSliceEnd, int64_t step = 1);
-// x.narrow(dim, start, length) = slice(x, dim, start, start + length) with start in [-size, size] and the range
-// inside the dimension (ShapeError otherwise).
+// x.narrow(dim, start, length) = slice(x, dim, start, start + length) with start in [-size, size] and the
+// range inside the dimension (ShapeError otherwise).
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
 // x.select(dim, index), removing dim; index in [-size, size) (negative counts from the end).
 Tensor select(const Tensor& x, int64_t dim, int64_t index);
@@ -52,9 +52,9 @@ Tensor unflatten(const Tensor& x, int64_t dim, const Shape& sizes);
 Tensor expand(const Tensor& x, const Shape& sizes);
 Tensor broadcast_to(const Tensor& x, const Shape& shape);
 // x.sum_to_size(shape): sums x over the dims that broadcasting `shape` to x's shape would expand (x's shape
-// must be a broadcast of `shape`, else ShapeError). Floating dtypes (f32/f64 on the CPU, also f16/bf16 on CUDA,
-// accumulated in f32), deterministic (fixed order, no atomics). A copy; returns x itself when the shapes match.
-// Backward: expand.
+// must be a broadcast of `shape`, else ShapeError). Floating dtypes (f32/f64 on the CPU, also f16/bf16 on
+// CUDA, accumulated in f32), deterministic (fixed order, no atomics). A copy; returns x itself when the
+// shapes match. Backward: expand.
 Tensor sum_to_size(const Tensor& x, const Shape& shape);
 
 }  // namespace liftoff
