@@ -34,7 +34,7 @@ TEST(CatCuda, ManyStridedInputsEveryDtype) {
         [](const std::vector<Tensor>& in) {
           std::vector<Tensor> t;
           for (const Tensor& x : in) t.push_back(transpose(x, 0, 2));
-          return cat(t, -1);
+          return cat(t, 1);  // transposed (strided) inputs, still joined along their varying dim
         },
         inputs, exact(dtype)));
   }
