@@ -83,7 +83,7 @@ void describe_graphs(Io& io, G& g) {
   io("graph_steps", g.graph_steps);
   io("eager_steps", g.eager_steps);
   io("nodes", g.nodes);
-  io.added_later("streams", [&](auto& later) {  // concurrent micro-batches
+  io.when_present("streams", [&](auto& later) {  // concurrent micro-batches
     later("streams", g.streams);
     later("streams_reason", g.streams_reason);
   });
@@ -110,7 +110,7 @@ template <class Io, class R>
 void describe_memory(Io& io, R& r) {
   io("device_peak_allocated", r.device_memory_peak_allocated);
   io("device_peak_reserved", r.device_memory_peak_reserved);
-  io.added_later("device_steady_peak_allocated", [&](auto& later) {
+  io.when_present("device_steady_peak_allocated", [&](auto& later) {
     later("device_steady_peak_allocated", r.device_memory_steady_peak_allocated);
   });
   io("device_total", r.device_memory_total);
@@ -141,8 +141,8 @@ void describe_loader(Io& io, L& l) {
   io("cpu_augment_share", l.cpu_augment_share);
   io("h2d_bytes_per_batch", l.h2d_bytes_per_batch);
   io("h2d_ms_per_batch", l.h2d_ms_per_batch);
-  io.added_later("h2d_issue_ms_per_batch",
-                 [&](auto& later) { later("h2d_issue_ms_per_batch", l.h2d_issue_ms_per_batch); });
+  io.when_present("h2d_issue_ms_per_batch",
+                  [&](auto& later) { later("h2d_issue_ms_per_batch", l.h2d_issue_ms_per_batch); });
   io("h2d_gb_per_s", l.h2d_gb_per_s);
   io("augment_ms_per_batch", l.augment_ms_per_batch);
   io("skipped_samples", l.skipped_samples);
@@ -169,11 +169,11 @@ void describe_report(Io& io, R& r) {
     }
   });
   io.object("device", [&](auto& sub) { describe_device(sub, r); });
-  io.added_later(  // DDP runs only
+  io.when_present(  // DDP runs only
       "ranks",
       [&](auto& later) { later.object("ranks", [&](auto& sub) { sub("step_ms", r.rank_step_ms); }); },
       !r.rank_step_ms.empty());
-  io.added_later("cuda_graphs", [&](auto& later) {  // absent in reports written before graphs existed
+  io.when_present("cuda_graphs", [&](auto& later) {  // absent in reports written before graphs existed
     later.object("cuda_graphs", [&](auto& sub) { describe_graphs(sub, r.graphs); });
   });
   io.object("nvml", [&](auto& sub) { describe_nvml(sub, r.gpu); });

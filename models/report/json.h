@@ -9,7 +9,8 @@
 // JsonWriter puts the fields into a JSON object (in the described order); JsonReader takes them out,
 // checking presence and type, and throws IOError naming the source file and the field's JSON path
 // ("x.json: not a valid liftoff.report/1 report: missing field 'stages.backward.host_ms'"). Optionals are
-// written as null and read back from null. Internal to models/report (.cpp files only: it brings nlohmann).
+// written as null and read back from null; io.when_present(key, ...) marks fields a document may lack.
+// Internal to models/report (.cpp files only: it brings nlohmann).
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -17,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "runtime/error.h"
@@ -68,9 +70,10 @@ class JsonWriter {
     }
     out_[key] = std::move(arr);
   }
-  // Fields added after the schema's first release, whose presence `key` marks: always written (when `write`).
+  // Fields a document may lack, whose presence `key` marks (fields added after the schema's first release,
+  // sections only some runs have): written when `write`, read only when present.
   template <class F>
-  void added_later(const char* /*key*/, F&& describe, bool write = true) {
+  void when_present(const char* /*key*/, F&& describe, bool write = true) {
     if (write) describe(*this);
   }
 
@@ -132,9 +135,9 @@ class JsonReader {
       describe(sub, items.emplace_back());
     }
   }
-  // Older documents lack these fields: read only when `key` is present.
+  // See JsonWriter::when_present: read only when `key` is present.
   template <class F>
-  void added_later(const char* key, F&& describe, bool /*write*/ = true) {
+  void when_present(const char* key, F&& describe, bool /*write*/ = true) {
     if (in_.is_object() && in_.contains(key)) describe(*this);
   }
 
