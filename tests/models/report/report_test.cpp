@@ -1,5 +1,5 @@
-// The utilization report: verdict rules on recorded timings, the JSON schema (round trip, required fields and
-// types), the trace file, the metrics log, and a real CPU run through RunMonitor.
+// The utilization report: assembly from recorded measurements, the table, two runs compared, the trace file,
+// the metrics log, and a real CPU run through RunMonitor. Verdict rules: rules_test.cpp; JSON: json_test.cpp.
 #include "models/report/report.h"
 
 #include <gtest/gtest.h>
@@ -16,385 +16,14 @@
 
 #include "data/loader.h"
 #include "runtime/error.h"
+#include "tests/models/report/report_fixtures.h"
 
 namespace liftoff {
 namespace {
 
 using json = nlohmann::json;
-
-StageReport& stage(RunReport& r, Stage s) {
-  return r.stages[static_cast<size_t>(s)];
-}
-
-// A CUDA run of 20 ms steps with 2 ms of "other"; the caller moves time between stages.
-RunReport cuda_report() {
-  RunReport r;
-  r.config.device = "cuda:0";
-  r.config.batch = 128;
-  r.config.accum = 1;
-  r.config.amp = "off";
-  r.config.augment = "gpu";
-  r.config.workers = 4;
-  r.config.prefetch = 8;
-  r.config.pin_memory = true;
-  r.config.host_cores = 16;
-  r.steps_total = 105;
-  r.steps_measured = 100;
-  r.step_ms_mean = 20.0;
-  r.images_per_second = 6400.0;
-  stage(r, Stage::data_wait).host_ms = 0.5;
-  stage(r, Stage::forward).host_ms = 5.0;
-  stage(r, Stage::backward).host_ms = 10.0;
-  stage(r, Stage::optimizer).host_ms = 2.5;
-  stage(r, Stage::other).host_ms = 2.0;
-  r.device_timing = true;
-  r.device_steps = 100;
-  r.device_busy_pct = 95.0;
-  r.device_lag_ms = 15.0;
-  r.gpu.available = true;
-  r.gpu.samples = 50;
-  r.gpu.util_mean_pct = 97.0;
-  for (auto& s : r.stages) s.host_share = s.host_ms / r.step_ms_mean;
-  return r;
-}
-
-TEST(Verdict, ComputeBound) {
-  RunReport r = cuda_report();
-  Verdict v = diagnose(r);
-  EXPECT_EQ(v.kind, "compute-bound");
-  EXPECT_EQ(v.suggestion, "--amp bf16");
-  EXPECT_NE(v.evidence.find("GPU busy 95%"), std::string::npos) << v.evidence;
-  EXPECT_NE(v.evidence.find("NVML utilization 97%"), std::string::npos) << v.evidence;
-  r.config.amp = "bf16";
-  v = diagnose(r);
-  EXPECT_EQ(v.kind, "compute-bound");
-  EXPECT_EQ(v.suggestion, "");
-}
-
-// Recorded on the H200 (resnet20, batch 256, bf16, CUDA graphs): the host waited 98% of the step in next()
-// with idle workers because the device ran 82 ms behind and had not released the loader's buffers.
-TEST(Verdict, DataWaitBehindABusyDeviceIsBackPressureNotInput) {
-  RunReport r = cuda_report();
-  r.step_ms_mean = 4.605;
-  r.stages[static_cast<size_t>(Stage::data_wait)].host_ms = 4.529;
-  r.device_busy_pct = 100.0;
-  r.gpu.util_mean_pct = 84.0;
-  r.device_lag_ms = 82.21;
-  r.loader.worker_busy_pct_mean = 0.0;
-  r.config.amp = "bf16";
-  Verdict v = diagnose(r);
-  EXPECT_EQ(v.kind, "compute-bound") << v.evidence;
-  EXPECT_NE(v.evidence.find("back-pressure"), std::string::npos) << v.evidence;
-  EXPECT_NE(v.evidence.find("82.21 ms behind"), std::string::npos) << v.evidence;
-  // The same wait with the device keeping up (no lag) is a slow input.
-  r.device_lag_ms = 0.02;
-  r.device_busy_pct = 20.0;
-  r.gpu.util_mean_pct = 20.0;
-  EXPECT_EQ(diagnose(r).kind, "input-bound");
-}
-
-// Recorded on the H200 (simple_cnn, batch 16, CUDA graphs): the device ran 4.45 ms behind the host with our
-// marks covering the whole step, but NVML saw 2% utilization: tiny kernels, not compute; the data wait is the
-// loader waiting for buffers the device has not released.
-TEST(Verdict, DeviceBehindWithIdleSmsIsLaunchBoundNotComputeOrInput) {
-  RunReport r = cuda_report();
-  r.config.batch = 16;
-  r.step_ms_mean = 0.27;
-  r.stages[static_cast<size_t>(Stage::data_wait)].host_ms = 0.248;
-  r.stages[static_cast<size_t>(Stage::forward)].host_ms = 0.005;
-  r.stages[static_cast<size_t>(Stage::backward)].host_ms = 0.005;
-  r.stages[static_cast<size_t>(Stage::optimizer)].host_ms = 0.002;
-  r.stages[static_cast<size_t>(Stage::other)].host_ms = 0.01;
-  r.device_busy_pct = 100.0;
-  r.gpu.util_mean_pct = 1.0;
-  r.gpu.samples = 1;  // a 0.1 s run: one NVML sample, not used
-  r.device_lag_ms = 4.45;
-  r.graphs.used = true;
-  r.graphs.nodes = 60;  // x 2.5 us = 0.15 ms of a 0.27 ms step
-  Verdict v = diagnose(r);
-  EXPECT_EQ(v.kind, "host/launch-bound") << v.evidence;
-  EXPECT_NE(v.evidence.find("too little work per kernel"), std::string::npos) << v.evidence;
-  EXPECT_NE(v.evidence.find("60 nodes"), std::string::npos) << v.evidence;
-  EXPECT_NE(v.evidence.find("back-pressure"), std::string::npos) << v.evidence;
-  EXPECT_NE(v.evidence.find("1 sample(s) only"), std::string::npos) << v.evidence;
-  EXPECT_EQ(v.suggestion, "--batch 32");
-  // No NVML at all (MIG, no driver library): the node count alone still tells latency from compute.
-  r.gpu.available = false;
-  r.gpu.samples = 0;
-  EXPECT_EQ(diagnose(r).kind, "host/launch-bound");
-  // A small data wait is not called back-pressure.
-  r.stages[static_cast<size_t>(Stage::data_wait)].host_ms = 0.01;
-  r.stages[static_cast<size_t>(Stage::other)].host_ms = 0.248;
-  v = diagnose(r);
-  EXPECT_EQ(v.kind, "host/launch-bound") << v.evidence;
-  EXPECT_EQ(v.evidence.find("back-pressure"), std::string::npos) << v.evidence;
-  r.stages[static_cast<size_t>(Stage::data_wait)].host_ms = 0.248;
-  r.stages[static_cast<size_t>(Stage::other)].host_ms = 0.01;
-  r.gpu.available = true;
-  r.gpu.samples = 50;
-  r.gpu.util_mean_pct = 2.0;
-  // Behind, but our marks cover little of the step: the device waits outside our work (for inputs).
-  r.device_busy_pct = 30.0;
-  EXPECT_EQ(diagnose(r).kind, "input-bound");
-}
-
-// Recorded on the H200 (resnet56, batch 1024, CUDA graphs, 30 steps): NVML's 68% is below the busy threshold
-// but far from idle, and the device ran 467 ms behind: compute-bound, the data wait is back-pressure.
-TEST(Verdict, DeviceFarBehindWithBusySmsIsComputeBound) {
-  RunReport r = cuda_report();
-  r.config.batch = 1024;
-  r.step_ms_mean = 12.98;
-  r.stages[static_cast<size_t>(Stage::data_wait)].host_ms = 12.85;
-  r.device_busy_pct = 100.0;
-  r.gpu.util_mean_pct = 68.0;
-  r.device_lag_ms = 466.92;
-  r.gpu.samples = 4;  // too few: NVML not used, the events' 100% is
-  r.graphs.used = true;
-  r.graphs.nodes = 1203;  // x 2.5 us = 3.0 ms of a 13 ms step: not latency
-  const Verdict v = diagnose(r);
-  EXPECT_EQ(v.kind, "compute-bound") << v.evidence;
-  EXPECT_NE(v.evidence.find("back-pressure"), std::string::npos) << v.evidence;
-}
-
-TEST(Verdict, InputBoundSuggestsMoreWorkersWhenTheyAreBusy) {
-  RunReport r = cuda_report();
-  stage(r, Stage::data_wait).host_ms = 12.2;
-  r.device_busy_pct = 35.0;
-  r.loader.present = true;
-  r.loader.worker_busy_pct = {98, 99, 97, 98};
-  r.loader.worker_busy_pct_mean = 98.0;
-  r.loader.cpu_augment_share = 0.0;
-  const Verdict v = diagnose(r);
-  EXPECT_EQ(v.kind, "input-bound");
-  EXPECT_EQ(v.rule, "R2 input");
-  EXPECT_EQ(v.suggestion, "--workers 8");
-  EXPECT_NE(v.evidence.find("61%"), std::string::npos) << v.evidence;
-  EXPECT_NE(v.evidence.find("4 workers were 98% busy"), std::string::npos) << v.evidence;
-}
-
-TEST(Verdict, InputBoundVariants) {
-  RunReport r = cuda_report();
-  stage(r, Stage::data_wait).host_ms = 8.0;  // 40%
-  r.loader.present = true;
-  r.loader.worker_busy_pct = {90, 90, 90, 90};
-  r.loader.worker_busy_pct_mean = 90.0;
-  // CPU augmentation dominating the workers' time: move it to the GPU.
-  r.config.augment = "cpu";
-  r.loader.cpu_augment_share = 0.6;
-  EXPECT_EQ(diagnose(r).suggestion, "--augment gpu");
-  // Workers already on every core.
-  r.config.augment = "gpu";
-  r.loader.cpu_augment_share = 0.0;
-  r.config.workers = 15;
-  Verdict v = diagnose(r);
-  EXPECT_EQ(v.kind, "input-bound");
-  EXPECT_EQ(v.suggestion, "");
-  EXPECT_NE(v.evidence.find("every core (16)"), std::string::npos) << v.evidence;
-  // Idle workers but a late batch: deeper prefetch.
-  r.config.workers = 4;
-  r.loader.worker_busy_pct_mean = 40.0;
-  EXPECT_EQ(diagnose(r).suggestion, "--prefetch 16");
-  // Synchronous batches on the training thread.
-  r.config.workers = 0;
-  r.loader = LoaderReport{};
-  EXPECT_EQ(diagnose(r).suggestion, "--workers 8");
-}
-
-TEST(Verdict, InputThresholdIsRespected) {
-  RunReport r = cuda_report();
-  stage(r, Stage::data_wait).host_ms = 0.19 * 20.0;  // just under 20%
-  EXPECT_NE(diagnose(r).kind, "input-bound");
-  stage(r, Stage::data_wait).host_ms = 0.21 * 20.0;
-  EXPECT_EQ(diagnose(r).kind, "input-bound");
-  VerdictThresholds th;
-  th.input_share = 0.25;
-  EXPECT_NE(diagnose(r, th).kind, "input-bound");
-}
-
-TEST(Verdict, CopyBound) {
-  RunReport r = cuda_report();
-  stage(r, Stage::h2d).device_ms = 8.0;  // 40% of the step on the copy stream
-  r.device_busy_pct = 50.0;
-  r.loader.present = true;
-  r.loader.h2d_gb_per_s = 2.9;
-  r.config.pin_memory = false;
-  Verdict v = diagnose(r);
-  EXPECT_EQ(v.kind, "copy-bound");
-  EXPECT_EQ(v.suggestion, "--pin-memory");
-  EXPECT_NE(v.evidence.find("8.00 ms/step (40%"), std::string::npos) << v.evidence;
-  EXPECT_NE(v.evidence.find("2.9 GB/s"), std::string::npos) << v.evidence;
-  r.config.pin_memory = true;
-  r.config.augment = "cpu";
-  EXPECT_EQ(diagnose(r).suggestion, "--augment gpu");
-  // The same copies fully hidden behind a busy GPU are not the bottleneck.
-  r.device_busy_pct = 92.0;
-  EXPECT_EQ(diagnose(r).kind, "compute-bound");
-}
-
-TEST(Verdict, HostLaunchBound) {
-  RunReport r = cuda_report();
-  r.config.batch = 64;
-  r.device_busy_pct = 34.0;
-  r.device_lag_ms = 0.12;
-  r.gpu.util_mean_pct = 30.0;
-  Verdict v = diagnose(r);
-  EXPECT_EQ(v.kind, "host/launch-bound");
-  EXPECT_EQ(v.suggestion, "--batch 128");
-  EXPECT_NE(v.evidence.find("GPU busy 34%"), std::string::npos) << v.evidence;
-  EXPECT_NE(v.evidence.find("0.12 ms after the host"), std::string::npos) << v.evidence;
-  // No memory room for a larger batch (or already large): CUDA graphs.
-  r.device_memory_peak_reserved = int64_t{60} << 30;
-  r.device_memory_total = int64_t{80} << 30;
-  EXPECT_EQ(diagnose(r).suggestion, "CUDA graphs");
-  r.device_memory_peak_reserved.reset();
-  r.config.batch = 512;
-  EXPECT_EQ(diagnose(r).suggestion, "CUDA graphs");
-  // Already replaying a graph: the evidence says so and the hint is more work per launch.
-  r.graphs.used = true;
-  r.graphs.nodes = 812;
-  v = diagnose(r);
-  EXPECT_EQ(v.suggestion, "more work per launch: a larger --batch");
-  EXPECT_NE(v.evidence.find("already runs as a CUDA graph (812 nodes)"), std::string::npos) << v.evidence;
-}
-
-TEST(Verdict, CommunicationBound) {
-  RunReport r = cuda_report();
-  r.config.world_size = 4;
-  r.config.accum = 2;
-  r.allreduce_exposed_ms = 6.0;
-  r.allreduce_overlapped_ms = 3.0;
-  r.device_busy_pct = 70.0;
-  const Verdict v = diagnose(r);
-  EXPECT_EQ(v.kind, "communication-bound");
-  EXPECT_EQ(v.suggestion, "--accum 4");
-  EXPECT_NE(v.evidence.find("6.00 ms/step exposed (30%"), std::string::npos) << v.evidence;
-  EXPECT_NE(v.evidence.find("3.00 ms/step overlapped"), std::string::npos) << v.evidence;
-}
-
-TEST(Verdict, LargestShareWinsAmongInputCopyComm) {
-  RunReport r = cuda_report();
-  r.device_busy_pct = 40.0;
-  stage(r, Stage::data_wait).host_ms = 5.0;  // 25%
-  r.allreduce_exposed_ms = 8.0;              // 40%
-  EXPECT_EQ(diagnose(r).kind, "communication-bound");
-  stage(r, Stage::data_wait).host_ms = 10.0;  // 50%
-  EXPECT_EQ(diagnose(r).kind, "input-bound");
-}
-
-TEST(Verdict, NvmlOnlyIsNamedAndMissingFiguresAreNotInvented) {
-  RunReport r = cuda_report();
-  r.device_busy_pct.reset();
-  r.device_lag_ms.reset();
-  r.gpu.util_mean_pct = 91.0;
-  Verdict v = diagnose(r);
-  EXPECT_EQ(v.kind, "compute-bound");
-  EXPECT_NE(v.evidence.find("(NVML, 50 samples; no CUDA event timings)"), std::string::npos) << v.evidence;
-  // Neither events nor NVML: the verdict says so instead of guessing.
-  r.gpu = GpuUtilization{};
-  r.gpu.reason = "NVML not available (libnvidia-ml.so.1 not found: no NVIDIA driver)";
-  v = diagnose(r);
-  EXPECT_EQ(v.kind, "unknown");
-  EXPECT_NE(v.evidence.find("libnvidia-ml.so.1 not found"), std::string::npos) << v.evidence;
-  EXPECT_EQ(v.evidence.find("utilization"), std::string::npos) << v.evidence;
-  EXPECT_EQ(v.suggestion, "");
-}
-
-TEST(Verdict, CpuRuns) {
-  RunReport r = cuda_report();
-  r.config.device = "cpu";
-  r.device_timing = false;
-  r.device_busy_pct.reset();
-  r.device_lag_ms.reset();
-  r.gpu = GpuUtilization{};
-  r.config.threads = 8;
-  Verdict v = diagnose(r);
-  EXPECT_EQ(v.kind, "compute-bound");
-  EXPECT_EQ(v.suggestion, "--threads 16");
-  EXPECT_NE(v.evidence.find("88% of the step on the CPU"), std::string::npos) << v.evidence;
-  r.config.cuda_available = true;
-  EXPECT_EQ(diagnose(r).suggestion, "--device cuda");
-  // Mostly untimed work.
-  stage(r, Stage::forward).host_ms = 1.0;
-  stage(r, Stage::backward).host_ms = 1.0;
-  stage(r, Stage::optimizer).host_ms = 1.0;
-  stage(r, Stage::other).host_ms = 16.5;
-  EXPECT_EQ(diagnose(r).kind, "host/launch-bound");
-}
-
-TEST(Verdict, NoStepsIsUnknown) {
-  RunReport r;
-  EXPECT_EQ(diagnose(r).kind, "unknown");
-  EXPECT_EQ(diagnose(r).rule, "R0 no-steps");
-}
-
-// --- assembly, JSON, table -------------------------------------------------------------------------------
-
-RunMeasurements recorded_measurements() {
-  RunMeasurements m;
-  ProfileTotals& t = m.profile.totals;
-  m.profile.steps_total = 12;
-  m.profile.warmup_excluded = 2;
-  m.profile.device_timing = true;
-  m.profile.all_steps_wall_ms = 240.0;
-  t.steps = 10;
-  t.images = 1280;
-  t.wall_ms = 200.0;
-  t.wall_ms_min = 19.0;
-  t.wall_ms_max = 21.0;
-  t.wall_ms_sq = 10 * 400.0 + 2.0;
-  t.host_ms[static_cast<size_t>(Stage::data_wait)] = 10.0;
-  t.host_ms[static_cast<size_t>(Stage::forward)] = 60.0;
-  t.host_ms[static_cast<size_t>(Stage::backward)] = 100.0;
-  t.host_ms[static_cast<size_t>(Stage::optimizer)] = 20.0;
-  t.host_ms[static_cast<size_t>(Stage::other)] = 10.0;
-  t.device_steps = 8;
-  t.device_wall_ms = 160.0;
-  t.device_ms[static_cast<size_t>(Stage::forward)] = 40.0;
-  t.device_marks[static_cast<size_t>(Stage::forward)] = 8;
-  t.device_ms[static_cast<size_t>(Stage::backward)] = 80.0;
-  t.device_marks[static_cast<size_t>(Stage::backward)] = 8;
-  t.device_busy_ms = 120.0;
-  t.device_lag_ms = 8.0;
-  GpuUtilization g;
-  g.available = true;
-  g.samples = 30;
-  g.util_mean_pct = 74.0;
-  g.util_max_pct = 100.0;
-  g.memory_total = uint64_t{80} << 30;
-  g.memory_used_max = uint64_t{3} << 30;
-  m.gpu = g;
-  LoaderStats ls;
-  ls.batches = 12;
-  ls.images = 1536;
-  ls.wait_seconds = 0.012;
-  ls.worker_busy_seconds = {0.12, 0.06};
-  ls.h2d_bytes = 12 * 1000000;
-  ls.h2d_ms = 6.0;
-  ls.h2d_timed = 12;
-  ls.augment_ms = 2.4;
-  ls.augment_timed = 12;
-  m.loader = loader_report(ls, 0.240);
-  m.device_memory_peak_allocated = int64_t{1} << 30;
-  m.device_memory_peak_reserved = int64_t{3} << 29;
-  m.host_peak_rss = int64_t{500} << 20;
-  m.threads = {{"main", 1000, 0.2, 95.0}, {"loader-0", 1001, 0.1, 50.0}, {"loader-1", 1002, 0.05, 25.0}};
-  m.cpu_source = "run";
-  m.process_cpu_seconds = 0.4;
-  return m;
-}
-
-RunConfig recorded_config() {
-  RunConfig c;
-  c.device = "cuda:0";
-  c.model = "resnet20";
-  c.data = "cifar10";
-  c.batch = 128;
-  c.workers = 2;
-  c.pin_memory = true;
-  c.augment = "gpu";
-  c.host_cores = 8;
-  return c;
-}
+using report_testing::recorded_config;
+using report_testing::recorded_measurements;
 
 TEST(Report, BuildFromMeasurements) {
   const RunReport r = build_report(recorded_config(), recorded_measurements());
@@ -491,15 +120,6 @@ TEST(Report, PageableCopyOnTheTrainingThreadIsCopyBoundNotInputBound) {
   EXPECT_EQ(build_report(c, m).verdict.kind, "input-bound");
 }
 
-TEST(Report, JsonRoundTripKeepsEveryField) {
-  const RunReport r = build_report(recorded_config(), recorded_measurements());
-  const std::string text = r.to_json();
-  const RunReport back = RunReport::from_json(text, "mem");
-  EXPECT_EQ(back.to_json(), text);
-  EXPECT_EQ(back.verdict.kind, r.verdict.kind);
-  EXPECT_EQ(back.config.model, "resnet20");
-}
-
 TEST(Report, DdpCommunicationAndRanksReachTheReport) {
   RunMeasurements m = recorded_measurements();
   m.comm = CommTimes{true, 2.0, 0.5, 1.5};
@@ -540,78 +160,6 @@ TEST(Report, DdpCommunicationAndRanksReachTheReport) {
   EXPECT_NE(cpu.render_table().find("overlap not measured"), std::string::npos);
 }
 
-TEST(Report, JsonSchemaHasTheDocumentedFieldsAndTypes) {
-  const json j = json::parse(build_report(recorded_config(), recorded_measurements()).to_json());
-  EXPECT_EQ(j.at("schema"), "liftoff.report/1");
-  for (const char* k : {"schema", "created_utc", "config", "steps", "stages", "device", "nvml", "memory",
-                        "cpu", "loader", "verdict"}) {
-    EXPECT_TRUE(j.contains(k)) << k;
-  }
-  EXPECT_TRUE(j.at("config").at("batch").is_number_integer());
-  EXPECT_TRUE(j.at("config").at("pin_memory").is_boolean());
-  EXPECT_TRUE(j.at("steps").at("images_per_s").is_number());
-  EXPECT_TRUE(j.at("steps").at("step_ms").at("mean").is_number());
-  ASSERT_EQ(j.at("stages").size(), static_cast<size_t>(kNumStages));
-  for (int i = 0; i < kNumStages; ++i) {
-    const json& s = j.at("stages").at(stage_name(static_cast<Stage>(i)));
-    EXPECT_TRUE(s.at("host_ms").is_number());
-    EXPECT_TRUE(s.at("host_share").is_number());
-    EXPECT_TRUE(s.at("device_ms").is_number() || s.at("device_ms").is_null());
-    EXPECT_TRUE(s.at("device_source").is_string());
-  }
-  EXPECT_TRUE(j.at("stages").at("optimizer").at("device_ms").is_null());  // not measured: null, not 0
-  EXPECT_TRUE(j.at("device").at("busy_pct").is_number());
-  EXPECT_TRUE(j.at("device").at("allreduce_exposed_ms").is_null());
-  EXPECT_TRUE(j.at("nvml").at("util_mean_pct").is_number());
-  EXPECT_TRUE(j.at("memory").at("host_peak_rss").is_number_integer());
-  EXPECT_TRUE(j.at("cpu").at("threads").is_array());
-  EXPECT_TRUE(j.at("loader").at("worker_busy_pct").is_array());
-  for (const char* k : {"kind", "rule", "evidence", "suggestion"})
-    EXPECT_TRUE(j.at("verdict").at(k).is_string()) << k;
-  EXPECT_TRUE(j.at("cuda_graphs").at("used").is_boolean());
-  EXPECT_TRUE(j.at("cuda_graphs").at("mode").is_string());
-  EXPECT_TRUE(j.at("cuda_graphs").at("reason").is_string());
-  EXPECT_TRUE(j.at("cuda_graphs").at("streams_reason").is_string());
-  for (const char* k : {"captured_at_step", "graph_steps", "eager_steps", "nodes", "streams"})
-    EXPECT_TRUE(j.at("cuda_graphs").at(k).is_number_integer()) << k;
-}
-
-TEST(Report, NvmlAbsentIsNullNotZero) {
-  RunMeasurements m = recorded_measurements();
-  m.gpu = GpuUtilization{};
-  m.gpu->reason = "NVML not available";
-  const json j = json::parse(build_report(recorded_config(), m).to_json());
-  EXPECT_FALSE(j.at("nvml").at("available").get<bool>());
-  EXPECT_TRUE(j.at("nvml").at("util_mean_pct").is_null());
-  EXPECT_TRUE(j.at("nvml").at("power_mean_w").is_null());
-  EXPECT_EQ(j.at("nvml").at("reason"), "NVML not available");
-}
-
-TEST(Report, FromJsonRejectsBadReports) {
-  const std::string good = build_report(recorded_config(), recorded_measurements()).to_json();
-  EXPECT_THROW(RunReport::from_json("{", "x.json"), IOError);
-  json j = json::parse(good);
-  j["schema"] = "liftoff.report/2";
-  try {
-    RunReport::from_json(j.dump(), "x.json");
-    FAIL() << "accepted a newer schema";
-  } catch (const IOError& e) {
-    EXPECT_NE(std::string(e.what()).find("liftoff.report/2"), std::string::npos);
-  }
-  j = json::parse(good);
-  j["stages"]["backward"].erase("host_ms");
-  try {
-    RunReport::from_json(j.dump(), "x.json");
-    FAIL() << "accepted a report without stages.backward.host_ms";
-  } catch (const IOError& e) {
-    EXPECT_NE(std::string(e.what()).find("stages.backward.host_ms"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("x.json"), std::string::npos) << e.what();
-  }
-  j = json::parse(good);
-  j["config"]["batch"] = "128";
-  EXPECT_THROW(RunReport::from_json(j.dump(), "x.json"), IOError);
-}
-
 TEST(Report, TableShowsEveryStageAndTheVerdict) {
   const RunReport r = build_report(recorded_config(), recorded_measurements());
   const std::string t = r.render_table();
@@ -637,6 +185,32 @@ TEST(Report, GraphStatusIsInTheReportTheVerdictSees) {
   EXPECT_EQ(r.graphs.nodes, 1307);
   EXPECT_NE(r.verdict.evidence.find("already runs as a CUDA graph (1307 nodes)"), std::string::npos)
       << r.verdict.evidence;
+}
+
+TEST(Report, ComparisonRowsAreWhatBothRenderingsShow) {
+  const RunReport a = build_report(recorded_config(), recorded_measurements());
+  RunReport b = a;
+  b.step_ms_mean = 10.0;
+  b.images_per_second = 12800.0;
+  b.verdict.kind = "compute-bound";
+  EXPECT_EQ(run_label(a), "cuda:0, resnet20, batch 128 x 1, amp off");
+  const std::vector<ComparisonRow> rows = comparison_rows(a, b);
+  auto row = [&](const std::string& label) {
+    for (const ComparisonRow& r : rows) {
+      if (r[0] == label) return r;
+    }
+    return ComparisonRow{};
+  };
+  // A host row per stage, a device row where either run timed the stage (events: forward, backward; loader
+  // events: h2d, augment), then the step, throughput, busy figures, memory and the verdicts.
+  EXPECT_EQ(rows.size(), static_cast<size_t>(kNumStages + 4 + 7));
+  EXPECT_EQ(rows.front(), (ComparisonRow{"data_wait (host)", "1.000", "1.000", "1.00x"}));
+  EXPECT_EQ(row("forward (device)"), (ComparisonRow{"forward (device)", "5.000", "5.000", "1.00x"}));
+  EXPECT_EQ(row("optimizer (device)")[0], "");
+  EXPECT_EQ(row("step"), (ComparisonRow{"step", "20.000", "10.000", "2.00x"}));
+  EXPECT_EQ(row("images/s"), (ComparisonRow{"images/s", "6400.0", "12800.0", "2.00x"}));  // B/A
+  EXPECT_EQ(row("GPU busy (events)"), (ComparisonRow{"GPU busy (events)", "76%", "76%", ""}));
+  EXPECT_EQ(rows.back(), (ComparisonRow{"verdict", "host/launch-bound", "compute-bound", ""}));
 }
 
 TEST(Report, ComparisonTableAndHtml) {
@@ -831,28 +405,5 @@ TEST(Report, RunMonitorOnTheCpu) {
   EXPECT_NO_THROW(RunReport::from_json(r.to_json()));
 }
 
-}  // namespace
-}  // namespace liftoff
-
-namespace liftoff {
-namespace {
-// Seen on the H200: CUDA-event spans of 97% but NVML utilization 10% (simple_cnn, batch 16): launch-bound.
-TEST(Verdict, LowNvmlUtilizationOverridesEventSpans) {
-  RunReport r;
-  r.config.device = "cuda:0";
-  r.config.batch = 16;
-  r.steps_measured = 100;
-  r.step_ms_mean = 0.79;
-  r.stages[static_cast<size_t>(Stage::forward)].host_ms = 0.3;
-  r.stages[static_cast<size_t>(Stage::backward)].host_ms = 0.4;
-  r.stages[static_cast<size_t>(Stage::optimizer)].host_ms = 0.05;
-  r.device_busy_pct = 97.0;
-  r.gpu.available = true;
-  r.gpu.samples = 50;
-  r.gpu.util_mean_pct = 10.0;
-  const Verdict v = diagnose(r);
-  EXPECT_EQ(v.kind, "host/launch-bound") << v.evidence;
-  EXPECT_NE(v.evidence.find("NVML utilization 10%"), std::string::npos) << v.evidence;
-}
 }  // namespace
 }  // namespace liftoff

@@ -1,0 +1,241 @@
+#include "models/report/rules.h"
+
+#include <algorithm>
+
+#include "models/report/format.h"
+#include "runtime/error.h"
+
+namespace liftoff {
+
+namespace {
+
+using report_format::fmt;
+using report_format::pct;
+
+Verdict verdict(const char* kind, std::string evidence, std::string suggestion = "") {
+  Verdict v;
+  v.kind = kind;
+  v.evidence = std::move(evidence);
+  v.suggestion = std::move(suggestion);
+  return v;
+}
+
+// R1-R3 compete: among those that fire, the largest share of the step wins (the first on a tie).
+enum class ShareRule { none, copy, input, comm };
+
+ShareRule largest_share(const VerdictFacts& f, const VerdictThresholds& th) {
+  // R1: H2D copies take a large share of the step and the GPU is not kept busy meanwhile.
+  const bool copy = f.has_h2d && f.h2d_share >= th.copy_share && (!f.busy || *f.busy < th.gpu_idle_for_copy);
+  // R2: the training thread waits for data, and the device is not what holds it back.
+  const bool input = f.wait_share >= th.input_share && !f.back_pressure && !f.latency_bound;
+  // R3: all-reduce time not hidden behind backward.
+  const bool comm = f.has_comm && f.comm_share >= th.comm_share;
+  double best = -1.0;
+  ShareRule pick = ShareRule::none;
+  if (copy && f.h2d_share > best) best = f.h2d_share, pick = ShareRule::copy;
+  if (input && f.wait_share > best) best = f.wait_share, pick = ShareRule::input;
+  if (comm && f.comm_share > best) best = f.comm_share, pick = ShareRule::comm;
+  return pick;
+}
+
+std::optional<Verdict> no_steps(const RunReport&, const VerdictFacts& f, const VerdictThresholds&) {
+  if (f.measured) return std::nullopt;
+  return verdict("unknown", "no training step was measured");
+}
+
+std::optional<Verdict> copy_bound(const RunReport& r, const VerdictFacts& f, const VerdictThresholds& th) {
+  if (largest_share(f, th) != ShareRule::copy) return std::nullopt;
+  const RunConfig& c = r.config;
+  std::string e = "host-to-device copies took " + fmt("%.2f", f.h2d_ms) + " ms/step (" + pct(f.h2d_share) +
+                  " of the " + f.step_text + ")";
+  if (f.host_copy) {
+    e += " on the training thread" +
+         std::string(c.pin_memory ? "" : " (from pageable memory, the thread does the copy)");
+    if (r.loader.h2d_issue_ms_per_batch && *r.loader.h2d_issue_ms_per_batch > 0) {
+      e += " at " +
+           fmt("%.1f", static_cast<double>(r.loader.h2d_bytes_per_batch) /
+                           (*r.loader.h2d_issue_ms_per_batch * 1e-3) / 1e9) +
+           " GB/s";
+    }
+  } else if (r.loader.h2d_gb_per_s) {
+    e += " at " + fmt("%.1f", *r.loader.h2d_gb_per_s) + " GB/s";
+  }
+  e += "; " + (f.busy_text.empty() ? std::string("GPU busy not measured") : f.busy_text);
+  std::string suggestion;
+  if (!c.pin_memory) {
+    suggestion = "--pin-memory";
+  } else if (c.augment == "cpu") {
+    suggestion = "--augment gpu";  // copy uint8 pixels instead of f32: 4x fewer bytes
+  }
+  return verdict("copy-bound", e, suggestion);
+}
+
+// The input-bound suggestion; appends to `evidence` what explains it (or why there is none).
+std::string input_suggestion(const RunReport& r, const VerdictFacts& f, const VerdictThresholds& th,
+                             std::string& evidence) {
+  const RunConfig& c = r.config;
+  const int cores = c.host_cores;
+  if (c.workers <= 0)
+    return "--workers " + std::to_string(std::max(2, std::min(8, cores > 1 ? cores - 1 : 2)));
+  if (f.cuda && c.augment == "cpu" && r.loader.cpu_augment_share &&
+      *r.loader.cpu_augment_share >= th.cpu_augment_share) {
+    evidence += "; CPU augmentation is " + pct(*r.loader.cpu_augment_share) + " of the workers' time";
+    return "--augment gpu";
+  }
+  if (f.workers_busy && *f.workers_busy >= th.workers_busy) {
+    const int limit = cores > 1 ? cores - 1 : c.workers;  // leave one core to the training thread
+    const int w = std::min(2 * c.workers, limit);
+    if (w > c.workers) return "--workers " + std::to_string(w);
+    if (f.cuda && c.augment == "cpu") return "--augment gpu";
+    evidence += "; the workers already use every core (" + std::to_string(cores) + ")";
+    return "";
+  }
+  if (f.workers_busy) {
+    // The workers have idle time yet the batch is late: a deeper ring absorbs their burstiness.
+    const int depth = c.prefetch > 0 ? c.prefetch : 2 * c.workers;
+    return "--prefetch " + std::to_string(2 * depth);
+  }
+  return "--workers " + std::to_string(2 * c.workers);
+}
+
+std::optional<Verdict> input_bound(const RunReport& r, const VerdictFacts& f, const VerdictThresholds& th) {
+  if (largest_share(f, th) != ShareRule::input) return std::nullopt;
+  std::string e = "the step waited " + pct(f.wait_share) + " of its time for data (" +
+                  fmt("%.2f", f.wait_ms) + " of " + fmt("%.2f", f.wall_ms) + " ms/step) while " +
+                  f.workers_text;
+  if (!f.busy_text.empty()) e += "; " + f.busy_text;
+  const std::string suggestion = input_suggestion(r, f, th, e);
+  return verdict("input-bound", e, suggestion);
+}
+
+std::optional<Verdict> communication_bound(const RunReport& r, const VerdictFacts& f,
+                                           const VerdictThresholds& th) {
+  if (largest_share(f, th) != ShareRule::comm) return std::nullopt;
+  std::string e = "all-reduce left " + fmt("%.2f", f.comm_ms) + " ms/step exposed (" + pct(f.comm_share) +
+                  " of the " + f.step_text + ")";
+  if (r.allreduce_overlapped_ms)
+    e += "; " + fmt("%.2f", *r.allreduce_overlapped_ms) + " ms/step overlapped backward";
+  // Fewer all-reduces per image.
+  return verdict("communication-bound", e,
+                 "--accum " + std::to_string(2 * std::max<int64_t>(r.config.accum, 1)));
+}
+
+std::optional<Verdict> cpu_compute(const RunReport& r, const VerdictFacts& f, const VerdictThresholds& th) {
+  if (f.cuda || f.compute_share < th.cpu_compute_share) return std::nullopt;
+  const RunConfig& c = r.config;
+  std::string e = "forward+backward+optimizer took " + pct(f.compute_share) + " of the step on the CPU (" +
+                  fmt("%.2f", f.compute_ms) + " of " + fmt("%.2f", f.wall_ms) + " ms/step); " + f.shares_text;
+  if (r.main_thread_cpu_pct) e += "; main thread CPU " + fmt("%.0f%%", *r.main_thread_cpu_pct);
+  std::string suggestion;
+  if (c.cuda_available) {
+    suggestion = "--device cuda";
+  } else if (c.threads > 0 && c.host_cores > c.threads) {
+    suggestion = "--threads " + std::to_string(c.host_cores);
+  }
+  return verdict("compute-bound", e, suggestion);
+}
+
+std::optional<Verdict> cpu_host(const RunReport&, const VerdictFacts& f, const VerdictThresholds&) {
+  if (f.cuda) return std::nullopt;
+  return verdict("host/launch-bound", "work outside the timed stages ('other') took " + pct(f.other_share) +
+                                          " of the step; forward+backward+optimizer " + pct(f.compute_share) +
+                                          "; " + f.shares_text);
+}
+
+std::optional<Verdict> unmeasured(const RunReport&, const VerdictFacts& f, const VerdictThresholds&) {
+  if (!f.cuda || f.busy) return std::nullopt;
+  return verdict("unknown",
+                 f.busy_text + "; " + f.shares_text + ": cannot tell compute-bound from host-bound");
+}
+
+std::optional<Verdict> gpu_compute(const RunReport& r, const VerdictFacts& f, const VerdictThresholds& th) {
+  if (!f.cuda || !f.busy || f.latency_bound || !(*f.busy >= th.gpu_busy || f.back_pressure))
+    return std::nullopt;
+  std::string e = f.busy_text + "; " + f.shares_text;
+  if (r.device_lag_ms) e += "; the device ran " + fmt("%.2f", *r.device_lag_ms) + " ms behind the host";
+  if (f.back_pressure && f.wait_share >= th.input_share)
+    e += " (the data wait is back-pressure: the loader waits for the device to release buffers)";
+  const std::string& amp = r.config.amp;
+  return verdict("compute-bound", e, amp == "off" || amp.empty() ? "--amp bf16" : "");
+}
+
+// Why the device idles or crawls while the host issues the step.
+std::string host_bound_evidence(const RunReport& r, const VerdictFacts& f, const VerdictThresholds& th) {
+  std::string e = f.busy_text + " although " + f.shares_text;
+  if (f.latency_bound) {
+    e += "; the device ran " + fmt("%.2f", *r.device_lag_ms) + " ms behind the host inside our stages";
+    e += f.sms_idle
+             ? ", yet NVML found its SMs mostly idle"
+             : ", and the graph's " + std::to_string(r.graphs.nodes) + " nodes alone take about " +
+                   fmt("%.2f", f.node_floor_ms) + " ms at " + fmt("%.1f", th.node_latency_us) + " us each";
+    e += ": too little work per kernel";
+    if (f.wait_share >= th.input_share) e += " (the data wait is back-pressure)";
+  } else if (r.device_lag_ms) {
+    e += "; the device finished each step " + fmt("%.2f", *r.device_lag_ms) +
+         " ms after the host issued it (it waits for the host)";
+  }
+  e += "; the host spent " + fmt("%.2f", f.compute_ms) + " ms/step issuing forward+backward+optimizer";
+  return e;
+}
+
+// The fallback of CUDA runs: the GPU idles and neither data, copies nor communication explain it, or it
+// works through kernels too small to fill it.
+std::optional<Verdict> gpu_host(const RunReport& r, const VerdictFacts& f, const VerdictThresholds& th) {
+  const RunConfig& c = r.config;
+  std::string e = host_bound_evidence(r, f, th);
+  bool memory_room = true;
+  if (r.device_memory_peak_reserved && r.device_memory_total && *r.device_memory_total > 0) {
+    memory_room = 2.0 * static_cast<double>(*r.device_memory_peak_reserved) <
+                  0.9 * static_cast<double>(*r.device_memory_total);
+    e += "; device memory peak " + format_bytes(*r.device_memory_peak_reserved) + " of " +
+         format_bytes(*r.device_memory_total);
+  }
+  if (r.graphs.used)
+    e += "; the step already runs as a CUDA graph (" + std::to_string(r.graphs.nodes) + " nodes)";
+  std::string suggestion = "more work per launch: a larger --batch";
+  if (c.batch > 0 && c.batch < th.small_batch && memory_room) {
+    suggestion = "--batch " + std::to_string(2 * c.batch);
+  } else if (!r.graphs.used && !f.latency_bound) {
+    suggestion = "CUDA graphs";
+  }
+  return verdict("host/launch-bound", e, suggestion);
+}
+
+}  // namespace
+
+const std::vector<VerdictRule>& verdict_rules() {
+  static const std::vector<VerdictRule> rules = {
+      {"R0 no-steps", no_steps},
+      {"R1 copy", copy_bound},
+      {"R2 input", input_bound},
+      {"R3 communication", communication_bound},
+      {"R4 compute (cpu)", cpu_compute},
+      {"R5 host (cpu)", cpu_host},
+      {"R6 unmeasured", unmeasured},
+      {"R4 compute", gpu_compute},
+      {"R5 host", gpu_host},
+  };
+  return rules;
+}
+
+const VerdictRule& verdict_rule(const std::string& name) {
+  std::string known;
+  for (const VerdictRule& rule : verdict_rules()) {
+    if (name == rule.name) return rule;
+    known += (known.empty() ? "'" : ", '") + std::string(rule.name) + "'";
+  }
+  throw ValueError("verdict_rule: no rule named '" + name + "' (known: " + known + ")");
+}
+
+Verdict diagnose(const RunReport& report, const VerdictThresholds& thresholds) {
+  const VerdictFacts facts = compute_facts(report, thresholds);
+  for (const VerdictRule& rule : verdict_rules()) {
+    if (std::optional<Verdict> v = rule.apply(report, facts, thresholds)) {
+      v->rule = rule.name;
+      return *v;
+    }
+  }
+  return verdict("unknown", "no rule applied");  // not reached: R5 host is the fallback
+}
+
+}  // namespace liftoff
