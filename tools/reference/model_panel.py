@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""PyTorch twin of tools/bench/model_panel: the same models (as Liftoff's zoo builds them from public layers), batch,
+precision and optimizer (SGD momentum 0.9 Nesterov, wd 5e-4), random inputs already on the GPU; PyTorch at its
+best: cudnn.benchmark, channels_last and autocast for bf16, eager and whole-step CUDA graph (--mode graph).
+Throughput: images between two torch.cuda.synchronize() marks over wall time.
+  python3 tools/reference/model_panel.py --model resnet18 --image-size 32 --batch 128 --amp bf16 --mode graph
+"""
+import argparse
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.shortcut = nn.Sequential()
+        if stride != 1 or cin != cout:
+            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(y))
+        return F.relu(y + self.shortcut(x))
+
+
+class Bottleneck(nn.Module):
+    def __init__(self, cin, width, stride):
+        super().__init__()
+        cout = width * 4
+        self.conv1 = nn.Conv2d(cin, width, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, stride, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.conv3 = nn.Conv2d(width, cout, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(cout)
+        self.shortcut = nn.Sequential()
+        if stride != 1 or cin != cout:
+            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.conv1(x)))
+        y = F.relu(self.bn2(self.conv2(y)))
+        y = self.bn3(self.conv3(y))
+        return F.relu(y + self.shortcut(x))
+
+
+class ResNet(nn.Module):
+    """resnet18 (BasicBlock 2-2-2-2) / resnet50 (Bottleneck 3-4-6-3); CIFAR stem (3x3 stride 1, no max pool) below
+    64 px, ImageNet stem (7x7 stride 2 + 3x3 max pool) from 64 px."""
+
+    def __init__(self, block, layers, cin, classes, image_size):
+        super().__init__()
+        self.imagenet_stem = image_size >= 64
+        if self.imagenet_stem:
+            self.conv1 = nn.Conv2d(cin, 64, 7, 2, 3, bias=False)
+        else:
+            self.conv1 = nn.Conv2d(cin, 64, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        blocks, c = [], 64
+        for i, (n, w) in enumerate(zip(layers, [64, 128, 256, 512])):
+            for j in range(n):
+                stride = 2 if (i > 0 and j == 0) else 1
+                blocks.append(block(c, w, stride))
+                c = w * (4 if block is Bottleneck else 1)
+        self.layers = nn.Sequential(*blocks)
+        self.fc = nn.Linear(c, classes)
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.conv1(x)))
+        if self.imagenet_stem:
+            y = F.max_pool2d(y, 3, 2, 1)
+        y = self.layers(y)
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1))
+
+
+class StridedCNN(nn.Module):
+    def __init__(self, cin, classes):
+        super().__init__()
+        layers, c = [], cin
+        for out in (16, 32, 64):
+            layers += [nn.Conv2d(c, out, 3, 2, 1, bias=False), nn.BatchNorm2d(out), nn.ReLU()]
+            c = out
+        self.features = nn.Sequential(*layers)
+        self.fc = nn.Linear(c, classes)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(self.features(x), 1), 1))
+
+
+def make_model(name, cin, classes, size):
+    if name == "resnet18":
+        return ResNet(BasicBlock, [2, 2, 2, 2], cin, classes, size)
+    if name == "resnet50":
+        return ResNet(Bottleneck, [3, 4, 6, 3], cin, classes, size)
+    if name == "strided_cnn":
+        return StridedCNN(cin, classes)
+    raise SystemExit(f"model_panel.py: unknown model {name}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="resnet18")
+    p.add_argument("--image-size", type=int, default=32)
+    p.add_argument("--channels", type=int, default=3)
+    p.add_argument("--classes", type=int, default=10)
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--amp", default="bf16", choices=["bf16", "off"])
+    p.add_argument("--mode", default="eager", choices=["eager", "graph"])
+    p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--warmup", type=int, default=20)
+    a = p.parse_args()
+    torch.backends.cudnn.benchmark = True
+    dev = torch.device("cuda")
+    model = make_model(a.model, a.channels, a.classes, a.image_size).to(dev)
+    fmt = torch.channels_last if a.amp == "bf16" else torch.contiguous_format
+    model = model.to(memory_format=fmt)
+    params = sum(t.numel() for t in model.parameters())
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, nesterov=True, weight_decay=5e-4)
+    amp = torch.bfloat16 if a.amp == "bf16" else None
+    g = torch.Generator(device=dev).manual_seed(1234)
+    data = [(torch.randn(a.batch, a.channels, a.image_size, a.image_size, device=dev, generator=g)
+             .contiguous(memory_format=fmt),
+             torch.randint(0, a.classes, (a.batch,), device=dev, generator=g)) for _ in range(4)]
+
+    def body(x, y):
+        with torch.autocast("cuda", dtype=amp, enabled=amp is not None):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+
+    if a.mode == "graph":
+        sx, sy = data[0][0].clone(), data[0][1].clone()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                opt.zero_grad(set_to_none=True)
+                body(sx, sy)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        opt.zero_grad(set_to_none=True)
+        with torch.cuda.graph(graph):
+            body(sx, sy)
+
+        def step(i):
+            x, y = data[i % 4]
+            sx.copy_(x, non_blocking=True)
+            sy.copy_(y, non_blocking=True)
+            graph.replay()
+    else:
+        def step(i):
+            opt.zero_grad(set_to_none=True)
+            body(*data[i % 4])
+
+    for i in range(a.warmup):
+        step(i)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for i in range(a.steps):
+        step(i)
+    torch.cuda.synchronize()
+    dt = time.perf_counter() - t0
+    print(f"RESULT model={a.model} size={a.image_size} batch={a.batch} amp={a.amp} mode={a.mode} params={params} "
+          f"images_per_s={a.batch * a.steps / dt:.1f} ms_per_step={1e3 * dt / a.steps:.3f}")
+
+
+if __name__ == "__main__":
+    main()
