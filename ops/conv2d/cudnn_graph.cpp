@@ -122,41 +122,53 @@ struct OperationGraph {
   Desc x, w, y, conv, op, graph;
 };
 
+// What differs between the directions' operations: the descriptor type and the names of its tensor,
+// convolution and scaling attributes (x, w, y name the buffers as conv_graph::Buffers does).
+struct OperationTraits {
+  cudnnBackendDescriptorType_t type;
+  cudnnBackendAttributeName_t x, w, y, conv, alpha, beta;
+};
+
+OperationTraits operation_traits(Direction d) {
+  switch (d) {
+    case Direction::forward:
+      return {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA};
+    case Direction::backward_data:
+      return {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA};
+    case Direction::backward_filter:
+      break;
+  }
+  return {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
+          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA};
+}
+
 OperationGraph make_graph(Direction d, cudnnHandle_t handle, const Conv2dShape& g, DType dtype) {
   const bool cl = g.channels_last;
+  const OperationTraits a = operation_traits(d);
   OperationGraph og{
       make_tensor(kXid, dtype, g.n, g.c, g.h, g.w, cl),
       make_tensor(kWid, dtype, g.k, g.cg(), g.r, g.s, cl),  // C/groups channels: the graph infers groups
       make_tensor(kYid, dtype, g.n, g.k, g.oh, g.ow, cl),
       make_convolution(g),
-      Desc(d == Direction::forward         ? CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR
-           : d == Direction::backward_data ? CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR
-                                           : CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR),
+      Desc(a.type),
       Desc(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR)};
-  // The operation's tensor, descriptor and scaling attributes differ only in name between the directions.
-  struct OperationAttributes {
-    cudnnBackendAttributeName_t x, w, y, conv, alpha, beta;
-  };
-  const OperationAttributes a =
-      d == Direction::forward ? OperationAttributes{CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
-                                                    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
-                                                    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
-                                                    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
-                                                    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
-                                                    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA}
-      : d == Direction::backward_data
-          ? OperationAttributes{CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
-                                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
-                                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
-                                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
-                                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
-                                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA}
-          : OperationAttributes{CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
-                                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
-                                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
-                                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
-                                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
-                                CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA};
   const float alpha = 1.0f, beta = 0.0f;
   og.op.set_desc(a.x, og.x)
       .set_desc(a.w, og.w)

@@ -1,8 +1,8 @@
 // conv2d on CUDA through cuDNN's graph (backend) API: one convolution direction as a one-operation graph,
 // engine configurations from cuDNN's heuristics, the fastest of a few, timed on the call's own buffers, kept
 // as the execution plan. It reaches engines the legacy API does not choose (on the H200, the legacy search
-// picked non-tensor-core weight-gradient kernels for bf16 at 0.1-0.2 ms per ResNet-20 layer). cuda.cu times
-// the legacy algorithm the same way and keeps whichever is faster. Internal to conv2d's CUDA path.
+// picked non-tensor-core weight-gradient kernels for bf16 at 0.1-0.2 ms per ResNet-20 layer). cudnn_plans.cpp
+// times the legacy algorithm the same way and keeps whichever is faster. Internal to conv2d's CUDA path.
 #pragma once
 #include <cudnn.h>
 

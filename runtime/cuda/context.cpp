@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <typeindex>
 #include <vector>
 
 #include "runtime/cuda/caching_allocator.h"
@@ -38,6 +40,9 @@ struct DeviceContext {
   // it is kept (never reused) instead of freed.
   bool graphs_captured = false;
   std::vector<void*> retired_workspaces;
+  // device_extension(): declared last, so destroyed first (an extension may hold cuDNN/cuBLAS state).
+  std::mutex extensions_mutex;
+  std::map<std::type_index, std::unique_ptr<DeviceExtension>> extensions;
 };
 
 // The lane the calling thread queues on (set_active_lane); one device at a time.
@@ -223,6 +228,15 @@ cudaEvent_t lane_event(int device, size_t index) {
     ctx.lane_events.push_back(e);
   }
   return ctx.lane_events[index];
+}
+
+DeviceExtension& device_extension(int device, std::type_index type,
+                                  std::unique_ptr<DeviceExtension> (*make)()) {
+  DeviceContext& ctx = context(device);
+  std::lock_guard<std::mutex> lock(ctx.extensions_mutex);
+  std::unique_ptr<DeviceExtension>& slot = ctx.extensions[type];
+  if (!slot) slot = make();
+  return *slot;
 }
 
 void keep_workspaces_for_graphs(int device) {

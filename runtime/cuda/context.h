@@ -5,7 +5,11 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <memory>
 #include <string>
+#include <type_traits>
+#include <typeindex>
+#include <typeinfo>
 
 namespace liftoff::cuda {
 
@@ -53,6 +57,24 @@ constexpr int kArrivalCounters = 65535;
 unsigned* arrival_counters(int device);
 // Events for ordering lanes (cudaEventDisableTiming), owned by the device's context; index grows the pool.
 cudaEvent_t lane_event(int device, size_t index);
+
+// Per-device state of a higher layer (e.g. ops/conv2d's cuDNN plan cache), held by the device's context so
+// that runtime/ never names its type: one object per type and device, made on first use, destroyed with the
+// context (before its streams and handles). Thread-safe; `make` runs under the context's extension lock, so
+// an extension's constructor must not ask for another extension.
+class DeviceExtension {
+ public:
+  virtual ~DeviceExtension() = default;
+};
+DeviceExtension& device_extension(int device, std::type_index type,
+                                  std::unique_ptr<DeviceExtension> (*make)());
+template <class T>
+T& device_extension(int device) {
+  static_assert(std::is_base_of_v<DeviceExtension, T>, "device_extension<T>: T must derive DeviceExtension");
+  return static_cast<T&>(
+      device_extension(device, std::type_index(typeid(T)),
+                       []() -> std::unique_ptr<DeviceExtension> { return std::make_unique<T>(); }));
+}
 
 // Blocks the host until all work queued on the device's streams is done.
 void synchronize(int device);

@@ -82,6 +82,8 @@ LIFTOFF_CUDNN_FORWARD(cudnnSetTensor4dDescriptor,
                       (tensorDesc, format, dataType, n, c, h, w))
 LIFTOFF_CUDNN_FORWARD(cudnnSetConvolutionMathType,
                       (cudnnConvolutionDescriptor_t convDesc, cudnnMathType_t mathType), (convDesc, mathType))
+LIFTOFF_CUDNN_FORWARD(cudnnSetConvolutionGroupCount, (cudnnConvolutionDescriptor_t convDesc, int groupCount),
+                      (convDesc, groupCount))
 LIFTOFF_CUDNN_FORWARD(cudnnDestroyTensorDescriptor, (cudnnTensorDescriptor_t tensorDesc), (tensorDesc))
 LIFTOFF_CUDNN_FORWARD(cudnnCreateTensorDescriptor, (cudnnTensorDescriptor_t * tensorDesc), (tensorDesc))
 LIFTOFF_CUDNN_FORWARD(cudnnSetStream, (cudnnHandle_t handle, cudaStream_t streamId), (handle, streamId))

@@ -1,0 +1,532 @@
+#include "ops/conv2d/cudnn_plans.h"
+
+#include <cudnn.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <climits>
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <variant>
+
+#include "runtime/capture.h"
+#include "runtime/config.h"
+#include "runtime/cuda/caching_allocator.h"
+#include "runtime/cuda/check.h"
+#include "runtime/cuda/context.h"
+#include "runtime/determinism.h"
+#include "runtime/error.h"
+
+namespace liftoff::cuda {
+
+namespace conv_plans {
+namespace {
+
+using conv_graph::Buffers;
+using conv_graph::Direction;
+
+cudnnDataType_t cudnn_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return CUDNN_DATA_FLOAT;
+    case DType::f64:
+      return CUDNN_DATA_DOUBLE;
+    case DType::f16:
+      return CUDNN_DATA_HALF;
+    case DType::bf16:
+      return CUDNN_DATA_BFLOAT16;
+    default:
+      throw DTypeError(
+          str_cat("conv2d: dtype ", dtype_name(dtype), " is not supported on CUDA (f32, f64, f16, bf16)"));
+  }
+}
+
+// f16/bf16 accumulate in f32 on tensor cores; f32 may use TF32 (cuDNN's default math, as PyTorch's default).
+cudnnDataType_t compute_dtype(DType dtype) {
+  return dtype == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+}
+cudnnMathType_t initial_math(DType dtype) {
+  return dtype == DType::f16 || dtype == DType::bf16 ? CUDNN_TENSOR_OP_MATH : CUDNN_DEFAULT_MATH;
+}
+
+// alpha/beta are double for f64 data, float otherwise.
+const void* scalar_one(DType dtype) {
+  static const float one_f = 1.0f;
+  static const double one_d = 1.0;
+  return dtype == DType::f64 ? static_cast<const void*>(&one_d) : static_cast<const void*>(&one_f);
+}
+const void* scalar_zero(DType dtype) {
+  static const float zero_f = 0.0f;
+  static const double zero_d = 0.0;
+  return dtype == DType::f64 ? static_cast<const void*>(&zero_d) : static_cast<const void*>(&zero_f);
+}
+
+// The tensors' layout: NCHW (filters KCRS), or NHWC (filters KRSC: cuDNN's tensor-core convolutions want the
+// filter in the activations' layout) when the front passes channels-last tensors.
+enum class Layout { nchw, nhwc };
+
+// One device's plans are keyed by everything that changes the descriptors or the search's outcome; the
+// direction is the second level (a plan holds the three directions, which share the tensor descriptors).
+struct PlanKey {
+  DType dtype;
+  Layout layout;
+  int64_t n, c, h, w, k, r, s, stride, padding, dilation, groups;
+  bool deterministic;  // --deterministic plans keep only reproducible algorithms
+  ConvEngines engines;
+  bool operator<(const PlanKey& o) const {
+    return std::tie(dtype, layout, n, c, h, w, k, r, s, stride, padding, dilation, groups, deterministic,
+                    engines) < std::tie(o.dtype, o.layout, o.n, o.c, o.h, o.w, o.k, o.r, o.s, o.stride,
+                                        o.padding, o.dilation, o.groups, o.deterministic, o.engines);
+  }
+};
+
+// The process-wide engine setting (set_conv_engines; LIFTOFF_CONV_ENGINES at start) and graph-plan counter.
+std::atomic<int>& engines_setting() {
+  static std::atomic<int> setting{[] {
+    const std::string value = config::get_string(config::Knob::conv_engines).value_or("auto");
+    if (value.empty() || value == "auto") return static_cast<int>(ConvEngines::automatic);
+    if (value == "legacy") return static_cast<int>(ConvEngines::legacy);
+    if (value == "graph") return static_cast<int>(ConvEngines::graph);
+    throw ValueError(str_cat("LIFTOFF_CONV_ENGINES=\"", value, "\" is not one of auto, legacy, graph"));
+  }()};
+  return setting;
+}
+
+std::atomic<int64_t>& graph_executions() {
+  static std::atomic<int64_t> count{0};
+  return count;
+}
+
+// What one direction's search chose: the legacy algorithm, and a graph-API plan that beat it (null: the
+// legacy algorithm runs).
+template <class Algo>
+struct Choice {
+  bool found = false;
+  Algo algo{};
+  size_t workspace_bytes = 0;
+  std::shared_ptr<conv_graph::GraphPlan> graph;
+};
+
+// One direction: its own convolution descriptor (it carries the math type its algorithm was timed with).
+template <class Algo>
+struct DirectionPlan {
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  Choice<Algo> choice;
+};
+
+struct Descriptors {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+};
+
+struct Plan {
+  Descriptors tensors;
+  DirectionPlan<cudnnConvolutionFwdAlgo_t> forward;
+  DirectionPlan<cudnnConvolutionBwdDataAlgo_t> backward_data;
+  DirectionPlan<cudnnConvolutionBwdFilterAlgo_t> backward_filter;
+
+  Plan() = default;
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+  ~Plan() {
+    // Best effort: a destructor must not throw.
+    if (tensors.x) cudnnDestroyTensorDescriptor(tensors.x);
+    if (tensors.y) cudnnDestroyTensorDescriptor(tensors.y);
+    if (tensors.w) cudnnDestroyFilterDescriptor(tensors.w);
+    if (forward.conv) cudnnDestroyConvolutionDescriptor(forward.conv);
+    if (backward_data.conv) cudnnDestroyConvolutionDescriptor(backward_data.conv);
+    if (backward_filter.conv) cudnnDestroyConvolutionDescriptor(backward_filter.conv);
+  }
+};
+
+// Direction traits: what differs between the three directions of the legacy API (the plan's slot, the
+// workspace query, cudnnFind*AlgorithmEx and the execute call, each with the direction's argument order).
+// Buffers' roles: conv_graph::Buffers.
+struct Forward {
+  using Algo = cudnnConvolutionFwdAlgo_t;
+  using Perf = cudnnConvolutionFwdAlgoPerf_t;
+  static constexpr int kAlgoCount = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
+  static constexpr Direction kDirection = Direction::forward;
+  static DirectionPlan<Algo>& of(Plan& p) { return p.forward; }
+  static cudnnStatus_t workspace_size(cudnnHandle_t h, const Descriptors& t,
+                                      cudnnConvolutionDescriptor_t conv, Algo algo, size_t* bytes) {
+    return cudnnGetConvolutionForwardWorkspaceSize(h, t.x, t.w, conv, t.y, algo, bytes);
+  }
+  static void find(cudnnHandle_t h, const Descriptors& t, cudnnConvolutionDescriptor_t conv, const Buffers& b,
+                   int* returned, Perf* perf, void* ws, size_t ws_bytes) {
+    LIFTOFF_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, t.x, b.x, t.w, b.w, conv, t.y, b.y,
+                                                               kAlgoCount, returned, perf, ws, ws_bytes));
+  }
+  static void execute(cudnnHandle_t h, const void* one, const void* zero, const Descriptors& t,
+                      cudnnConvolutionDescriptor_t conv, Algo algo, const Buffers& b, void* ws,
+                      size_t ws_bytes) {
+    LIFTOFF_CUDNN_CHECK(
+        cudnnConvolutionForward(h, one, t.x, b.x, t.w, b.w, conv, algo, ws, ws_bytes, zero, t.y, b.y));
+  }
+};
+
+struct BackwardData {
+  using Algo = cudnnConvolutionBwdDataAlgo_t;
+  using Perf = cudnnConvolutionBwdDataAlgoPerf_t;
+  static constexpr int kAlgoCount = CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
+  static constexpr Direction kDirection = Direction::backward_data;
+  static DirectionPlan<Algo>& of(Plan& p) { return p.backward_data; }
+  static cudnnStatus_t workspace_size(cudnnHandle_t h, const Descriptors& t,
+                                      cudnnConvolutionDescriptor_t conv, Algo algo, size_t* bytes) {
+    return cudnnGetConvolutionBackwardDataWorkspaceSize(h, t.w, t.y, conv, t.x, algo, bytes);
+  }
+  static void find(cudnnHandle_t h, const Descriptors& t, cudnnConvolutionDescriptor_t conv, const Buffers& b,
+                   int* returned, Perf* perf, void* ws, size_t ws_bytes) {
+    LIFTOFF_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
+        h, t.w, b.w, t.y, b.y, conv, t.x, b.x, kAlgoCount, returned, perf, ws, ws_bytes));
+  }
+  static void execute(cudnnHandle_t h, const void* one, const void* zero, const Descriptors& t,
+                      cudnnConvolutionDescriptor_t conv, Algo algo, const Buffers& b, void* ws,
+                      size_t ws_bytes) {
+    LIFTOFF_CUDNN_CHECK(
+        cudnnConvolutionBackwardData(h, one, t.w, b.w, t.y, b.y, conv, algo, ws, ws_bytes, zero, t.x, b.x));
+  }
+};
+
+struct BackwardFilter {
+  using Algo = cudnnConvolutionBwdFilterAlgo_t;
+  using Perf = cudnnConvolutionBwdFilterAlgoPerf_t;
+  static constexpr int kAlgoCount = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
+  static constexpr Direction kDirection = Direction::backward_filter;
+  static DirectionPlan<Algo>& of(Plan& p) { return p.backward_filter; }
+  static cudnnStatus_t workspace_size(cudnnHandle_t h, const Descriptors& t,
+                                      cudnnConvolutionDescriptor_t conv, Algo algo, size_t* bytes) {
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, t.x, t.y, conv, t.w, algo, bytes);
+  }
+  static void find(cudnnHandle_t h, const Descriptors& t, cudnnConvolutionDescriptor_t conv, const Buffers& b,
+                   int* returned, Perf* perf, void* ws, size_t ws_bytes) {
+    LIFTOFF_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+        h, t.x, b.x, t.y, b.y, conv, t.w, b.w, kAlgoCount, returned, perf, ws, ws_bytes));
+  }
+  static void execute(cudnnHandle_t h, const void* one, const void* zero, const Descriptors& t,
+                      cudnnConvolutionDescriptor_t conv, Algo algo, const Buffers& b, void* ws,
+                      size_t ws_bytes) {
+    LIFTOFF_CUDNN_CHECK(
+        cudnnConvolutionBackwardFilter(h, one, t.x, b.x, t.y, b.y, conv, algo, ws, ws_bytes, zero, t.w, b.w));
+  }
+};
+
+int as_int(int64_t value, const Conv2dShape& g) {
+  LIFTOFF_CHECK(value <= INT_MAX, ShapeError, "conv2d: input [", g.n, ", ", g.c, ", ", g.h, ", ", g.w,
+                "] with weight [", g.k, ", ", g.cg(), ", ", g.r, ", ", g.s,
+                "] exceeds cuDNN's 32-bit sizes; split the batch");
+  return static_cast<int>(value);
+}
+
+void make_conv_descriptor(cudnnConvolutionDescriptor_t* desc, const Conv2dShape& g, DType dtype) {
+  LIFTOFF_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(desc));
+  LIFTOFF_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
+      *desc, as_int(g.padding, g), as_int(g.padding, g), as_int(g.stride, g), as_int(g.stride, g),
+      as_int(g.dilation, g), as_int(g.dilation, g), CUDNN_CROSS_CORRELATION, compute_dtype(dtype)));
+  LIFTOFF_CUDNN_CHECK(cudnnSetConvolutionMathType(*desc, initial_math(dtype)));
+  if (g.groups != 1) LIFTOFF_CUDNN_CHECK(cudnnSetConvolutionGroupCount(*desc, as_int(g.groups, g)));
+}
+
+std::unique_ptr<Plan> make_plan(DType dtype, const Conv2dShape& g, Layout layout) {
+  as_int(g.n * g.c * g.h * g.w, g);
+  as_int(g.n * g.k * g.oh * g.ow, g);
+  as_int(g.k * g.cg() * g.r * g.s, g);
+  auto plan = std::make_unique<Plan>();
+  Descriptors& t = plan->tensors;
+  const cudnnDataType_t dt = cudnn_dtype(dtype);
+  // Sizes are given as (n, c, h, w) in both formats; the format says how memory is ordered.
+  const cudnnTensorFormat_t format = layout == Layout::nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+  LIFTOFF_CUDNN_CHECK(cudnnCreateTensorDescriptor(&t.x));
+  LIFTOFF_CUDNN_CHECK(cudnnSetTensor4dDescriptor(t.x, format, dt, as_int(g.n, g), as_int(g.c, g),
+                                                 as_int(g.h, g), as_int(g.w, g)));
+  LIFTOFF_CUDNN_CHECK(cudnnCreateTensorDescriptor(&t.y));
+  LIFTOFF_CUDNN_CHECK(cudnnSetTensor4dDescriptor(t.y, format, dt, as_int(g.n, g), as_int(g.k, g),
+                                                 as_int(g.oh, g), as_int(g.ow, g)));
+  LIFTOFF_CUDNN_CHECK(cudnnCreateFilterDescriptor(&t.w));
+  // A grouped filter is [K, C/groups, R, S]; the group count is on the convolution descriptors.
+  LIFTOFF_CUDNN_CHECK(cudnnSetFilter4dDescriptor(t.w, dt, format, as_int(g.k, g), as_int(g.cg(), g),
+                                                 as_int(g.r, g), as_int(g.s, g)));
+  make_conv_descriptor(&plan->forward.conv, g, dtype);
+  make_conv_descriptor(&plan->backward_data.conv, g, dtype);
+  make_conv_descriptor(&plan->backward_filter.conv, g, dtype);
+  int dims[4] = {0, 0, 0, 0};
+  LIFTOFF_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(plan->forward.conv, t.x, t.w, &dims[0], &dims[1],
+                                                            &dims[2], &dims[3]));
+  LIFTOFF_CHECK(dims[0] == g.n && dims[1] == g.k && dims[2] == g.oh && dims[3] == g.ow, BackendError,
+                "conv2d: cuDNN computes output [", dims[0], ", ", dims[1], ", ", dims[2], ", ", dims[3],
+                "] but Liftoff expects [", g.n, ", ", g.k, ", ", g.oh, ", ", g.ow, "]");
+  return plan;
+}
+
+// One device's plans, owned by its context (device_extension): created on first use of the device's
+// convolutions, destroyed with the context. Plans are only added, so a Plan& stays valid for the cache's
+// life.
+class ConvPlanCache final : public DeviceExtension {
+ public:
+  // Calls fn(plan) with the cache locked (the plan is made on first use of the shape). Searches run inside,
+  // so one device's searches never overlap; other devices' caches are independent.
+  template <class Fn>
+  void with_plan(DType dtype, const Conv2dShape& g, Fn&& fn) {
+    const Layout layout = g.channels_last ? Layout::nhwc : Layout::nchw;
+    const PlanKey key{
+        dtype,         layout, g.n,      g.c,       g.h,        g.w,      g.k,
+        g.r,           g.s,    g.stride, g.padding, g.dilation, g.groups, deterministic_algorithms(),
+        conv_engines()};
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = plans_.find(key);
+    if (it == plans_.end()) it = plans_.emplace(key, make_plan(dtype, g, layout)).first;
+    fn(*it->second);
+  }
+
+  size_t size() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return plans_.size();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<PlanKey, std::unique_ptr<Plan>> plans_;
+};
+
+// The search's scratch is its own allocation, returned as soon as the search ends: some algorithms ask for
+// hundreds of MiB, and keeping that in the persistent workspace would hold it for the whole run (the
+// persistent one grows only to what the chosen algorithms need). Shrinks when the memory is not there.
+constexpr size_t kMaxSearchWorkspace = size_t{512} << 20;
+constexpr size_t kHalfSearchWorkspace = size_t{64} << 20;
+
+class SearchWorkspace {
+ public:
+  SearchWorkspace(int device, size_t wanted, DType dtype) : bytes_(std::min(wanted, workspace_limit(dtype))) {
+    // The search times candidates with host synchronisation: only in eager steps (graphs capture warm plans).
+    check_not_capturing("A cuDNN algorithm search (first use of a convolution shape)");
+    while (bytes_ > 0) {
+      try {
+        ptr_ = CachingAllocator::get().allocate(bytes_, device, compute_stream(device));
+        return;
+      } catch (const OutOfMemoryError&) {
+        bytes_ = bytes_ > (size_t{1} << 20) ? bytes_ / 4 : 0;
+      }
+    }
+  }
+  ~SearchWorkspace() {
+    if (ptr_ != nullptr) CachingAllocator::get().free(ptr_);
+  }
+  SearchWorkspace(const SearchWorkspace&) = delete;
+  SearchWorkspace& operator=(const SearchWorkspace&) = delete;
+  void* get() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+
+  // LIFTOFF_CUDNN_WORKSPACE_MB caps what any search or chosen algorithm may use. Default: 512 MiB, but 64 MiB
+  // for f16, where the larger workspaces bought no speed on the H200 (ResNet-20, batch 256: 49,753 images/s
+  // at 512 vs 55,134 at 64 in one call) and cost 56 MiB of peak memory (docs/perf.md).
+  static size_t workspace_limit(DType dtype) {
+    const std::optional<double> mb = config::get_double(config::Knob::cudnn_workspace_mb);
+    if (mb) return static_cast<size_t>(*mb * 1024.0 * 1024.0);
+    return dtype == DType::f16 ? kHalfSearchWorkspace : kMaxSearchWorkspace;
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// LIFTOFF_CUDNN_LOG=1 prints every algorithm choice (one line per shape and direction) to stderr.
+bool log_choices() {
+  return *config::get_bool(config::Knob::cudnn_log);
+}
+
+std::string shape_text(const Conv2dShape& g, DType dtype) {
+  return str_cat("input [", g.n, ", ", g.c, ", ", g.h, ", ", g.w, "], weight [", g.k, ", ", g.cg(), ", ", g.r,
+                 ", ", g.s, "], stride ", g.stride, ", padding ", g.padding, ", dilation ", g.dilation,
+                 ", groups ", g.groups, ", ", dtype_name(dtype), g.channels_last ? ", NHWC" : "");
+}
+
+// Picks the fastest successful result (cuDNN sorts them by time) and gives its math type to `desc`.
+template <class Perf, class Algo>
+void take_best(const Perf* perf, int returned, size_t limit, cudnnConvolutionDescriptor_t desc,
+               Choice<Algo>* choice, const char* direction, const Conv2dShape& g, DType dtype) {
+  const bool deterministic = deterministic_algorithms();
+  for (int i = 0; i < returned; ++i) {
+    if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > limit) continue;
+    if (deterministic && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
+    LIFTOFF_CUDNN_CHECK(cudnnSetConvolutionMathType(desc, perf[i].mathType));
+    choice->algo = perf[i].algo;
+    choice->workspace_bytes = perf[i].memory;
+    choice->found = true;
+    if (log_choices()) {
+      std::fprintf(stderr,
+                   "liftoff cudnn: %s %s: algo %d, %.3f ms, workspace %.1f MiB (searched with %.1f MiB)\n",
+                   direction, shape_text(g, dtype).c_str(), static_cast<int>(perf[i].algo),
+                   static_cast<double>(perf[i].time), static_cast<double>(perf[i].memory) / 1048576.0,
+                   static_cast<double>(limit) / 1048576.0);
+    }
+    return;
+  }
+  throw BackendError(str_cat("conv2d: cuDNN found no usable ", deterministic ? "deterministic " : "",
+                             direction, " algorithm for ", shape_text(g, dtype)));
+}
+
+// The legacy API's search of direction D: the largest workspace any algorithm asks (capped by
+// SearchWorkspace), then cudnnFind*AlgorithmEx on the call's buffers.
+template <class D>
+void find_legacy(cudnnHandle_t handle, int device, DType dtype, const Conv2dShape& g, const Descriptors& t,
+                 DirectionPlan<typename D::Algo>& d, const Buffers& buffers) {
+  size_t limit = 0;
+  for (int a = 0; a < D::kAlgoCount; ++a) {
+    size_t bytes = 0;
+    if (D::workspace_size(handle, t, d.conv, static_cast<typename D::Algo>(a), &bytes) ==
+        CUDNN_STATUS_SUCCESS) {
+      limit = std::max(limit, bytes);
+    }
+  }
+  const SearchWorkspace ws(device, limit, dtype);
+  limit = ws.bytes();
+  typename D::Perf perf[D::kAlgoCount];
+  int returned = 0;
+  D::find(handle, t, d.conv, buffers, &returned, perf, ws.get(), limit);
+  take_best(perf, returned, limit, d.conv, &d.choice, conv_graph::direction_name(D::kDirection), g, dtype);
+}
+
+template <class D>
+void run_legacy(cudnnHandle_t handle, DType dtype, const Descriptors& t,
+                const DirectionPlan<typename D::Algo>& d, const Buffers& buffers, void* ws) {
+  D::execute(handle, scalar_one(dtype), scalar_zero(dtype), t, d.conv, d.choice.algo, buffers, ws,
+             d.choice.workspace_bytes);
+}
+
+// The graph API's search scratch: the engines these convolutions get need a few MiB at most; a larger
+// scratch would only raise the run's peak memory (it is returned right after the search).
+constexpr size_t kGraphSearchWorkspace = size_t{64} << 20;
+
+// Times the legacy choice (run_legacy, given a workspace) and the graph API's engines on the call's buffers,
+// and returns a graph plan that was faster (under ConvEngines::graph, any that runs); null keeps the legacy
+// algorithm.
+std::shared_ptr<conv_graph::GraphPlan> graph_plan_for(Direction direction, cudnnHandle_t handle, int device,
+                                                      const Conv2dShape& g, DType dtype,
+                                                      const Buffers& buffers, size_t legacy_bytes,
+                                                      const std::function<void(void*)>& run_legacy) {
+  const ConvEngines engines = conv_engines();
+  if (engines == ConvEngines::legacy || dtype == DType::f64 || deterministic_algorithms()) return nullptr;
+  // Grouped and dilated convolutions stay on the legacy API (cudnnSetConvolutionGroupCount): the graph
+  // descriptors would express them (weight [K, C/groups, R, S], dilations), but that path has not been timed
+  // or validated on the GPU for them yet.
+  if (g.groups != 1 || g.dilation != 1) return nullptr;
+  const SearchWorkspace scratch(
+      device,
+      std::max(legacy_bytes, std::min(kGraphSearchWorkspace, SearchWorkspace::workspace_limit(dtype))),
+      dtype);
+  float legacy_ms = std::numeric_limits<float>::infinity();
+  if (engines == ConvEngines::automatic && legacy_bytes <= scratch.bytes()) {
+    legacy_ms = conv_graph::time_ms(device, [&] { run_legacy(scratch.get()); });
+  }
+  const conv_graph::SearchResult found = conv_graph::search(direction, handle, device, g, dtype, buffers,
+                                                            scratch.get(), scratch.bytes(), legacy_ms);
+  if (log_choices()) {
+    const std::string graph =
+        found.plan ? str_cat(conv_graph::describe(*found.plan), " ", found.plan_ms, " ms, kept") : found.note;
+    std::fprintf(stderr, "liftoff cudnn: %s %s: legacy %.3f ms; graph API (%d engines timed): %s\n",
+                 conv_graph::direction_name(direction), shape_text(g, dtype).c_str(),
+                 static_cast<double>(legacy_ms), found.candidates, graph.c_str());
+  }
+  return found.plan;
+}
+
+// Runs a graph plan when there is one and the buffers suit it; false: the caller runs the legacy algorithm.
+bool run_graph_plan(const std::shared_ptr<conv_graph::GraphPlan>& plan, cudnnHandle_t handle, int device,
+                    const Buffers& buffers) {
+  if (!plan || !conv_graph::accepts(buffers)) return false;
+  const size_t bytes = conv_graph::workspace_bytes(*plan);
+  conv_graph::execute(handle, *plan, buffers, bytes > 0 ? workspace(device, bytes) : nullptr);
+  graph_executions().fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+// What one call runs, copied from its plan under the cache's lock.
+template <class D>
+struct Ready {
+  Descriptors tensors;
+  DirectionPlan<typename D::Algo> direction;
+};
+using AnyReady = std::variant<Ready<Forward>, Ready<BackwardData>, Ready<BackwardFilter>>;
+
+// With the cache locked: searches direction D on first use (legacy, then the graph API against it).
+template <class D>
+Ready<D> prepare(cudnnHandle_t handle, int device, DType dtype, const Conv2dShape& g, Plan& plan,
+                 const Buffers& buffers) {
+  DirectionPlan<typename D::Algo>& d = D::of(plan);
+  if (!d.choice.found) {
+    find_legacy<D>(handle, device, dtype, g, plan.tensors, d, buffers);
+    d.choice.graph = graph_plan_for(
+        D::kDirection, handle, device, g, dtype, buffers, d.choice.workspace_bytes,
+        [&](void* scratch) { run_legacy<D>(handle, dtype, plan.tensors, d, buffers, scratch); });
+  }
+  return Ready<D>{plan.tensors, d};
+}
+
+template <class D>
+void enqueue(const Ready<D>& ready, cudnnHandle_t handle, int device, DType dtype, const Buffers& buffers) {
+  if (run_graph_plan(ready.direction.choice.graph, handle, device, buffers)) return;
+  const size_t bytes = ready.direction.choice.workspace_bytes;
+  run_legacy<D>(handle, dtype, ready.tensors, ready.direction, buffers,
+                bytes ? workspace(device, bytes) : nullptr);
+}
+
+template <class Fn>
+AnyReady with_traits(Direction direction, Fn&& fn) {
+  switch (direction) {
+    case Direction::forward:
+      return fn(Forward{});
+    case Direction::backward_data:
+      return fn(BackwardData{});
+    case Direction::backward_filter:
+      return fn(BackwardFilter{});
+  }
+  throw ValueError("conv2d (CUDA): internal: unknown convolution direction");
+}
+
+}  // namespace
+
+void run(int device, DType dtype, const Conv2dShape& g, const Call* calls, size_t count) {
+  std::array<AnyReady, 3> ready;
+  LIFTOFF_CHECK(count <= ready.size(), ValueError, "conv2d (CUDA): internal: ", count,
+                " convolutions in one run (at most 3)");
+  cudnnHandle_t handle = cudnn_handle(device);
+  device_extension<ConvPlanCache>(device).with_plan(dtype, g, [&](Plan& plan) {
+    for (size_t i = 0; i < count; ++i) {
+      ready[i] = with_traits(calls[i].direction, [&](auto traits) -> AnyReady {
+        return prepare<decltype(traits)>(handle, device, dtype, g, plan, calls[i].buffers);
+      });
+    }
+  });
+  for (size_t i = 0; i < count; ++i) {
+    std::visit([&](const auto& r) { enqueue(r, handle, device, dtype, calls[i].buffers); }, ready[i]);
+  }
+}
+
+}  // namespace conv_plans
+
+void set_conv_engines(ConvEngines engines) {
+  conv_plans::engines_setting().store(static_cast<int>(engines), std::memory_order_relaxed);
+}
+
+ConvEngines conv_engines() {
+  return static_cast<ConvEngines>(conv_plans::engines_setting().load(std::memory_order_relaxed));
+}
+
+int64_t conv_graph_executions() {
+  return conv_plans::graph_executions().load(std::memory_order_relaxed);
+}
+
+int64_t conv_plan_count(int device) {
+  return static_cast<int64_t>(device_extension<conv_plans::ConvPlanCache>(device).size());
+}
+
+}  // namespace liftoff::cuda

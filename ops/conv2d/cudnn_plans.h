@@ -1,0 +1,26 @@
+// conv2d's cuDNN plans (internal to conv2d's CUDA path). Per shape (dtype, layout, geometry, groups,
+// dilation, --deterministic, engine setting) a plan holds the legacy API's descriptors and, per direction,
+// the algorithm found once with cudnnFind*AlgorithmEx (PyTorch's cudnn.benchmark), its workspace size and
+// math type; then, unless turned off, the graph API's engines for the same direction are timed against it
+// (cudnn_graph.h) and the faster is kept. The plans live in a ConvPlanCache owned by the device's context
+// (runtime/cuda/context.h, device_extension). The searches synchronize; every later call only enqueues.
+#pragma once
+#include <cstddef>
+
+#include "ops/conv2d/cudnn_graph.h"
+#include "ops/conv2d/kernels.h"
+#include "runtime/dtype.h"
+
+namespace liftoff::cuda::conv_plans {
+
+// One convolution of one direction on its buffers (their roles per direction: conv_graph::Buffers).
+struct Call {
+  conv_graph::Direction direction;
+  conv_graph::Buffers buffers;
+};
+
+// Enqueues `calls` in order on the device's compute stream. A direction used for the first time with this
+// shape is searched first (synchronizes: eager steps only); all searches happen before any call is enqueued.
+void run(int device, DType dtype, const Conv2dShape& g, const Call* calls, size_t count);
+
+}  // namespace liftoff::cuda::conv_plans
