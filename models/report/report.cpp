@@ -558,7 +558,15 @@ std::string RunReport::to_json() const {
                  {"threads", c.threads},
                  {"host_cores", c.host_cores},
                  {"world_size", c.world_size},
-                 {"cuda_available", c.cuda_available}};
+                 {"cuda_available", c.cuda_available},
+                 {"activation_layout", c.activation_layout}};
+  const ComputeRate rate = compute_rate(c.model_flops_per_image, images_per_second, c.device_name,
+                                        peak_precision(c.device, c.amp));
+  j["compute"] = {{"model_flops_per_image", c.model_flops_per_image},
+                  {"achieved_tflops", rate.achieved_tflops},
+                  {"peak_tflops", opt(rate.peak_tflops)},
+                  {"mfu", opt(rate.mfu)},
+                  {"precision", rate.precision}};
   j["steps"] = {
       {"total", steps_total},
       {"measured", steps_measured},
@@ -674,6 +682,10 @@ RunReport RunReport::from_json(const std::string& text, const std::string& src) 
   r.config.host_cores = static_cast<int>(get_int(c, "host_cores", src, cp));
   r.config.world_size = static_cast<int>(get_int(c, "world_size", src, cp));
   r.config.cuda_available = get_bool(c, "cuda_available", src, cp);
+  // Absent in reports written before them.
+  if (c.contains("activation_layout")) r.config.activation_layout = get_str(c, "activation_layout", src, cp);
+  if (j.contains("compute"))
+    r.config.model_flops_per_image = get_num(j.at("compute"), "model_flops_per_image", src, "compute.");
 
   const json& s = need(j, "steps", src, "");
   r.steps_total = get_int(s, "total", src, "steps.");
@@ -813,7 +825,9 @@ std::string RunReport::render_table() const {
   const RunConfig& c = config;
   o << "Utilization report: " << steps_measured << " steps measured";
   if (warmup_steps_excluded > 0) o << " (after " << warmup_steps_excluded << " warm-up)";
-  o << ", " << c.device << ", batch " << c.batch << " x accum " << c.accum << "\n";
+  o << ", " << c.device << ", batch " << c.batch << " x accum " << c.accum;
+  if (!c.activation_layout.empty()) o << ", activations " << c.activation_layout;
+  o << "\n";
   if (steps_measured == 0) {
     o << "  no training step was measured\n";
     return o.str();
@@ -845,6 +859,12 @@ std::string RunReport::render_table() const {
   if (device_busy_pct) o << " | GPU busy " << fmt("%.0f%%", *device_busy_pct) << " (CUDA events)";
   if (device_lag_ms) o << " | device lag " << fmt("%.2f", *device_lag_ms) << " ms";
   o << "\n";
+  if (c.model_flops_per_image > 0) {
+    o << "  compute "
+      << compute_rate_text(compute_rate(c.model_flops_per_image, images_per_second, c.device_name,
+                                        peak_precision(c.device, c.amp)))
+      << "\n";
+  }
   if (allreduce_exposed_ms) {
     o << "  all-reduce " << fmt("%.3f", *allreduce_exposed_ms) << " ms/step exposed, "
       << (allreduce_overlapped_ms ? fmt("%.3f", *allreduce_overlapped_ms) + " ms/step overlapped\n"

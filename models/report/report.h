@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/profile/flops.h"
 #include "runtime/profile/gpu_sampler.h"
 #include "runtime/platform/cpu_usage.h"
 #include "runtime/profile/profiler.h"
@@ -42,6 +43,12 @@ struct RunConfig {
   int host_cores = 0;           // logical cores available
   int world_size = 1;           // DDP processes
   bool cuda_available = false;  // a usable CUDA device exists (for suggestions on CPU runs)
+  // The runtime's layout for conv activations: "channels_last" (autocast on CUDA) or "contiguous" ("": not
+  // known).
+  std::string activation_layout;
+  // Forward FLOPs per image of the model's products (runtime/profile/flops.h; 0: not counted). The report
+  // derives achieved TFLOP/s (x3 for a training step) and MFU against the device's peak from it.
+  double model_flops_per_image = 0.0;
 };
 
 struct StageReport {
