@@ -59,8 +59,11 @@ ComputeRate compute_rate(double flops_per_image, double images_per_second, const
 std::string compute_rate_text(const ComputeRate& rate) {
   if (rate.flops_per_image <= 0) return "";
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%.3g GFLOP/image forward (x%.0f per training step) | %.1f TFLOP/s achieved",
-                rate.flops_per_image / 1e9, kTrainingFlopsPerForward, rate.achieved_tflops);
+  // Below 1 TFLOP/s (the CPU, tiny models) in GFLOP/s, so the figure keeps its digits.
+  const bool tera = rate.achieved_tflops >= 1.0;
+  std::snprintf(buf, sizeof buf, "%.3g GFLOP/image forward (x%.0f per training step) | %.1f %s achieved",
+                rate.flops_per_image / 1e9, kTrainingFlopsPerForward,
+                tera ? rate.achieved_tflops : rate.achieved_tflops * 1e3, tera ? "TFLOP/s" : "GFLOP/s");
   std::string out = buf;
   if (rate.mfu) {
     std::snprintf(buf, sizeof buf, " | MFU %.1f%% of %.0f TFLOP/s (%s dense peak)", 100.0 * *rate.mfu,

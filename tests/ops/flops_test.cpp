@@ -106,6 +106,9 @@ TEST(Flops, PeakTableAndMfu) {
   EXPECT_FALSE(unknown.mfu.has_value());
   EXPECT_NE(compute_rate_text(unknown).find("MFU n/a"), std::string::npos);
   EXPECT_EQ(compute_rate_text(compute_rate(0, 1e5, "NVIDIA H200", "bf16")), "");
+  // Slow runs (the CPU) in GFLOP/s: 62 MFLOP/image at 90 images/s = 16.7 GFLOP/s.
+  const std::string cpu = compute_rate_text(compute_rate(62e6, 90, "", "fp32"));
+  EXPECT_NE(cpu.find("16.7 GFLOP/s achieved"), std::string::npos) << cpu;
 }
 
 }  // namespace

@@ -104,9 +104,13 @@ TEST(RuntimeLayoutCuda, UserConvNetRunsChannelsLastUnderAutocast) {
   EXPECT_TRUE(bf16.grads_in_parameter_layout) << "parameter gradients keep the parameters' (KCRS) layout";
   EXPECT_NEAR(bf16.loss, f32.loss, 2e-2 * std::abs(f32.loss));
   ASSERT_EQ(bf16.grads.size(), f32.grads.size());
-  // A shallow net: bf16 rounding moves the gradients by about 1%; a layout mix-up would scramble them.
-  for (size_t i = 0; i < f32.grads.size(); ++i)
-    EXPECT_LT(relative_difference(bf16.grads[i], f32.grads[i]), 5e-2) << "parameter " << i;
+  // A shallow net: bf16 rounding moves the conv and linear weight gradients by a few percent at most; the
+  // batch-norm and bias gradients (sums that cancel) by more. A layout mix-up would scramble them (~100%).
+  for (size_t i = 0; i < f32.grads.size(); ++i) {
+    const double bound = f32.grads[i].dim() >= 2 ? 0.1 : 0.3;
+    EXPECT_LT(relative_difference(bf16.grads[i], f32.grads[i]), bound)
+        << "parameter " << i << " " << shape_str(f32.grads[i].shape());
+  }
 }
 
 // ResNet-20 no longer converts its input itself: the runtime does, and one training step in bf16 is close to
