@@ -32,8 +32,6 @@ enum class Knob {
   cudnn_log,
   nvml_interval_s,
   dist_timeout,
-  fused_bn_relu,
-  channels_last,
   // Process variables (set by a launcher; read at each call).
   launcher,
   nccl_id,

@@ -8,6 +8,7 @@ namespace liftoff {
 namespace cuda {
 std::string unavailable_reason(int index);  // runtime/cuda/availability.cu
 std::string describe_device(int index);
+std::string device_name(int index);
 void set_current_device(int index);
 }  // namespace cuda
 #endif
@@ -26,6 +27,15 @@ std::string cuda_unavailable_reason(int index) {
   (void)index;
   return "this Liftoff was built without CUDA (nvcc/cuDNN not found or -DLIFTOFF_CUDA=OFF); rebuild with "
          "-DLIFTOFF_CUDA=ON on a machine with the CUDA toolkit, or use --device cpu";
+#endif
+}
+
+std::string cuda_device_name(int index) {
+#if LIFTOFF_WITH_CUDA
+  return cuda::device_name(index);
+#else
+  (void)index;
+  return "";
 #endif
 }
 

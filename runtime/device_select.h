@@ -16,6 +16,9 @@ struct DeviceChoice {
 // cuDNN major version differs from the one compiled against).
 std::string cuda_unavailable_reason(int index = 0);
 
+// The GPU's product name ("NVIDIA H200"), empty when it cannot be read or the build has no CUDA.
+std::string cuda_device_name(int index);
+
 // "auto" picks cuda:0 when usable, else the CPU (saying why); "cpu"; "cuda" / "cuda:N" throw DeviceError with
 // the reason when unusable.
 DeviceChoice resolve_device(const std::string& spec);

@@ -40,10 +40,9 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_
 Tensor Conv2d::forward(const Tensor& x) {
   DType half = DType::f32;
   if (autocast_enabled(&half)) {
-    // A channels-last CUDA input gets its half weight cached channels-last (KRSC) too: conv2d then converts
-    // nothing per call.
-    const MemoryFormat weight_format =
-        x.is_cuda() && x.is_channels_last() ? MemoryFormat::channels_last : MemoryFormat::contiguous;
+    // The half weight is cached once per optimizer step in the layout conv2d computes in (KRSC under
+    // autocast on CUDA, where activations run channels-last): conv2d then converts nothing per call.
+    const MemoryFormat weight_format = conv2d_memory_format(x);
     return conv2d(cast(x, half), weight_half_.get(weight_, half, weight_format), bias_half_.get(bias_, half),
                   stride_, padding_);
   }

@@ -16,7 +16,7 @@ namespace liftoff {
 
 // weight [out, in, k, k], bias [out] (when bias); square kernel, stride and zero padding. forward: x [N, in,
 // H, W] -> [N, out, (H + 2p - k)/stride + 1, (W + 2p - k)/stride + 1] (ops/conv2d/conv2d.h); under autocast
-// in the half dtype.
+// in the half dtype, and on CUDA channels-last (the runtime's layout choice, conv2d_memory_format).
 class Conv2d : public Module {
  public:
   Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t stride, int64_t padding,

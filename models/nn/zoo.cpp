@@ -1,50 +1,11 @@
 #include "models/nn/zoo.h"
 
-#include <atomic>
-#include <cstdlib>
-#include <optional>
 #include <string>
 
 #include "ops/ops.h"
-#include "runtime/env_var.h"
 #include "runtime/error.h"
 
 namespace liftoff {
-
-namespace {
-// -1: automatic (fused on CUDA and on the CPU), 0: off, 1: on.
-std::atomic<int>& fused_bn_relu_setting() {
-  static std::atomic<int> setting{[] {
-    const std::optional<double> value = env_number("LIFTOFF_FUSED_BN_RELU", 0.0, false, "0 or 1");
-    if (!value) return -1;
-    return *value != 0.0 ? 1 : 0;
-  }()};
-  return setting;
-}
-std::atomic<int>& channels_last_setting() {
-  static std::atomic<int> setting{[] {
-    const std::optional<double> value = env_number("LIFTOFF_CHANNELS_LAST", 0.0, false, "0 or 1");
-    return !value || *value != 0.0 ? 1 : 0;
-  }()};
-  return setting;
-}
-}  // namespace
-
-bool channels_last_activations() {
-  return channels_last_setting().load(std::memory_order_relaxed) != 0;
-}
-void set_channels_last_activations(bool on) {
-  channels_last_setting().store(on ? 1 : 0, std::memory_order_relaxed);
-}
-
-bool fused_batch_norm_relu(Device /*device*/) {
-  // Automatic: fused everywhere (CPU: 1.04x the unfused steady state at batch 128 with the AVX-512 batch-norm
-  // kernels, docs/perf.md).
-  return fused_bn_relu_setting().load(std::memory_order_relaxed) != 0;
-}
-void set_fused_batch_norm_relu(std::optional<bool> on) {
-  fused_bn_relu_setting().store(on ? (*on ? 1 : 0) : -1, std::memory_order_relaxed);
-}
 
 SimpleCNN::SimpleCNN(int64_t in_channels, int64_t classes, int64_t image_size, Generator& gen) {
   LIFTOFF_CHECK(image_size >= 4, ValueError, "simple_cnn: image_size must be >= 4 (two 2x2 max pools), got ",
@@ -65,7 +26,8 @@ Tensor SimpleCNN::forward(const Tensor& x) {
   return fc2_->forward(y);
 }
 
-StridedCNN::StridedCNN(int64_t in_channels, int64_t classes, Generator& gen) {
+StridedCNN::StridedCNN(int64_t in_channels, int64_t classes, Generator& gen, bool fused_bn_relu)
+    : fused_(fused_bn_relu) {
   int64_t in = in_channels;
   for (const int64_t out : {16, 32, 64}) {
     const std::string index = std::to_string(convs_.size() + 1);
@@ -78,15 +40,15 @@ StridedCNN::StridedCNN(int64_t in_channels, int64_t classes, Generator& gen) {
 
 Tensor StridedCNN::forward(const Tensor& x) {
   Tensor y = x;
-  const bool fused = fused_batch_norm_relu(x.device());
   for (size_t i = 0; i < convs_.size(); ++i) {
     y = convs_[i]->forward(y);
-    y = fused ? norms_[i]->forward_relu(y) : relu(norms_[i]->forward(y));
+    y = fused_ ? norms_[i]->forward_relu(y) : relu(norms_[i]->forward(y));
   }
   return fc_->forward(global_avg_pool2d(y));
 }
 
-BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, Generator& gen) {
+BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, Generator& gen, bool fused_bn_relu)
+    : fused_(fused_bn_relu) {
   conv1_ = register_module("conv1", std::make_shared<Conv2d>(in_planes, planes, 3, stride, 1, false, gen));
   bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(planes));
   conv2_ = register_module("conv2", std::make_shared<Conv2d>(planes, planes, 3, 1, 1, false, gen));
@@ -99,7 +61,7 @@ BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, Genera
 }
 
 Tensor BasicBlock::forward(const Tensor& x) {
-  if (fused_batch_norm_relu(x.device())) {
+  if (fused_) {
     const Tensor y = bn1_->forward_relu(conv1_->forward(x));
     return bn2_->forward_relu(conv2_->forward(y), shortcut_->forward(x));
   }
@@ -108,7 +70,9 @@ Tensor BasicBlock::forward(const Tensor& x) {
   return relu(add(y, shortcut_->forward(x)));
 }
 
-ResNet::ResNet(int64_t blocks_per_stage, int64_t in_channels, int64_t classes, Generator& gen) {
+ResNet::ResNet(int64_t blocks_per_stage, int64_t in_channels, int64_t classes, Generator& gen,
+               bool fused_bn_relu)
+    : fused_(fused_bn_relu) {
   LIFTOFF_CHECK(blocks_per_stage >= 1, ValueError, "ResNet: blocks per stage must be >= 1, got ",
                 blocks_per_stage);
   conv1_ = register_module("conv1", std::make_shared<Conv2d>(in_channels, 16, 3, 1, 1, false, gen));
@@ -117,7 +81,7 @@ ResNet::ResNet(int64_t blocks_per_stage, int64_t in_channels, int64_t classes, G
   auto stage = [&](int64_t planes, int64_t stride) {
     auto layer = std::make_shared<Sequential>();
     for (int64_t i = 0; i < blocks_per_stage; ++i) {
-      layer->push_back(std::make_shared<BasicBlock>(in_planes, planes, i == 0 ? stride : 1, gen));
+      layer->push_back(std::make_shared<BasicBlock>(in_planes, planes, i == 0 ? stride : 1, gen, fused_));
       in_planes = planes;
     }
     return layer;
@@ -128,16 +92,8 @@ ResNet::ResNet(int64_t blocks_per_stage, int64_t in_channels, int64_t classes, G
   fc_ = register_module("fc", std::make_shared<Linear>(64, classes, true, gen));
 }
 
-Tensor ResNet::forward(const Tensor& input) {
-  // Channels-last mode converts the input once here; every op up to the global pool keeps the layout. Only
-  // under f16/bf16 autocast: f32 NHWC measured no faster than NCHW on the H200, with either cuDNN API
-  // (docs/perf.md).
-  DType half = DType::f32;
-  const bool to_channels_last =
-      channels_last_activations() && autocast_enabled(&half) && input.is_cuda() && input.dim() == 4;
-  const Tensor x = to_channels_last ? input.contiguous(MemoryFormat::channels_last) : input;
-  Tensor y = fused_batch_norm_relu(x.device()) ? bn1_->forward_relu(conv1_->forward(x))
-                                               : relu(bn1_->forward(conv1_->forward(x)));
+Tensor ResNet::forward(const Tensor& x) {
+  Tensor y = fused_ ? bn1_->forward_relu(conv1_->forward(x)) : relu(bn1_->forward(conv1_->forward(x)));
   y = layer3_->forward(layer2_->forward(layer1_->forward(y)));
   return fc_->forward(global_avg_pool2d(y));
 }

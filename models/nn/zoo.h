@@ -3,7 +3,6 @@
 #pragma once
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,9 +34,10 @@ class SimpleCNN : public Module {
 //   conv2 = Conv2d(16, 32, 3, stride=2, padding=1, bias=False); bn2 = BatchNorm2d(32)  -> ReLU
 //   conv3 = Conv2d(32, 64, 3, stride=2, padding=1, bias=False); bn3 = BatchNorm2d(64)  -> ReLU
 //   AdaptiveAvgPool2d(1); flatten; fc = Linear(64, classes)
+// fused_bn_relu: each BN + ReLU as one op (batch_norm2d_relu; see ResNet).
 class StridedCNN : public Module {
  public:
-  StridedCNN(int64_t in_channels, int64_t classes, Generator& gen);
+  StridedCNN(int64_t in_channels, int64_t classes, Generator& gen, bool fused_bn_relu = true);
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "StridedCNN"; }
 
@@ -45,14 +45,16 @@ class StridedCNN : public Module {
   std::vector<std::shared_ptr<Conv2d>> convs_;
   std::vector<std::shared_ptr<BatchNorm2d>> norms_;
   std::shared_ptr<Linear> fc_;
+  bool fused_;
 };
 
 // He et al. 2016's CIFAR basic block: conv3x3-BN-ReLU-conv3x3-BN, plus the shortcut, then ReLU.
 // The shortcut is an empty Sequential (identity) or, when the stride or the width changes, the projection
 // Sequential(Conv2d(in, out, 1, stride, bias=False), BatchNorm2d(out)) ("shortcut.0", "shortcut.1").
+// fused_bn_relu: as ResNet's.
 class BasicBlock : public Module {
  public:
-  BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, Generator& gen);
+  BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, Generator& gen, bool fused_bn_relu = true);
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "BasicBlock"; }
 
@@ -60,13 +62,20 @@ class BasicBlock : public Module {
   std::shared_ptr<Conv2d> conv1_, conv2_;
   std::shared_ptr<BatchNorm2d> bn1_, bn2_;
   std::shared_ptr<Sequential> shortcut_;
+  bool fused_;
 };
 
 // CIFAR ResNet-(6n+2): conv1 (3x3, 16, no bias), bn1, ReLU; layer1/2/3 = n BasicBlocks of 16/32/64 channels
 // (the first block of layer2 and layer3 with stride 2 and a projection shortcut); global average pool; fc.
+// fused_bn_relu: batch norm + (residual add +) ReLU as one op (batch_norm2d_relu): fewer passes and kernel
+// launches, same values in f32/f64; the default, measured faster on CUDA (fewer graph nodes) and on the CPU
+// (1.04x with the AVX-512 batch-norm kernels; docs/perf.md). false: separate batch_norm2d, add, relu, as a
+// model written with the public API would. Memory layout is the runtime's choice (channels-last under
+// autocast on CUDA, ops/conv2d/conv2d.h), not the model's.
 class ResNet : public Module {
  public:
-  ResNet(int64_t blocks_per_stage, int64_t in_channels, int64_t classes, Generator& gen);
+  ResNet(int64_t blocks_per_stage, int64_t in_channels, int64_t classes, Generator& gen,
+         bool fused_bn_relu = true);
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "ResNet"; }
 
@@ -75,24 +84,8 @@ class ResNet : public Module {
   std::shared_ptr<BatchNorm2d> bn1_;
   std::shared_ptr<Sequential> layer1_, layer2_, layer3_;
   std::shared_ptr<Linear> fc_;
+  bool fused_;
 };
-
-// Whether ResNet blocks on `device` run batch norm + (residual add +) ReLU as one op (batch_norm2d_relu):
-// fewer passes and kernel launches, same values in f32/f64. Automatic by default: on for CUDA (fewer graph
-// nodes, faster on the H200) and on the CPU (1.04x with the AVX-512 batch-norm kernels; docs/perf.md).
-// LIFTOFF_FUSED_BN_RELU=0/1 (read once) or set_fused_batch_norm_relu(false/true) forces it; nullopt restores
-// the automatic choice.
-bool fused_batch_norm_relu(Device device);
-void set_fused_batch_norm_relu(std::optional<bool> on);
-
-// Whether ResNets run their activations channels-last (NHWC) on CUDA under f16/bf16 autocast: the input is
-// converted once at the stem, and conv2d (cuDNN NHWC, KRSC filters), batch norm (+ ReLU), ReLU, add, cast and
-// the global pool keep the layout up to the pooled [N, C], so the convolutions can use cuDNN's NHWC
-// tensor-core kernels. f32 (slower in NHWC on the H200) and the CPU ignore it. On by default: with cuDNN's
-// graph-API engines it measured 1.11x (batch 256) and 1.27x (16 x 4) faster in bf16 on the H200
-// (docs/perf.md); LIFTOFF_CHANNELS_LAST=0 (read once) or set_channels_last_activations(false) turns it off.
-bool channels_last_activations();
-void set_channels_last_activations(bool on);
 
 // The names make_model knows: simple_cnn, strided_cnn, resnet20, resnet32, resnet44, resnet56.
 std::vector<std::string> model_names();

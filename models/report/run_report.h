@@ -35,6 +35,10 @@ struct RunConfig {
   int host_cores = 0;           // logical cores available
   int world_size = 1;           // DDP processes
   bool cuda_available = false;  // a usable CUDA device exists (for suggestions on CPU runs)
+  std::string activation_layout;  // what the runtime chose for 4-D activations: channels_last | contiguous
+  // FLOPs of one image's forward, counted on the run's first micro-batch (0: not counted); with the run's
+  // images/s and the device's peak this gives the achieved TFLOP/s and the MFU (runtime/profile/flops.h).
+  double model_flops_per_image = 0.0;
 };
 
 struct StageReport {

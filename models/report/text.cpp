@@ -4,6 +4,7 @@
 
 #include "models/report/format.h"
 #include "models/report/run_report.h"
+#include "runtime/profile/flops.h"
 
 namespace liftoff {
 
@@ -43,6 +44,13 @@ void throughput_lines(const RunReport& r, std::ostringstream& o) {
   if (r.device_busy_pct) o << " | GPU busy " << fmt("%.0f%%", *r.device_busy_pct) << " (CUDA events)";
   if (r.device_lag_ms) o << " | device lag " << fmt("%.2f", *r.device_lag_ms) << " ms";
   o << "\n";
+  const RunConfig& c = r.config;
+  if (c.model_flops_per_image > 0) {
+    o << "  compute "
+      << compute_rate_text(compute_rate(c.model_flops_per_image, r.images_per_second, c.device_name,
+                                        peak_precision(c.device, c.amp)))
+      << "\n";
+  }
   if (r.allreduce_exposed_ms) {
     o << "  all-reduce " << fmt("%.3f", *r.allreduce_exposed_ms) << " ms/step exposed, "
       << (r.allreduce_overlapped_ms ? fmt("%.3f", *r.allreduce_overlapped_ms) + " ms/step overlapped\n"
@@ -133,7 +141,9 @@ std::string RunReport::render_table() const {
   const RunConfig& c = config;
   o << "Utilization report: " << steps_measured << " steps measured";
   if (warmup_steps_excluded > 0) o << " (after " << warmup_steps_excluded << " warm-up)";
-  o << ", " << c.device << ", batch " << c.batch << " x accum " << c.accum << "\n";
+  o << ", " << c.device << ", batch " << c.batch << " x accum " << c.accum;
+  if (!c.activation_layout.empty()) o << ", activations " << c.activation_layout;
+  o << "\n";
   if (steps_measured == 0) {
     o << "  no training step was measured\n";
     return o.str();

@@ -6,6 +6,7 @@
 #include "ops/scale/scale.h"
 #include "runtime/autocast.h"
 #include "runtime/autograd.h"
+#include "runtime/profile/flops.h"
 
 namespace liftoff {
 
@@ -49,7 +50,7 @@ Tensor StepExecutor::run_micro_batch(const MicroBatch& batch, int64_t index_in_s
   {
     Profiler::StageScope host(prof, Stage::forward);
     Profiler::DeviceScope dev(prof, Stage::forward);
-    loss = loss_(model_.forward(batch.input), batch);
+    loss = loss_(forward(batch.input), batch);
     LIFTOFF_CHECK(loss.defined() && loss.numel() == 1, ShapeError,
                   "Trainer: the loss function must return a one-element tensor, got ",
                   loss.defined() ? shape_str(loss.shape()) : std::string("an undefined tensor"));
@@ -72,6 +73,17 @@ Tensor StepExecutor::run_micro_batch(const MicroBatch& batch, int64_t index_in_s
     if (into_sums) add_gradients_to_sums();
   }
   return loss.detach();
+}
+
+Tensor StepExecutor::forward(const Tensor& input) {
+  if (flops_counted_) return model_.forward(input);
+  // The first forward is counted as it runs (no extra forward, nothing to undo), the loss left out.
+  const FlopCounter counter;
+  Tensor output = model_.forward(input);
+  const int64_t images = input.dim() >= 1 ? input.size(0) : 0;
+  flops_per_image_ = images > 0 ? counter.flops() / static_cast<double>(images) : 0.0;
+  flops_counted_ = true;
+  return output;
 }
 
 void StepExecutor::synchronize_gradients() {

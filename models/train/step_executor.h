@@ -18,7 +18,8 @@ namespace liftoff {
 class StepExecutor : public CaptureParticipant {
  public:
   // The model, optimizer and schedule (may be null) must outlive the executor.
-  StepExecutor(Module& model, Optimizer& optimizer, const LRSchedule* schedule, const TrainerOptions& options);
+  StepExecutor(Module& model, Optimizer& optimizer, const LRSchedule* schedule,
+               const TrainerOptions& options);
   ~StepExecutor() override;
   StepExecutor(const StepExecutor&) = delete;
   StepExecutor& operator=(const StepExecutor&) = delete;
@@ -56,6 +57,9 @@ class StepExecutor : public CaptureParticipant {
   GradScaler& scaler() { return scaler_; }
   const TrainerOptions& options() const { return options_; }
   int64_t global_step() const { return global_step_; }
+  // Forward FLOPs per image of the model's GEMM-like ops (runtime/profile/flops.h), counted during the first
+  // micro-batch's forward (always eager: graphs are captured after warm-up steps); 0 before it ran.
+  double model_flops_per_image() const { return flops_per_image_; }
   void set_global_step(int64_t step) { global_step_ = step; }
   Device device() const;
 
@@ -68,6 +72,7 @@ class StepExecutor : public CaptureParticipant {
   void after_replay() override;
 
  private:
+  Tensor forward(const Tensor& input);  // model_.forward, the first call counting its FLOPs
   void synchronize_gradients();
   void restore_gradient_sums();
 
@@ -80,6 +85,8 @@ class StepExecutor : public CaptureParticipant {
   int64_t global_step_ = 0;
   int64_t step_before_capture_ = 0;
   bool preparing_capture_ = false;
+  bool flops_counted_ = false;
+  double flops_per_image_ = 0.0;
   std::vector<Tensor> grad_sums_;  // per parameter: this step's gradient sum while .grad is fresh (or empty)
 };
 

@@ -85,6 +85,9 @@ class Trainer {
   // Resume: the optimizer steps already done (drives the LR schedule and max_steps).
   void set_global_step(int64_t step) { executor_.set_global_step(step); }
   const GraphStatus& graph_status() const { return graph_status_; }
+  // Forward FLOPs per image of the model's convolutions, linear layers, products and attention, counted in
+  // the first training step (runtime/profile/flops.h; a training step costs about 3x); 0 before it.
+  double model_flops_per_image() const { return executor_.model_flops_per_image(); }
 
  private:
   // The next step's micro-batches (up to accum; fewer at an epoch's end), each draw timed as data wait.

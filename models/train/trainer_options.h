@@ -51,9 +51,10 @@ struct TrainerOptions {
   int64_t accum = 1;             // micro-batches per optimizer step; the loss is scaled by 1/accum
   double label_smoothing = 0.0;  // cross-entropy label smoothing (the default loss)
   // The loss of a micro-batch from the model output (any function of output and micro-batch returning a
-  // scalar tensor; it runs inside captured steps, so no host reads). Empty: cross_entropy_loss(label_smoothing).
+  // scalar tensor; it runs inside captured steps, so no host reads). Empty:
+  // cross_entropy_loss(label_smoothing).
   LossFn loss;
-  int64_t max_steps = -1;        // stop after this many optimizer steps in total (-1: no limit)
+  int64_t max_steps = -1;  // stop after this many optimizer steps in total (-1: no limit)
   AmpMode amp =
       AmpMode::off;         // bf16/fp16: autocast conv/linear, f32 loss, batch-norm statistics and optimizer
   double loss_scale = 0.0;  // fp16: a static loss scale (> 0) instead of the dynamic GradScaler
@@ -66,9 +67,11 @@ struct TrainerOptions {
   distributed::ProcessGroup* group = nullptr;
   // Stage timing for the utilization report (host clocks + CUDA events resolved late); null: not measured.
   Profiler* profiler = nullptr;
-  // Off by default in the library: a custom op launching work on a stream of its own would be left out of
-  // the graph. tools/train defaults to auto (its models are known to capture).
-  GraphMode cuda_graphs = GraphMode::off;
+  // Captured by default, in the library as in tools/train: a step that cannot be captured (CPU, an optimizer
+  // that reads its LR on the host, a capture that fails, e.g. an op that syncs the host) runs eagerly with
+  // the reason in graph_status(). Set off for a model whose custom ops launch work on streams of their own
+  // (that work would be left out of the graph).
+  GraphMode cuda_graphs = GraphMode::automatic;
   int64_t graph_warmup_steps = 3;  // eager optimizer steps before the capture (>= 1: cuDNN plans, state)
   BranchMode concurrent_micro_batches = BranchMode::automatic;  // see BranchMode
   int max_concurrent_micro_batches = 8;                         // streams at most (1..16)

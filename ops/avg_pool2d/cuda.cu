@@ -1,4 +1,5 @@
 #include "ops/avg_pool2d/kernels.h"
+#include "ops/common/nchw_index.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/cuda_types.cuh"
@@ -15,23 +16,24 @@ __device__ __forceinline__ int64_t window_count(int64_t o, int64_t size, const A
   return min(start + g.kernel, size + g.padding) - start;
 }
 
+// Both layouts: thread i handles element i of its tensor in memory order (NCHW or NHWC, coalesced either
+// way).
 template <class T>
 __global__ void avg_pool2d_forward_kernel(const T* x, T* y, AvgPool2dShape g, int64_t total) {
   using A = acc_t<T>;
+  const Nchw in_size{g.n, g.c, g.h, g.w}, out_size{g.n, g.c, g.oh, g.ow};
   LIFTOFF_GRID_STRIDE_LOOP(i, total) {
-    const int64_t ow = i % g.ow;
-    const int64_t oh = (i / g.ow) % g.oh;
-    const int64_t plane = i / (g.ow * g.oh);
-    const int64_t h0 = max(window_start(oh, g), int64_t{0});
-    const int64_t h1 = min(window_start(oh, g) + g.kernel, g.h);
-    const int64_t w0 = max(window_start(ow, g), int64_t{0});
-    const int64_t w1 = min(window_start(ow, g) + g.kernel, g.w);
-    const T* in = x + plane * g.h * g.w;
+    const Nchw o = unravel_nchw(i, out_size, g.channels_last);
+    const int64_t h0 = max(window_start(o.h, g), int64_t{0});
+    const int64_t h1 = min(window_start(o.h, g) + g.kernel, g.h);
+    const int64_t w0 = max(window_start(o.w, g), int64_t{0});
+    const int64_t w1 = min(window_start(o.w, g) + g.kernel, g.w);
     A sum = A(0);
     for (int64_t ih = h0; ih < h1; ++ih) {
-      for (int64_t iw = w0; iw < w1; ++iw) sum += convert<A>(in[ih * g.w + iw]);
+      for (int64_t iw = w0; iw < w1; ++iw)
+        sum += convert<A>(x[ravel_nchw({o.n, o.c, ih, iw}, in_size, g.channels_last)]);
     }
-    y[i] = convert<T>(sum / static_cast<A>(window_count(oh, g.h, g) * window_count(ow, g.w, g)));
+    y[i] = convert<T>(sum / static_cast<A>(window_count(o.h, g.h, g) * window_count(o.w, g.w, g)));
   }
 }
 
@@ -39,20 +41,19 @@ __global__ void avg_pool2d_forward_kernel(const T* x, T* y, AvgPool2dShape g, in
 template <class T>
 __global__ void avg_pool2d_backward_kernel(const T* gy, T* gx, AvgPool2dShape g, int64_t total) {
   using A = acc_t<T>;
+  const Nchw in_size{g.n, g.c, g.h, g.w}, out_size{g.n, g.c, g.oh, g.ow};
   LIFTOFF_GRID_STRIDE_LOOP(i, total) {
-    const int64_t iw = i % g.w;
-    const int64_t ih = (i / g.w) % g.h;
-    const int64_t plane = i / (g.w * g.h);
-    const int64_t oh0 = ih + g.padding < g.kernel ? 0 : (ih + g.padding - g.kernel) / g.stride + 1;
-    const int64_t oh1 = min((ih + g.padding) / g.stride + 1, g.oh);
-    const int64_t ow0 = iw + g.padding < g.kernel ? 0 : (iw + g.padding - g.kernel) / g.stride + 1;
-    const int64_t ow1 = min((iw + g.padding) / g.stride + 1, g.ow);
-    const T* src = gy + plane * g.oh * g.ow;
+    const Nchw p = unravel_nchw(i, in_size, g.channels_last);
+    const int64_t oh0 = p.h + g.padding < g.kernel ? 0 : (p.h + g.padding - g.kernel) / g.stride + 1;
+    const int64_t oh1 = min((p.h + g.padding) / g.stride + 1, g.oh);
+    const int64_t ow0 = p.w + g.padding < g.kernel ? 0 : (p.w + g.padding - g.kernel) / g.stride + 1;
+    const int64_t ow1 = min((p.w + g.padding) / g.stride + 1, g.ow);
     A sum = A(0);
     for (int64_t oh = oh0; oh < oh1; ++oh) {
       const int64_t count_h = window_count(oh, g.h, g);
       for (int64_t ow = ow0; ow < ow1; ++ow) {
-        sum += convert<A>(src[oh * g.ow + ow]) / static_cast<A>(count_h * window_count(ow, g.w, g));
+        const T v = gy[ravel_nchw({p.n, p.c, oh, ow}, out_size, g.channels_last)];
+        sum += convert<A>(v) / static_cast<A>(count_h * window_count(ow, g.w, g));
       }
     }
     gx[i] = convert<T>(sum);

@@ -1,15 +1,29 @@
-// The memory layout an op computes in. CUDA kernels of the layout-preserving ops (conv2d,
-// batch_norm2d[_relu], relu, add, cast, global_avg_pool2d) handle channels-last (NHWC) tensors directly, so a
-// channels-last CUDA input keeps its layout through them; every CPU kernel is NCHW (the CPU stays the simple
-// reference), so CPU inputs are made contiguous. An op given inputs of mixed layouts converts them to the
-// first input's.
+// The memory layout an op computes in. CUDA kernels of the layout-preserving ops (conv2d, conv_transpose2d,
+// batch_norm2d[_relu], group_norm, relu, the unary activations, add, cast, cat, pad, flip, max_pool2d,
+// avg_pool2d, global_avg_pool2d, interpolate, adaptive_avg_pool2d) handle channels-last (NHWC) tensors
+// directly, so a channels-last CUDA input keeps its layout through them; every CPU kernel is NCHW (the CPU
+// stays the simple reference), so CPU inputs are made contiguous. An op given inputs of mixed layouts
+// converts them to the first input's. Ops that need row-major memory convert (reshape/flatten, dropout,
+// whose mask is defined by the NCHW element index, scale): in a conv net that is the flatten before the
+// classifier, or a dropout between convolutions.
 #pragma once
+#include "runtime/autocast.h"
 #include "runtime/tensor.h"
 
 namespace liftoff {
 
 inline MemoryFormat op_memory_format(const Tensor& x) {
   return x.is_cuda() ? x.memory_format() : MemoryFormat::contiguous;
+}
+
+// The layout a convolution computes in, chosen by the runtime rather than the model: under f16/bf16
+// autocast a 4-D CUDA input runs channels-last (cuDNN's NHWC tensor-core engines; the conversion of an NCHW
+// input happens once, at the first convolution, and the layout-preserving ops above carry it on). Without
+// autocast the input's own layout is kept (f32 NHWC measured no faster than NCHW on the H200, docs/perf.md);
+// f64 (no cuDNN NHWC paths) and the CPU run NCHW.
+inline MemoryFormat conv_memory_format(const Tensor& x) {
+  if (!x.is_cuda() || x.dim() != 4 || x.dtype() == DType::f64) return MemoryFormat::contiguous;
+  return autocast_enabled() ? MemoryFormat::channels_last : x.memory_format();
 }
 
 }  // namespace liftoff

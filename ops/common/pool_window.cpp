@@ -22,8 +22,8 @@ PoolWindow check_pool_window(const char* op, const Tensor& x, int64_t kernel, in
   const int64_t span_w = xs[3] + 2 * padding - kernel;
   LIFTOFF_CHECK(span_h >= 0 && span_w >= 0, ShapeError, op, ": input ", shape_str(xs), " with padding ",
                 padding, " is smaller than the ", kernel, "x", kernel, " window; the output would be empty");
-  return PoolWindow{xs[0],  xs[1],  xs[2],  xs[3], span_h / stride + 1, span_w / stride + 1,
-                    kernel, stride, padding};
+  return PoolWindow{xs[0],  xs[1],  xs[2],   xs[3], span_h / stride + 1, span_w / stride + 1,
+                    kernel, stride, padding, false};
 }
 
 }  // namespace liftoff

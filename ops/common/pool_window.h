@@ -10,6 +10,7 @@ struct PoolWindow {
   int64_t n, c, h, w;  // input
   int64_t oh, ow;      // output
   int64_t kernel, stride, padding;
+  bool channels_last = false;  // CUDA: input and output NHWC (set by the front; the CPU kernels are NCHW)
 };
 
 // Checks x (4-D floating [N, C, H, W]), kernel >= 1, stride >= 1, 0 <= padding <= kernel / 2 (PyTorch's rule)

@@ -1,9 +1,12 @@
 #include "ops/conv2d/conv2d.h"
 
+#include "ops/cast/cast.h"
 #include "ops/common/layout.h"
 #include "ops/conv2d/kernels.h"
+#include "runtime/autocast.h"
 #include "runtime/autograd.h"
 #include "runtime/dispatch.h"
+#include "runtime/profile/flops.h"
 
 namespace liftoff {
 
@@ -81,12 +84,17 @@ Conv2dShape check_conv2d(const Tensor& x, const Tensor& weight, const Tensor& bi
 Tensor conv2d(const Tensor& input, const Tensor& weight_in, const Tensor& bias_in, int64_t stride,
               int64_t padding, int64_t dilation, int64_t groups) {
   Conv2dShape g = check_conv2d(input, weight_in, bias_in, stride, padding, dilation, groups);
-  // A channels-last CUDA input runs cuDNN in NHWC (its tensor-core kernels for f16/bf16): the weight goes
-  // KRSC (a small copy unless it is channels-last already), the output and the input gradient stay NHWC. f64
-  // stays NCHW (cuDNN's NHWC paths do not cover it).
-  MemoryFormat format = op_memory_format(input);
-  if (input.dtype() == DType::f64) format = MemoryFormat::contiguous;
+  DType half = DType::f32;
+  if (input.is_cuda() && input.dtype() == DType::f32 && autocast_enabled(&half)) {
+    return conv2d(cast(input, half), cast(weight_in, half),
+                  bias_in.defined() ? cast(bias_in, half) : Tensor(), stride, padding, dilation, groups);
+  }
+  // Channels-last runs cuDNN in NHWC (its tensor-core kernels for f16/bf16): the weight goes KRSC (a small
+  // copy unless it is channels-last already), the output and the input gradient stay NHWC. Under autocast an
+  // NCHW input is converted here, once: the ops after it keep the layout (ops/common/layout.h).
+  const MemoryFormat format = conv_memory_format(input);
   g.channels_last = format == MemoryFormat::channels_last;
+  if (counting_flops()) add_flops(gemm_flops(g.n * g.oh * g.ow, g.k, g.cg() * g.r * g.s));
   const MemoryFormat weight_format = weight_in.memory_format();
   const Tensor x = input.contiguous(format);
   const Tensor w = weight_in.detach().contiguous(format);
@@ -118,6 +126,10 @@ Tensor conv2d(const Tensor& input, const Tensor& weight_in, const Tensor& bias_i
         });
   }
   return y;
+}
+
+MemoryFormat conv2d_memory_format(const Tensor& x) {
+  return conv_memory_format(x);
 }
 
 }  // namespace liftoff

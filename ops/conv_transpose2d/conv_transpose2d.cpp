@@ -7,6 +7,7 @@
 #include "runtime/autocast.h"
 #include "runtime/autograd.h"
 #include "runtime/dispatch.h"
+#include "runtime/profile/flops.h"
 
 namespace liftoff {
 
@@ -106,10 +107,13 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight_in, const Tens
   }
   Conv2dShape g =
       check_geometry(input, weight_in, bias_in, stride, padding, output_padding, groups, dilation);
-  // Channels-last CUDA input: cuDNN in NHWC (weight KRSC), as conv2d; f64 stays NCHW.
-  MemoryFormat format = op_memory_format(input);
-  if (input.dtype() == DType::f64) format = MemoryFormat::contiguous;
+  // The runtime's layout, as conv2d: channels-last under autocast on CUDA (or for a channels-last input),
+  // cuDNN in NHWC with KRSC weights; f64 and the CPU NCHW.
+  const MemoryFormat format = conv_memory_format(input);
   g.channels_last = format == MemoryFormat::channels_last;
+  // The FLOPs of the convolution it is the adjoint of (output gradient [N, Cin, H, W] -> input [N, Cout,
+  // ...]).
+  if (counting_flops()) add_flops(gemm_flops(g.n * g.oh * g.ow, g.k, g.cg() * g.r * g.s));
   const MemoryFormat weight_format = weight_in.memory_format();
   const Tensor x = input.contiguous(format);
   const Tensor w = weight_in.detach().contiguous(format);

@@ -7,6 +7,7 @@
 #include "ops/matmul/kernels.h"
 #include "runtime/autocast.h"
 #include "runtime/dispatch.h"
+#include "runtime/profile/flops.h"
 
 namespace liftoff::matmul_detail {
 
@@ -128,6 +129,8 @@ Tensor batched_matmul(const Tensor& a, const Tensor& b, double alpha, const Shap
   out_shape.push_back(n);
   Tensor c = Tensor::empty(out_shape, a.dtype(), a.device());
   const int64_t count = shape_numel(batch);
+  // linear, matmul, bmm and attention all multiply here: their FLOPs are counted once, in one place.
+  if (counting_flops()) add_flops(gemm_flops(m, n, k, count));
   if (c.numel() == 0) return c;
   Tensor keep_a, keep_b;
   const MatrixBatch ma = operand(a, batch, &keep_a);

@@ -19,7 +19,7 @@ Tensor transpose_last2(const Tensor& t);
 // broadcast against each other and against `batch` (pass {} for none): returns a fresh contiguous
 // [batch..., M, N]. Operands whose strides fit a strided-batched GEMM (row-major or transposed matrices, one
 // stride per batch, 0 for a broadcast batch) are read in place; others are copied first. Callers check
-// shapes.
+// shapes. Adds 2*M*N*K*batch to a live FlopCounter (runtime/profile/flops.h).
 Tensor batched_matmul(const Tensor& a, const Tensor& b, double alpha = 1.0, const Shape& batch = {});
 
 // x summed over the dims along which `shape` was broadcast to x.shape() (shape broadcastable to x.shape(),

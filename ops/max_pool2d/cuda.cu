@@ -1,3 +1,4 @@
+#include "ops/common/nchw_index.h"
 #include "ops/max_pool2d/kernels.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/context.h"
@@ -6,24 +7,25 @@
 namespace liftoff::cuda {
 
 namespace {
+// Both layouts: thread i handles element i of its tensor in memory order (NCHW, or NHWC where consecutive
+// threads take consecutive channels of one pixel, so loads and stores coalesce either way). Indices hold the
+// maximum's position in its H*W plane, whatever the layout.
 template <class T>
 __global__ void max_pool2d_forward_kernel(const T* x, T* y, int64_t* indices, MaxPool2dShape g,
                                           int64_t total) {
   using A = acc_t<T>;
+  const Nchw in_size{g.n, g.c, g.h, g.w}, out_size{g.n, g.c, g.oh, g.ow};
   LIFTOFF_GRID_STRIDE_LOOP(i, total) {
-    const int64_t ow = i % g.ow;
-    const int64_t oh = (i / g.ow) % g.oh;
-    const int64_t plane = i / (g.ow * g.oh);
-    const int64_t h0 = max(oh * g.stride - g.padding, int64_t{0});
-    const int64_t h1 = min(oh * g.stride - g.padding + g.kernel, g.h);
-    const int64_t w0 = max(ow * g.stride - g.padding, int64_t{0});
-    const int64_t w1 = min(ow * g.stride - g.padding + g.kernel, g.w);
-    const T* in = x + plane * g.h * g.w;
+    const Nchw o = unravel_nchw(i, out_size, g.channels_last);
+    const int64_t h0 = max(o.h * g.stride - g.padding, int64_t{0});
+    const int64_t h1 = min(o.h * g.stride - g.padding + g.kernel, g.h);
+    const int64_t w0 = max(o.w * g.stride - g.padding, int64_t{0});
+    const int64_t w1 = min(o.w * g.stride - g.padding + g.kernel, g.w);
     A best = convert<A>(-INFINITY);
     int64_t best_at = h0 * g.w + w0;
     for (int64_t ih = h0; ih < h1; ++ih) {
       for (int64_t iw = w0; iw < w1; ++iw) {
-        const A v = convert<A>(in[ih * g.w + iw]);
+        const A v = convert<A>(x[ravel_nchw({o.n, o.c, ih, iw}, in_size, g.channels_last)]);
         if (v > best || isnan(v)) {  // NaN wins, as in PyTorch
           best = v;
           best_at = ih * g.w + iw;
@@ -41,21 +43,19 @@ template <class T>
 __global__ void max_pool2d_backward_kernel(const T* gy, const int64_t* indices, T* gx, MaxPool2dShape g,
                                            int64_t total) {
   using A = acc_t<T>;
+  const Nchw in_size{g.n, g.c, g.h, g.w}, out_size{g.n, g.c, g.oh, g.ow};
   LIFTOFF_GRID_STRIDE_LOOP(i, total) {
-    const int64_t iw = i % g.w;
-    const int64_t ih = (i / g.w) % g.h;
-    const int64_t plane = i / (g.w * g.h);
+    const Nchw p = unravel_nchw(i, in_size, g.channels_last);
     // Outputs whose window [o * stride - p, o * stride - p + kernel) contains the pixel.
-    const int64_t oh0 = ih + g.padding < g.kernel ? 0 : (ih + g.padding - g.kernel) / g.stride + 1;
-    const int64_t oh1 = min((ih + g.padding) / g.stride + 1, g.oh);
-    const int64_t ow0 = iw + g.padding < g.kernel ? 0 : (iw + g.padding - g.kernel) / g.stride + 1;
-    const int64_t ow1 = min((iw + g.padding) / g.stride + 1, g.ow);
-    const int64_t self = ih * g.w + iw;
-    const int64_t base = plane * g.oh * g.ow;
+    const int64_t oh0 = p.h + g.padding < g.kernel ? 0 : (p.h + g.padding - g.kernel) / g.stride + 1;
+    const int64_t oh1 = min((p.h + g.padding) / g.stride + 1, g.oh);
+    const int64_t ow0 = p.w + g.padding < g.kernel ? 0 : (p.w + g.padding - g.kernel) / g.stride + 1;
+    const int64_t ow1 = min((p.w + g.padding) / g.stride + 1, g.ow);
+    const int64_t self = p.h * g.w + p.w;
     A sum = A(0);
     for (int64_t oh = oh0; oh < oh1; ++oh) {
       for (int64_t ow = ow0; ow < ow1; ++ow) {
-        const int64_t o = base + oh * g.ow + ow;
+        const int64_t o = ravel_nchw({p.n, p.c, oh, ow}, out_size, g.channels_last);
         if (indices[o] == self) sum += convert<A>(gy[o]);
       }
     }

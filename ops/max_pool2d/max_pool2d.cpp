@@ -1,5 +1,6 @@
 #include "ops/max_pool2d/max_pool2d.h"
 
+#include "ops/common/layout.h"
 #include "ops/max_pool2d/kernels.h"
 #include "runtime/autograd.h"
 #include "runtime/dispatch.h"
@@ -7,23 +8,27 @@
 namespace liftoff {
 
 Tensor max_pool2d(const Tensor& input, int64_t kernel, int64_t stride, int64_t padding) {
-  const MaxPool2dShape g = check_pool_window("max_pool2d", input, kernel, stride, padding);
-  const Tensor x = input.contiguous();
-  Tensor y = Tensor::empty({g.n, g.c, g.oh, g.ow}, x.dtype(), x.device());
-  const Tensor indices = Tensor::empty({g.n, g.c, g.oh, g.ow}, DType::i64, x.device());
+  MaxPool2dShape g = check_pool_window("max_pool2d", input, kernel, stride, padding);
+  // A channels-last CUDA input stays channels-last (output, indices and input gradient).
+  const MemoryFormat format = op_memory_format(input);
+  g.channels_last = format == MemoryFormat::channels_last;
+  const Tensor x = input.contiguous(format);
+  Tensor y = Tensor::empty({g.n, g.c, g.oh, g.ow}, x.dtype(), x.device(), format);
+  const Tensor indices = Tensor::empty({g.n, g.c, g.oh, g.ow}, DType::i64, x.device(), format);
   LIFTOFF_DISPATCH(x.device(), max_pool2d_forward, x, y, indices, g);
   // Record against the caller's tensor: contiguous() of a strided input is a raw copy without grad edges.
   if (should_record({input})) {
-    record(y, "max_pool2d", {input}, [indices, g, dtype = x.dtype()](const Tensor& gy_in, const NeedsGrad&) {
-      LIFTOFF_CHECK(gy_in.shape() == indices.shape() && gy_in.dtype() == dtype, ShapeError,
-                    "max_pool2d backward: gradient ", shape_str(gy_in.shape()), " ",
-                    dtype_name(gy_in.dtype()), " does not match the output ", shape_str(indices.shape()), " ",
-                    dtype_name(dtype));
-      const Tensor gy = gy_in.contiguous();
-      Tensor gx = Tensor::empty({g.n, g.c, g.h, g.w}, dtype, gy.device());
-      LIFTOFF_DISPATCH(gy.device(), max_pool2d_backward, gy, indices, gx, g);
-      return std::vector<Tensor>{gx};
-    });
+    record(y, "max_pool2d", {input},
+           [indices, g, format, dtype = x.dtype()](const Tensor& gy_in, const NeedsGrad&) {
+             LIFTOFF_CHECK(gy_in.shape() == indices.shape() && gy_in.dtype() == dtype, ShapeError,
+                           "max_pool2d backward: gradient ", shape_str(gy_in.shape()), " ",
+                           dtype_name(gy_in.dtype()), " does not match the output ",
+                           shape_str(indices.shape()), " ", dtype_name(dtype));
+             const Tensor gy = gy_in.contiguous(format);
+             Tensor gx = Tensor::empty({g.n, g.c, g.h, g.w}, dtype, gy.device(), format);
+             LIFTOFF_DISPATCH(gy.device(), max_pool2d_backward, gy, indices, gx, g);
+             return std::vector<Tensor>{gx};
+           });
   }
   return y;
 }

@@ -27,6 +27,15 @@ std::string describe_device(int index) {
   return str_cat(prop.name, ", sm_", prop.major, prop.minor, ", ", prop.totalGlobalMem >> 30, " GiB");
 }
 
+std::string device_name(int index) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, index) != cudaSuccess) {
+    cudaGetLastError();
+    return "";
+  }
+  return prop.name;
+}
+
 std::string unavailable_reason(int index) {
   CudaProbe p;
   p.index = index;

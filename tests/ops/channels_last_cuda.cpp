@@ -4,12 +4,15 @@
 #include <gtest/gtest.h>
 
 #include "ops/add/add.h"
+#include "ops/avg_pool2d/avg_pool2d.h"
 #include "ops/batch_norm2d/batch_norm2d.h"
 #include "ops/cast/cast.h"
 #include "ops/conv2d/conv2d.h"
 #include "ops/conv2d/kernels.h"
 #include "ops/global_avg_pool2d/global_avg_pool2d.h"
+#include "ops/max_pool2d/max_pool2d.h"
 #include "ops/relu/relu.h"
+#include "runtime/autocast.h"
 #include "runtime/autograd.h"
 #include "tests/common/cuda_test.h"
 #include "tests/common/parity.h"
@@ -347,6 +350,69 @@ TEST(ChannelsLastCuda, ResidualChainKeepsTheLayout) {
                                     {rnd({16}, 72, 0.5, 1.5)},
                                     {rnd({16}, 73)}},
                                    {1e-2, 1e-2, 2e-2}, true, nullptr, /*whole_graph=*/true));
+}
+
+// ---- pools -----------------------------------------------------------------------------------------------
+
+// Max and average pooling keep channels-last (the stem's max pool of an ImageNet ResNet sits between two
+// channels-last convolutions); overlapping windows (3/2/1) and plain 2x2 ones, odd sizes.
+TEST(ChannelsLastCuda, PoolsMatchCpu) {
+  LIFTOFF_REQUIRE_CUDA();
+  struct PoolCase {
+    Shape shape;
+    int64_t kernel, stride, padding;
+  };
+  const PoolCase cases[] = {{{4, 16, 12, 12}, 3, 2, 1}, {{2, 5, 9, 7}, 2, 2, 0}, {{3, 8, 5, 6}, 3, 1, 1}};
+  for (const PoolCase& c : cases) {
+    const int64_t k = c.kernel, st = c.stride, pad = c.padding;
+    for (DType dt : {DType::f32, DType::bf16}) {
+      const double tol = dt == DType::f32 ? 1e-6 : 1e-2;
+      // Distinct values (no ties) so that the maxima, and so the max-pool gradient, are well defined.
+      EXPECT_TRUE(channels_last_parity(
+          [k, st, pad](const std::vector<Tensor>& t) { return max_pool2d(t[0], k, st, pad); },
+          {{rnd(c.shape, 80), dt}}, {tol, tol, tol}))
+          << "max_pool2d " << dtype_name(dt) << " " << shape_str(c.shape) << " k" << k;
+      EXPECT_TRUE(channels_last_parity(
+          [k, st, pad](const std::vector<Tensor>& t) { return avg_pool2d(t[0], k, st, pad); },
+          {{rnd(c.shape, 81), dt}}, {tol, tol, tol}))
+          << "avg_pool2d " << dtype_name(dt) << " " << shape_str(c.shape) << " k" << k;
+    }
+  }
+}
+
+// ---- the runtime's layout choice
+// ---------------------------------------------------------------------------
+
+// Under bf16 autocast an NCHW f32 input of conv2d is converted once: the output is channels-last bf16, the
+// input's gradient comes back f32 (through the autocast cast), and values match the CPU in f32 within bf16
+// rounding. Without autocast f32 NCHW stays NCHW.
+TEST(ChannelsLastCuda, AutocastConvolutionRunsChannelsLast) {
+  LIFTOFF_REQUIRE_CUDA();
+  const Device cuda = Device::cuda(0);
+  const Tensor x_cpu = rnd({4, 8, 10, 10}, 90);
+  const Tensor w_cpu = rnd({16, 8, 3, 3}, 91, -0.3, 0.3);
+  const Tensor y_cpu = conv2d(x_cpu, w_cpu, Tensor(), 1, 1);
+  const Tensor g = testing::random_tensor(y_cpu.shape(), 92, -1, 1, DType::f32);
+  y_cpu.backward(g);
+  const Tensor x = x_cpu.detach().to(cuda).set_requires_grad(true);
+  const Tensor w = w_cpu.detach().to(cuda).set_requires_grad(true);
+  EXPECT_EQ(conv2d_memory_format(x), MemoryFormat::contiguous);
+  EXPECT_FALSE(conv2d(x, w, Tensor(), 1, 1).is_channels_last()) << "f32 without autocast stays NCHW";
+  Tensor y;
+  {
+    AutocastGuard autocast(DType::bf16);
+    EXPECT_EQ(conv2d_memory_format(x), kCl);
+    EXPECT_EQ(conv2d_memory_format(x.to(DType::f64)), MemoryFormat::contiguous);
+    y = conv2d(x, w, Tensor(), 1, 1);
+  }
+  EXPECT_EQ(y.dtype(), DType::bf16);
+  EXPECT_TRUE(y.is_channels_last()) << shape_str(y.strides());
+  EXPECT_TRUE(testing::all_close(y.to(Device::cpu(), DType::f32), y_cpu, 5e-2, 2e-2));
+  y.backward(g.to(cuda).to(DType::bf16));
+  ASSERT_TRUE(x.grad().defined() && w.grad().defined());
+  EXPECT_EQ(x.grad().dtype(), DType::f32);
+  EXPECT_TRUE(testing::all_close(x.grad().to(Device::cpu()), x_cpu.grad(), 5e-2, 2e-2));
+  EXPECT_TRUE(testing::all_close(w.grad().to(Device::cpu()), w_cpu.grad(), 2e-1, 2e-2));
 }
 
 }  // namespace

@@ -12,7 +12,6 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/env_var.h"
 #include "runtime/error.h"
 
 namespace liftoff::config {
@@ -300,28 +299,6 @@ TEST(Config, ConcurrentReadersSeeWholeValues) {
   stop = true;
   for (auto& r : readers) r.join();
   EXPECT_EQ(wrong.load(), 0);
-}
-
-// The model zoo's two switches still go through env_number, which now reads the table.
-TEST(Config, EnvNumberReadsTheTable) {
-  {
-    ScopedSetting s(Knob::channels_last, std::nullopt);
-    EXPECT_EQ(env_number("LIFTOFF_CHANNELS_LAST", 0.0, false, "0 or 1"), 1.0);  // its default
-  }
-  {
-    ScopedSetting s(Knob::fused_bn_relu, "0");
-    EXPECT_EQ(env_number("LIFTOFF_FUSED_BN_RELU", 0.0, false, "0 or 1"), 0.0);
-  }
-  {
-    ScopedSetting s(Knob::fused_bn_relu, std::nullopt);
-    EXPECT_FALSE(env_number("LIFTOFF_FUSED_BN_RELU", 0.0, false, "0 or 1").has_value());  // auto
-  }
-  {
-    ScopedSetting s(Knob::fused_bn_relu, "maybe");
-    EXPECT_TRUE(contains(error_of([] { env_number("LIFTOFF_FUSED_BN_RELU", 0.0, false, "0 or 1"); }),
-                         "LIFTOFF_FUSED_BN_RELU=maybe: expected 0 or 1"));
-  }
-  EXPECT_THROW(env_number("LIFTOFF_NOT_A_KNOB", 0.0, false, "0 or 1"), ValueError);
 }
 
 }  // namespace

@@ -134,6 +134,9 @@ int run(const Flags& f) {
   rc.threads = threads;
   rc.world_size = placement.env.world_size;
   rc.cuda_available = cuda_unavailable_reason(0).empty();
+  if (device.is_cuda()) rc.device_name = cuda_device_name(device.index);
+  // The runtime's choice (ops/conv2d/conv2d.h): convolutions run channels-last under autocast on CUDA.
+  rc.activation_layout = device.is_cuda() && f.amp != "off" ? "channels_last" : "contiguous";
   ProfilerOptions po;
   po.warmup_steps = f.timing_warmup;
   po.keep_trace = !f.trace.empty();
@@ -179,12 +182,13 @@ int run(const Flags& f) {
                 static_cast<long long>(data.train_size), static_cast<long long>(data.test_size),
                 static_cast<long long>(data.channels), static_cast<long long>(data.height),
                 static_cast<long long>(data.width));
-    std::printf("  batch %lld x accum %lld%s = %lld per step | %s lr %g (%s%s) | wd %g | amp %s\n",
-                static_cast<long long>(f.batch), static_cast<long long>(f.accum),
-                group ? (" x " + std::to_string(placement.env.world_size) + " ranks").c_str() : "",
-                static_cast<long long>(f.batch * f.accum * placement.env.world_size), f.optimizer.c_str(), lr,
-                f.schedule.c_str(), f.warmup > 0 ? (", warm-up " + std::to_string(f.warmup)).c_str() : "",
-                f.wd, f.amp.c_str());
+    std::printf(
+        "  batch %lld x accum %lld%s = %lld per step | %s lr %g (%s%s) | wd %g | amp %s | activations %s\n",
+        static_cast<long long>(f.batch), static_cast<long long>(f.accum),
+        group ? (" x " + std::to_string(placement.env.world_size) + " ranks").c_str() : "",
+        static_cast<long long>(f.batch * f.accum * placement.env.world_size), f.optimizer.c_str(), lr,
+        f.schedule.c_str(), f.warmup > 0 ? (", warm-up " + std::to_string(f.warmup)).c_str() : "", f.wd,
+        f.amp.c_str(), rc.activation_layout.c_str());
     if (device.is_cuda()) {
       std::printf("  CUDA graphs: %s%s%s\n", f.cuda_graphs.c_str(),
                   f.cuda_graphs == "off" ? "" : " (the step is captured after 3 eager steps when it can be)",
@@ -344,6 +348,7 @@ int run(const Flags& f) {
   graphs.streams_reason = gs.streams_reason;
   RunReport report = f.profile ? monitor.finish(&loader_stats, comm, graphs) : RunReport{};
   if (!f.profile) report.graphs = graphs;
+  report.config.model_flops_per_image = trainer.model_flops_per_image();
   // Every rank's step time on rank 0 (a collective: all ranks profile or none do, since flags are shared).
   if (group && f.profile) report.rank_step_ms = all_gather_value(*group, report.step_ms_mean);
   if (nan_step >= 0) {

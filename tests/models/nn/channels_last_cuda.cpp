@@ -1,14 +1,16 @@
-// ResNet-20 with channels-last activations (LIFTOFF_CHANNELS_LAST / set_channels_last_activations) trains the
-// same as with NCHW activations: one training step, f32 and bf16 autocast, same loss, gradients and
-// batch-norm statistics within the tolerance of the two layouts' different cuDNN algorithms.
+// The runtime chooses the layout, not the model: a conv net written with the public layers (no switch, no
+// conversion of its own) runs channels-last from its first convolution under bf16 autocast on CUDA, stays
+// NCHW in f32, and both train to the same values within bf16 rounding. ResNet-20 of the zoo likewise.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 
-#include "runtime/autocast.h"
+#include "models/nn/layers.h"
 #include "models/nn/zoo.h"
 #include "ops/cast/cast.h"
 #include "ops/cross_entropy/cross_entropy.h"
+#include "runtime/autocast.h"
 #include "tests/common/cuda_test.h"
 #include "tests/common/gradcheck.h"
 
@@ -17,29 +19,52 @@ namespace {
 
 struct StepResult {
   double loss = 0;
-  std::vector<Tensor> grads;    // per parameter, f32 on the CPU
-  std::vector<Tensor> buffers;  // running statistics, f32 on the CPU
+  std::vector<Tensor> grads;                    // per parameter, f32 on the CPU
+  std::vector<bool> activations_channels_last;  // user net: after each of its layers
+  bool grads_in_parameter_layout = true;
 };
 
-StepResult train_step(bool channels_last, DType amp, const Tensor& x, const Tensor& labels) {
-  const bool before = channels_last_activations();
-  set_channels_last_activations(channels_last);
-  auto model = make_model("resnet20", 3, 10, 32, 11);
-  model->to(Device::cuda());
-  model->train();
+std::unique_ptr<Sequential> user_conv_net() {
+  Generator gen(17);
+  auto net = std::make_unique<Sequential>();
+  net->push_back(std::make_shared<Conv2d>(3, 16, 3, 1, 1, false, gen))
+      .push_back(std::make_shared<BatchNorm2d>(16))
+      .push_back(std::make_shared<ReLU>())
+      .push_back(std::make_shared<MaxPool2d>(2))
+      .push_back(std::make_shared<Conv2d>(16, 32, 3, 1, 1, true, gen))
+      .push_back(std::make_shared<BatchNorm2d>(32))
+      .push_back(std::make_shared<ReLU>())
+      .push_back(std::make_shared<AvgPool2d>(2))
+      .push_back(std::make_shared<Flatten>())
+      .push_back(std::make_shared<Linear>(32 * 4 * 4, 10, true, gen));
+  return net;
+}
+
+// One forward + backward; for a Sequential, the layout after each layer is recorded.
+StepResult train_step(Module& model, DType amp, const Tensor& x, const Tensor& labels) {
+  model.to(Device::cuda());
+  model.train();
+  StepResult r;
   Tensor loss;
   {
     AutocastGuard autocast(amp);
-    const Tensor logits = model->forward(x);
-    loss = cross_entropy(cast(logits, DType::f32), labels);
+    Tensor y = x;
+    if (auto* seq = dynamic_cast<Sequential*>(&model)) {
+      for (size_t i = 0; i < seq->size(); ++i) {
+        y = (*seq)[i].forward(y);
+        r.activations_channels_last.push_back(y.dim() == 4 && y.is_channels_last());
+      }
+    } else {
+      y = model.forward(x);
+    }
+    loss = cross_entropy(cast(y, DType::f32), labels);
   }
   loss.backward();
-  StepResult r;
   r.loss = loss.item();
-  for (const Tensor& p : model->parameters()) r.grads.push_back(p.grad().to(Device::cpu(), DType::f32));
-  for (const Tensor& b : model->buffers())
-    if (is_floating(b.dtype())) r.buffers.push_back(b.to(Device::cpu(), DType::f32));
-  set_channels_last_activations(before);
+  for (const Tensor& p : model.parameters()) {
+    r.grads.push_back(p.grad().to(Device::cpu(), DType::f32));
+    if (p.grad().strides() != p.strides()) r.grads_in_parameter_layout = false;
+  }
   return r;
 }
 
@@ -53,43 +78,56 @@ double relative_difference(const Tensor& a, const Tensor& b) {
   return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-12);
 }
 
-TEST(ChannelsLastModel, ResNet20StepMatchesNchw) {
-  LIFTOFF_REQUIRE_CUDA();
+struct Batch {
+  Tensor x, labels;
+};
+Batch make_batch(int64_t n, int64_t size) {
   const Device cuda = Device::cuda();
-  const Tensor x = testing::random_tensor({32, 3, 32, 32}, 3, -1, 1, DType::f32).to(cuda);
-  std::vector<int64_t> label_values(32);
+  std::vector<int64_t> label_values(static_cast<size_t>(n));
   for (size_t i = 0; i < label_values.size(); ++i) label_values[i] = static_cast<int64_t>(i * 7 % 10);
-  const Tensor labels = Tensor::from_vector(label_values, {32}, cuda);
-  // f32 ignores the switch (NHWC measured slower there): the same step (up to cuDNN algorithms that sum in
-  // varying order).
-  const StepResult f32_nchw = train_step(false, DType::f32, x, labels);
-  const StepResult f32_nhwc = train_step(true, DType::f32, x, labels);
-  EXPECT_NEAR(f32_nhwc.loss, f32_nchw.loss, 1e-5 * std::abs(f32_nchw.loss));
-  ASSERT_EQ(f32_nhwc.grads.size(), f32_nchw.grads.size());
-  for (size_t i = 0; i < f32_nchw.grads.size(); ++i)
-    EXPECT_LT(relative_difference(f32_nhwc.grads[i], f32_nchw.grads[i]), 1e-3) << "f32 parameter " << i;
+  return {testing::random_tensor({n, 3, size, size}, 3, -1, 1, DType::f32).to(cuda),
+          Tensor::from_vector(label_values, {n}, cuda)};
+}
 
-  // bf16: rounding every activation to 8 bits moves the deep layers' gradients (batch-norm weight gradients
-  // cancel heavily) by several percent in either layout, so each layout is measured against the f32 step:
-  // channels-last must be about as close to it as NCHW is.
-  const StepResult bf16_nchw = train_step(false, DType::bf16, x, labels);
-  const StepResult bf16_nhwc = train_step(true, DType::bf16, x, labels);
-  EXPECT_NEAR(bf16_nhwc.loss, f32_nchw.loss, 2e-2 * std::abs(f32_nchw.loss));
-  ASSERT_EQ(bf16_nhwc.grads.size(), f32_nchw.grads.size());
-  for (size_t i = 0; i < f32_nchw.grads.size(); ++i) {
-    const double nchw_error = relative_difference(bf16_nchw.grads[i], f32_nchw.grads[i]);
-    const double nhwc_error = relative_difference(bf16_nhwc.grads[i], f32_nchw.grads[i]);
-    EXPECT_TRUE(bf16_nhwc.grads[i].is_contiguous()) << "parameter " << i;
-    EXPECT_LT(nhwc_error, std::max(2.0 * nchw_error, 2e-2))
-        << "bf16 parameter " << i << " " << shape_str(f32_nchw.grads[i].shape()) << ": NCHW is off by "
-        << nchw_error;
+TEST(RuntimeLayoutCuda, UserConvNetRunsChannelsLastUnderAutocast) {
+  LIFTOFF_REQUIRE_CUDA();
+  const Batch b = make_batch(16, 16);
+  const StepResult f32 = train_step(*user_conv_net(), DType::f32, b.x, b.labels);
+  const StepResult bf16 = train_step(*user_conv_net(), DType::bf16, b.x, b.labels);
+  // f32: NCHW throughout. bf16: channels-last from the first convolution up to the flatten (the 4-D layers:
+  // conv, bn, relu, max pool, conv, bn, relu, avg pool).
+  ASSERT_EQ(f32.activations_channels_last.size(), 10u);
+  for (size_t i = 0; i < 8; ++i) {
+    EXPECT_FALSE(f32.activations_channels_last[i]) << "f32 layer " << i;
+    EXPECT_TRUE(bf16.activations_channels_last[i]) << "bf16 layer " << i;
   }
-  for (size_t i = 0; i < f32_nchw.buffers.size(); ++i) {
-    const double nchw_error = relative_difference(bf16_nchw.buffers[i], f32_nchw.buffers[i]);
-    const double nhwc_error = relative_difference(bf16_nhwc.buffers[i], f32_nchw.buffers[i]);
-    EXPECT_LT(nhwc_error, std::max(2.0 * nchw_error, 2e-2))
-        << "bf16 buffer " << i << ": NCHW is off by " << nchw_error;
+  EXPECT_TRUE(bf16.grads_in_parameter_layout) << "parameter gradients keep the parameters' (KCRS) layout";
+  EXPECT_NEAR(bf16.loss, f32.loss, 2e-2 * std::abs(f32.loss));
+  ASSERT_EQ(bf16.grads.size(), f32.grads.size());
+  // A shallow net: bf16 rounding moves the conv and linear weight gradients by a few percent at most; the
+  // batch-norm and bias gradients (sums that cancel) by more. A layout mix-up would scramble them (~100%).
+  for (size_t i = 0; i < f32.grads.size(); ++i) {
+    const double bound = f32.grads[i].dim() >= 2 ? 0.1 : 0.3;
+    EXPECT_LT(relative_difference(bf16.grads[i], f32.grads[i]), bound)
+        << "parameter " << i << " " << shape_str(f32.grads[i].shape());
   }
+}
+
+// ResNet-20 no longer converts its input itself: the runtime does, and one training step in bf16 is close to
+// the f32 (NCHW) step. Rounding every activation to 8 bits moves the deep layers' gradients (batch-norm
+// weight gradients cancel heavily) by several percent, so the bound catches layout errors (an unrelated
+// gradient is off by ~100%), not rounding.
+TEST(RuntimeLayoutCuda, ResNet20Bf16StepMatchesF32) {
+  LIFTOFF_REQUIRE_CUDA();
+  const Batch b = make_batch(32, 32);
+  const StepResult f32 = train_step(*make_model("resnet20", 3, 10, 32, 11), DType::f32, b.x, b.labels);
+  const StepResult bf16 = train_step(*make_model("resnet20", 3, 10, 32, 11), DType::bf16, b.x, b.labels);
+  EXPECT_NEAR(bf16.loss, f32.loss, 2e-2 * std::abs(f32.loss));
+  EXPECT_TRUE(bf16.grads_in_parameter_layout);
+  ASSERT_EQ(bf16.grads.size(), f32.grads.size());
+  for (size_t i = 0; i < f32.grads.size(); ++i)
+    EXPECT_LT(relative_difference(bf16.grads[i], f32.grads[i]), 0.3)
+        << "parameter " << i << " " << shape_str(f32.grads[i].shape());
 }
 
 }  // namespace

@@ -66,9 +66,23 @@ TEST(GraphMode, OnWithoutCudaIsAClearError) {
   }
 }
 
-TEST(GraphMode, OffIsTheLibraryDefaultAndSaysSo) {
+// Capture is the library's default (auto: it falls back to eager with the reason, here the CPU).
+TEST(GraphMode, AutoIsTheLibraryDefault) {
+  EXPECT_EQ(TrainerOptions{}.cuda_graphs, GraphMode::automatic);
   CpuRun run;
   Trainer trainer(run.model, run.sgd, nullptr, TrainerOptions{});
+  EXPECT_EQ(trainer.train_epoch(run.batches, 0).steps, 4);
+  EXPECT_EQ(trainer.graph_status().mode, GraphMode::automatic);
+  EXPECT_FALSE(trainer.graph_status().used);
+  EXPECT_NE(trainer.graph_status().reason.find("--device cuda"), std::string::npos)
+      << trainer.graph_status().reason;
+}
+
+TEST(GraphMode, OffSaysSo) {
+  CpuRun run;
+  TrainerOptions options;
+  options.cuda_graphs = GraphMode::off;
+  Trainer trainer(run.model, run.sgd, nullptr, options);
   trainer.train_epoch(run.batches, 0);
   EXPECT_EQ(trainer.graph_status().mode, GraphMode::off);
   EXPECT_EQ(trainer.graph_status().reason, "--cuda-graphs off");
