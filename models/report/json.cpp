@@ -36,10 +36,13 @@ void describe_config(Io& io, C& c) {
   io("host_cores", c.host_cores);
   io("world_size", c.world_size);
   io("cuda_available", c.cuda_available);
-  io.when_present("activation_layout", [&](auto& later) {  // absent in reports written before it existed
-    later("activation_layout", c.activation_layout);
-    later("model_flops_per_image", c.model_flops_per_image);
-  });
+  io.when_present(  // absent in reports written before it existed, and in reports that do not know it
+      "activation_layout",
+      [&](auto& later) {
+        later("activation_layout", c.activation_layout);
+        later("model_flops_per_image", c.model_flops_per_image);
+      },
+      !c.activation_layout.empty());
 }
 
 template <class Io, class R>
