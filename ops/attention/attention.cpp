@@ -4,6 +4,7 @@
 
 #include "ops/attention/kernels.h"
 #include "ops/cast/cast.h"
+#include "ops/common/broadcast.h"
 #include "ops/matmul/batched.h"
 #include "runtime/autograd.h"
 #include "runtime/dispatch.h"
@@ -128,16 +129,16 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
              const Tensor g = gy.to(q_saved.dtype());
              Tensor gq, gk, gv, gmask;
              if (needs[2])
-               gv = md::sum_to(md::batched_matmul(md::transpose_last2(attn), g, 1.0, batch), v_saved.shape());
+               gv = sum_to_shape(md::batched_matmul(md::transpose_last2(attn), g, 1.0, batch), v_saved.shape());
              if (!needs[0] && !needs[1] && !needs[3]) return std::vector<Tensor>{gq, gk, gv, gmask};
              // d(attn), then in place the gradient of the scaled, masked scores.
              const Tensor ds = md::batched_matmul(g, md::transpose_last2(v_saved), 1.0, batch);
              LIFTOFF_DISPATCH(ds.device(), attention_softmax_backward, probs, ds, rows);
-             if (needs[0]) gq = md::sum_to(md::batched_matmul(ds, k_saved, sc, batch), q_saved.shape());
+             if (needs[0]) gq = sum_to_shape(md::batched_matmul(ds, k_saved, sc, batch), q_saved.shape());
              if (needs[1])
-               gk = md::sum_to(md::batched_matmul(md::transpose_last2(ds), q_saved, sc, batch),
+               gk = sum_to_shape(md::batched_matmul(md::transpose_last2(ds), q_saved, sc, batch),
                                k_saved.shape());
-             if (needs[3]) gmask = md::sum_to(ds, mask_shape);
+             if (needs[3]) gmask = sum_to_shape(ds, mask_shape);
              return std::vector<Tensor>{gq, gk, gv, gmask};
            });
   }

@@ -139,39 +139,6 @@ Tensor batched_matmul(const Tensor& a, const Tensor& b, double alpha, const Shap
   return c;
 }
 
-Tensor sum_to(const Tensor& x, const Shape& shape) {
-  if (x.shape() == shape) return x;
-  const int64_t lead = x.dim() - static_cast<int64_t>(shape.size());
-  SumToIndexer index;
-  // Walk x's dims outermost first; merge a dim into the previous one of its kind when their strides chain.
-  auto push = [&x](int* ndim, int64_t* sizes, int64_t* strides, int64_t size, int64_t stride) {
-    if (*ndim > 0 && strides[*ndim - 1] == size * stride) {
-      sizes[*ndim - 1] *= size;
-      strides[*ndim - 1] = stride;
-      return;
-    }
-    LIFTOFF_CHECK(*ndim < kMaxReduceDims, ShapeError, "sum_to: ", shape_str(x.shape()), " needs more than ",
-                  kMaxReduceDims, " dims after merging");
-    sizes[*ndim] = size;
-    strides[*ndim] = stride;
-    ++*ndim;
-  };
-  for (int64_t d = 0; d < x.dim(); ++d) {
-    const int64_t size = x.shape()[static_cast<size_t>(d)];
-    const int64_t stride = x.strides()[static_cast<size_t>(d)];
-    if (size == 1) continue;
-    const bool reduced = d < lead || shape[static_cast<size_t>(d - lead)] == 1;
-    if (reduced) {
-      push(&index.red_ndim, index.red_sizes, index.red_strides, size, stride);
-    } else {
-      push(&index.kept_ndim, index.kept_sizes, index.kept_strides, size, stride);
-    }
-  }
-  Tensor out = Tensor::empty(shape, x.dtype(), x.device());
-  if (out.numel() == 0) return out;
-  LIFTOFF_DISPATCH(x.device(), sum_to, x, out, index);
-  return out;
-}
 
 Tensor autocast_input(const Tensor& t) {
   DType half = DType::f32;

@@ -22,11 +22,6 @@ Tensor transpose_last2(const Tensor& t);
 // shapes. Adds 2*M*N*K*batch to a live FlopCounter (runtime/profile/flops.h).
 Tensor batched_matmul(const Tensor& a, const Tensor& b, double alpha = 1.0, const Shape& batch = {});
 
-// x summed over the dims along which `shape` was broadcast to x.shape() (shape broadcastable to x.shape(),
-// possibly with fewer dims): a fresh contiguous tensor of `shape` in x's dtype, or x itself when the shapes
-// are equal.
-Tensor sum_to(const Tensor& x, const Shape& shape);
-
 }  // namespace liftoff::matmul_detail
 
 namespace liftoff::matmul_detail {

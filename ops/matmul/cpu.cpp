@@ -72,34 +72,4 @@ void batched_gemm(const MatrixBatch& a, const MatrixBatch& b, const Tensor& c, i
   });
 }
 
-void sum_to(const Tensor& x, const Tensor& out, const SumToIndexer& index) {
-  dispatch_float(x.dtype(), "sum_to", [&](auto tag) {
-    using T = decltype(tag);
-    const T* in = static_cast<const T*>(x.raw_data());
-    T* dst = out.data<T>();
-    int64_t reduced = 1;
-    for (int d = 0; d < index.red_ndim; ++d) reduced *= index.red_sizes[d];
-    parallel_for(0, out.numel(), std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(1, reduced)),
-                 [&](int64_t lo, int64_t hi) {
-                   for (int64_t o = lo; o < hi; ++o) {
-                     int64_t base = 0;
-                     for (int64_t d = index.kept_ndim - 1, rest = o; d >= 0; --d) {
-                       base += rest % index.kept_sizes[d] * index.kept_strides[d];
-                       rest /= index.kept_sizes[d];
-                     }
-                     double acc = 0;
-                     for (int64_t r = 0; r < reduced; ++r) {
-                       int64_t off = base;
-                       for (int64_t d = index.red_ndim - 1, rest = r; d >= 0; --d) {
-                         off += rest % index.red_sizes[d] * index.red_strides[d];
-                         rest /= index.red_sizes[d];
-                       }
-                       acc += static_cast<double>(in[off]);
-                     }
-                     dst[o] = static_cast<T>(acc);
-                   }
-                 });
-  });
-}
-
 }  // namespace liftoff::cpu

@@ -26,28 +26,6 @@ GemmTypes gemm_types() {
   }
 }
 
-// One thread per output element: its offset in x from the kept dims, then a walk over the reduced dims.
-template <class T>
-__global__ void sum_to_kernel(const T* x, T* out, int64_t n_out, int64_t reduced, SumToIndexer index) {
-  LIFTOFF_GRID_STRIDE_LOOP(o, n_out) {
-    int64_t base = 0;
-    int64_t rest = o;
-    for (int d = index.kept_ndim - 1; d >= 0; --d) {
-      base += rest % index.kept_sizes[d] * index.kept_strides[d];
-      rest /= index.kept_sizes[d];
-    }
-    acc_t<T> acc = 0;
-    for (int64_t r = 0; r < reduced; ++r) {
-      int64_t off = base, rr = r;
-      for (int d = index.red_ndim - 1; d >= 0; --d) {
-        off += rr % index.red_sizes[d] * index.red_strides[d];
-        rr /= index.red_sizes[d];
-      }
-      acc += convert<acc_t<T>>(x[off]);
-    }
-    out[o] = convert<T>(acc);
-  }
-}
 }  // namespace
 
 void batched_gemm(const MatrixBatch& a, const MatrixBatch& b, const Tensor& c, int64_t batch, int64_t m,
@@ -79,21 +57,6 @@ void batched_gemm(const MatrixBatch& a, const MatrixBatch& b, const Tensor& c, i
         static_cast<long long>(b.batch_stride), a.data, types.data, static_cast<int>(a.ld),
         static_cast<long long>(a.batch_stride), &beta, c.raw_data(), types.data, static_cast<int>(n),
         static_cast<long long>(m * n), static_cast<int>(batch), types.compute, CUBLAS_GEMM_DEFAULT));
-  });
-}
-
-void sum_to(const Tensor& x, const Tensor& out, const SumToIndexer& index) {
-  const int device = x.device().index;
-  DeviceGuard guard(device);
-  const int64_t n_out = out.numel();
-  if (n_out == 0) return;
-  int64_t reduced = 1;
-  for (int d = 0; d < index.red_ndim; ++d) reduced *= index.red_sizes[d];
-  dispatch_device_float(x.dtype(), "sum_to", [&](auto tag) {
-    using T = decltype(tag);
-    sum_to_kernel<T><<<grid_for(n_out), kBlock, 0, compute_stream(device)>>>(
-        static_cast<const T*>(x.raw_data()), static_cast<T*>(out.raw_data()), n_out, reduced, index);
-    LIFTOFF_LAUNCH_CHECK();
   });
 }
 

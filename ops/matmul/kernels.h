@@ -17,30 +17,15 @@ struct MatrixBatch {
   bool transpose = false;
 };
 
-// Which elements of x (any strides) sum into each element of a contiguous output: the output's dims with
-// their strides in x (kept), and the broadcast dims summed over (reduced). Innermost dim last.
-constexpr int kMaxReduceDims = 8;
-struct SumToIndexer {
-  int kept_ndim = 0;
-  int red_ndim = 0;
-  int64_t kept_sizes[kMaxReduceDims] = {};
-  int64_t kept_strides[kMaxReduceDims] = {};
-  int64_t red_sizes[kMaxReduceDims] = {};
-  int64_t red_strides[kMaxReduceDims] = {};
-};
-
 namespace cpu {
 // c[i] = alpha * op(a[i]) @ op(b[i]) for i < batch; c contiguous [batch, m, n] of the operands' dtype; k may
 // be 0 (c = 0).
 void batched_gemm(const MatrixBatch& a, const MatrixBatch& b, const Tensor& c, int64_t batch, int64_t m,
                   int64_t n, int64_t k, double alpha);
-// out (contiguous) = sums of x (x's storage from x.raw_data()) as the indexer says; accumulates in f64.
-void sum_to(const Tensor& x, const Tensor& out, const SumToIndexer& index);
 }  // namespace cpu
 namespace cuda {
 // cublasGemmStridedBatchedEx; f32 compute for f16/bf16/f32 (no TF32, as ops/linear always did).
 void batched_gemm(const MatrixBatch& a, const MatrixBatch& b, const Tensor& c, int64_t batch, int64_t m,
                   int64_t n, int64_t k, double alpha);
-void sum_to(const Tensor& x, const Tensor& out, const SumToIndexer& index);  // f32 accumulation for halves
 }  // namespace cuda
 }  // namespace liftoff

@@ -1,5 +1,6 @@
 #include "ops/matmul/matmul.h"
 
+#include "ops/common/broadcast.h"
 #include "ops/matmul/batched.h"
 #include "ops/reshape/reshape.h"
 #include "runtime/autograd.h"
@@ -32,9 +33,9 @@ Tensor batched_product(const char* op, const Tensor& a, const Tensor& b) {
           const Shape batch = md::batch_shape(g.shape());
           Tensor ga, gb;
           if (needs[0])
-            ga = md::sum_to(md::batched_matmul(g, md::transpose_last2(b_saved), 1.0, batch), a_saved.shape());
+            ga = sum_to_shape(md::batched_matmul(g, md::transpose_last2(b_saved), 1.0, batch), a_saved.shape());
           if (needs[1])
-            gb = md::sum_to(md::batched_matmul(md::transpose_last2(a_saved), g, 1.0, batch), b_saved.shape());
+            gb = sum_to_shape(md::batched_matmul(md::transpose_last2(a_saved), g, 1.0, batch), b_saved.shape());
           return std::vector<Tensor>{ga, gb};
         });
   }

@@ -1,5 +1,7 @@
 #include "ops/views/views.h"
 
+#include "ops/common/broadcast.h"
+
 #include <algorithm>
 
 #include "ops/common/remap.h"
@@ -293,28 +295,8 @@ Tensor sum_to_size(const Tensor& x, const Shape& shape) {
   }
   LIFTOFF_CHECK(ok, ShapeError, "sum_to_size: shape ", shape_str(x.shape()), " is not a broadcast of ",
                 shape_str(shape), " (each target size must equal the input's or be 1)");
-  if (x.shape() == shape) return x;
-  // Kept dims address x through x's strides; the summed dims (new leading ones, and target size 1 where x is
-  // wider) form the reduction.
-  Shape keep_strides(shape.size(), 0), red_shape, red_strides;
-  for (int64_t d = 0; d < x.dim(); ++d) {
-    const bool summed = d < lead || (shape[d - lead] == 1 && x.shape()[d] != 1);
-    if (summed) {
-      red_shape.push_back(x.shape()[d]);
-      red_strides.push_back(x.strides()[d]);
-    } else {
-      keep_strides[d - lead] = x.strides()[d];
-    }
-  }
-  const Tensor out = Tensor::empty(shape, x.dtype(), x.device());
-  sum_strided_into(x, strided_of(shape, keep_strides, "sum_to_size"),
-                   strided_of(red_shape, red_strides, "sum_to_size"), out);
-  if (should_record({x})) {
-    record(out, "sum_to_size", {x}, [x_shape = x.shape()](const Tensor& gy, const NeedsGrad&) {
-      return std::vector<Tensor>{expand(gy, x_shape)};
-    });
-  }
-  return out;
+  // The reduction over the broadcast dims is the one every broadcasting op's backward uses.
+  return sum_to_shape(x, shape);
 }
 
 }  // namespace liftoff
