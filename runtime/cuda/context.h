@@ -51,8 +51,6 @@ int active_lane(int device);
 // overlap; lane k >= 1 gets its set in prepare_lanes, lane 0 on first use.
 constexpr int kArrivalCounters = 65535;
 unsigned* arrival_counters(int device);
-// Events for ordering lanes (cudaEventDisableTiming), owned by the device's context; index grows the pool.
-cudaEvent_t lane_event(int device, size_t index);
 
 // Blocks the host until all work queued on the device's streams is done.
 void synchronize(int device);
