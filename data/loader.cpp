@@ -445,7 +445,7 @@ void DataLoader::resolve_timings(Slot& slot) const {
 void DataLoader::hand_out_cuda(Slot& slot, Batch& out) {
   const Device device = options_.device;
   const Stream copy = Stream::of(device, StreamKind::copy);
-  const Stream compute = Stream::of(device, StreamKind::compute);
+  const Stream compute = Stream::of(device, StreamKind::compute).resolved();
   const int64_t n = slot.count;
   const int64_t sample = channels_ * height_ * width_;
   {

@@ -63,6 +63,12 @@ void* Stream::native() const {
   return fixed_ != nullptr ? fixed_ : detail::device_stream(device_.index, kind_);
 }
 
+Stream Stream::resolved() const {
+  Stream s = *this;
+  s.fixed_ = native();
+  return s;
+}
+
 void Stream::wait(const Event& event) const {
   if (event.device().is_cpu()) return;  // CPU work is done when its call returns
   LIFTOFF_CHECK(!is_cpu(), ValueError, "Stream::wait: the CPU stream cannot wait for an event of ",

@@ -44,6 +44,9 @@ class Stream {
   bool is_cpu() const { return device_.is_cpu(); }
   // cudaStream_t (as void*) of a CUDA stream, resolved now; nullptr for the CPU stream.
   void* native() const;
+  // This stream as it is resolved now, fixed from then on (a compute stream keeps the lane active now): for a
+  // function that queues several things on it without looking it up each time.
+  Stream resolved() const;
   // Work queued on this stream from now on waits for `event` (device-side; a no-op on the CPU).
   void wait(const Event& event) const;
   // Blocks the host until the stream's queued work is done. Not inside a training step.

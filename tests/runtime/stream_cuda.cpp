@@ -89,8 +89,10 @@ TEST(StreamCuda, ComputeStreamFollowsTheActiveLane) {
   const Stream compute = Stream::of(dev);  // resolved at each use
   const Stream lane0 = Stream::lane(dev, 0), lane1 = Stream::lane(dev, 1);
   EXPECT_EQ(compute.native(), lane0.native());
+  const Stream fixed = compute.resolved();
   set_active_lane(dev, 1);
   EXPECT_EQ(compute.native(), lane1.native());
+  EXPECT_EQ(fixed.native(), lane0.native());  // resolved before the switch
   set_active_lane(dev, 0);
   EXPECT_EQ(compute.native(), lane0.native());
   EXPECT_EQ(lane1.lane_index(), 1);

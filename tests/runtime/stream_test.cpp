@@ -22,6 +22,7 @@ TEST(StreamCpu, StreamsOfTheCpuAreTheOneSynchronousStream) {
     s.synchronize();  // nothing queued: returns at once
   }
   EXPECT_TRUE(Stream::lane(Device::cpu(), 3).is_cpu());
+  EXPECT_TRUE(Stream::of(Device::cpu()).resolved().is_cpu());
   EXPECT_STREQ(stream_name(StreamKind::compute), "compute");
   EXPECT_STREQ(stream_name(StreamKind::copy), "copy");
   EXPECT_STREQ(stream_name(StreamKind::comm), "comm");
