@@ -19,6 +19,7 @@
 #include "runtime/parallel.h"
 #include "runtime/random.h"
 #include "runtime/storage.h"
+#include "runtime/stream.h"
 #include "runtime/system_info.h"
 #include "runtime/tensor.h"
 

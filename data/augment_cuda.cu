@@ -112,6 +112,11 @@ void launch_augment(const AugmentLaunch& a, cudaStream_t stream) {
   LIFTOFF_LAUNCH_CHECK();
 }
 
+void launch_augment(const AugmentLaunch& a, const Stream& stream) {
+  DeviceGuard guard(stream.device().index);
+  launch_augment(a, static_cast<cudaStream_t>(stream.native()));
+}
+
 Tensor augment_batch_cuda(const Tensor& images_u8, const std::vector<int64_t>& indices, uint64_t seed,
                           int64_t epoch, const AugmentConfig& config, const std::vector<float>& mean,
                           const std::vector<float>& stddev, DType out_dtype, bool augment) {

@@ -8,15 +8,9 @@
 #include <numeric>
 
 #include "data/augment.h"
+#include "data/augment_launch.h"
 #include "runtime/random.h"
-#if LIFTOFF_WITH_CUDA
-#include "data/augment_cuda.h"
-#include "runtime/cuda/caching_allocator.h"
-#include "runtime/cuda/check.h"
-#include "runtime/cuda/context.h"
-#include "runtime/cuda/event.h"
-#include "runtime/cuda/pinned_allocator.h"
-#endif
+#include "runtime/stream.h"
 
 namespace liftoff {
 
@@ -81,14 +75,13 @@ struct DataLoader::Slot {
   Tensor labels;
   Tensor input;
   Tensor meta;
-#if LIFTOFF_WITH_CUDA
+  // CUDA target: events of the device (made once in init; CPU events, never recorded, otherwise).
   bool copy_pending = false;  // copy_done recorded and not yet waited for by a refilling worker
   bool copy_timing_pending = false;
   bool aug_timing_pending = false;
-  std::unique_ptr<cuda::Event> copy_start, copy_done, aug_start, aug_end, consumed;
-  std::shared_ptr<void> staging_pixels;  // device: what the copy writes and the kernel reads
-  std::shared_ptr<void> staging_meta;
-#endif
+  Event copy_start, copy_done, aug_start, aug_end, consumed;
+  Storage staging_pixels;  // device: what the copy writes and the kernel reads
+  Storage staging_meta;
 };
 
 DataLoader::DataLoader(ImageDataset dataset, LoaderOptions options)
@@ -128,6 +121,40 @@ DataLoader::DataLoader(std::shared_ptr<const ImageFolder> folder, LoaderOptions 
   init();
 }
 
+void DataLoader::init_device_buffers() {
+  const LoaderOptions& o = options_;
+  const int64_t sample = channels_ * height_ * width_;
+  LIFTOFF_CHECK(channels_ <= cuda::kAugmentMaxChannels, ShapeError, "DataLoader: ", channels_,
+                " channels; the CUDA augmentation supports at most ", cuda::kAugmentMaxChannels);
+  const auto host = [&](int64_t numel, DType dtype) {
+    const size_t bytes = static_cast<size_t>(numel) * dtype_size(dtype);
+    if (!o.pin_memory) return Tensor::empty({numel}, dtype, Device::cpu());
+    std::shared_ptr<void> block = allocate_pinned_host(bytes);
+    void* ptr = block.get();
+    return Tensor::from_blob(Storage::wrap(ptr, bytes, Device::cpu(), std::move(block)), {numel}, dtype);
+  };
+  const int64_t b = o.batch;
+  for (auto& slot : slots_) {
+    if (mode_ == AugmentMode::cpu) {
+      slot->images_u8 = Tensor::empty({b, channels_, height_, width_}, DType::u8, Device::cpu());  // scratch
+      slot->input = host(b * sample, DType::f32).view({b, channels_, height_, width_});
+    } else {
+      slot->images_u8 = host(b * sample, DType::u8).view({b, channels_, height_, width_});
+    }
+    slot->meta = host(2 * b, DType::i64);
+    const size_t pixel_bytes =
+        static_cast<size_t>(b * sample) * (mode_ == AugmentMode::cpu ? sizeof(float) : 1);
+    slot->staging_pixels = Storage::allocate(pixel_bytes, o.device);
+    slot->staging_meta = Storage::allocate(static_cast<size_t>(2 * b) * sizeof(int64_t), o.device);
+    slot->copy_start = Event(o.device, /*timing=*/true);
+    // Blocking sync: a worker waiting to refill this buffer sleeps instead of spinning a core.
+    slot->copy_done = Event(o.device, /*timing=*/true, /*blocking_sync=*/true);
+    slot->aug_start = Event(o.device, /*timing=*/true);
+    slot->aug_end = Event(o.device, /*timing=*/true);
+    slot->consumed = Event(o.device);
+  }
+}
+
 void DataLoader::init() {
   const LoaderOptions& o = options_;
   LIFTOFF_CHECK(size_ > 0, ValueError, "DataLoader: the data set is empty");
@@ -149,10 +176,8 @@ void DataLoader::init() {
       ValueError, "DataLoader: ", channels_, " channels but ", mean_.size(), " mean and ", stddev_.size(),
       " std values");
   const bool cuda_target = o.device.is_cuda();
-#if !LIFTOFF_WITH_CUDA
-  LIFTOFF_CHECK(!cuda_target, DeviceError, "DataLoader: cannot load to ", o.device.str(),
+  LIFTOFF_CHECK(!cuda_target || built_with_cuda(), DeviceError, "DataLoader: cannot load to ", o.device.str(),
                 ": this Liftoff was built without CUDA; rebuild with -DLIFTOFF_CUDA=ON or use --device cpu");
-#endif
   mode_ = o.augment == AugmentMode::auto_ ? (cuda_target ? AugmentMode::gpu : AugmentMode::cpu) : o.augment;
   LIFTOFF_CHECK(mode_ != AugmentMode::gpu || cuda_target, ValueError,
                 "DataLoader: --augment gpu needs a CUDA device, got ", o.device.str(), "; use --augment cpu");
@@ -165,44 +190,7 @@ void DataLoader::init() {
 
   slots_.reserve(static_cast<size_t>(o.prefetch));
   for (int i = 0; i < o.prefetch; ++i) slots_.push_back(std::make_unique<Slot>());
-#if LIFTOFF_WITH_CUDA
-  if (cuda_target) {
-    const int64_t sample = channels_ * height_ * width_;
-    LIFTOFF_CHECK(channels_ <= cuda::kAugmentMaxChannels, ShapeError, "DataLoader: ", channels_,
-                  " channels; the CUDA augmentation supports at most ", cuda::kAugmentMaxChannels);
-    const int dev = o.device.index;
-    cuda::DeviceGuard guard(dev);
-    const auto host = [&](int64_t numel, DType dtype) {
-      const size_t bytes = static_cast<size_t>(numel) * dtype_size(dtype);
-      if (!o.pin_memory) return Tensor::empty({numel}, dtype, Device::cpu());
-      std::shared_ptr<void> block = cuda::PinnedAllocator::get().allocate_shared(bytes);
-      void* ptr = block.get();
-      return Tensor::from_blob(Storage::wrap(ptr, bytes, Device::cpu(), std::move(block)), {numel}, dtype);
-    };
-    const int64_t b = o.batch;
-    for (auto& slot : slots_) {
-      if (mode_ == AugmentMode::cpu) {
-        slot->images_u8 =
-            Tensor::empty({b, channels_, height_, width_}, DType::u8, Device::cpu());  // scratch
-        slot->input = host(b * sample, DType::f32).view({b, channels_, height_, width_});
-      } else {
-        slot->images_u8 = host(b * sample, DType::u8).view({b, channels_, height_, width_});
-      }
-      slot->meta = host(2 * b, DType::i64);
-      const size_t pixel_bytes =
-          static_cast<size_t>(b * sample) * (mode_ == AugmentMode::cpu ? sizeof(float) : 1);
-      slot->staging_pixels = cuda::CachingAllocator::get().allocate_shared(pixel_bytes, dev);
-      slot->staging_meta =
-          cuda::CachingAllocator::get().allocate_shared(static_cast<size_t>(2 * b) * sizeof(int64_t), dev);
-      slot->copy_start = std::make_unique<cuda::Event>(true);
-      // Blocking sync: a worker waiting to refill this buffer sleeps instead of spinning a core.
-      slot->copy_done = std::make_unique<cuda::Event>(true, true);
-      slot->aug_start = std::make_unique<cuda::Event>(true);
-      slot->aug_end = std::make_unique<cuda::Event>(true);
-      slot->consumed = std::make_unique<cuda::Event>(false);
-    }
-  }
-#endif
+  if (cuda_target) init_device_buffers();
   stats_.worker_busy_seconds.assign(static_cast<size_t>(o.workers), 0.0);
   worker_busy_ns_ = std::make_unique<std::atomic<int64_t>[]>(static_cast<size_t>(o.workers));
   for (int w = 0; w < o.workers; ++w) worker_busy_ns_[static_cast<size_t>(w)].store(0);
@@ -218,18 +206,16 @@ DataLoader::~DataLoader() {
   work_cv_.notify_all();
   ready_cv_.notify_all();
   for (std::thread& t : threads_) t.join();
-#if LIFTOFF_WITH_CUDA
   // The device may still read the pinned buffers (copies) and staging buffers (kernel): wait for exactly
-  // those events before the buffers go back to their caches. Shutdown, not a training step.
+  // those events before the buffers go back to their caches (no-ops for a CPU target). Shutdown, not a step.
   for (auto& slot : slots_) {
     try {
-      if (slot->copy_done) slot->copy_done->synchronize();
-      if (slot->consumed) slot->consumed->synchronize();
+      slot->copy_done.synchronize();
+      slot->consumed.synchronize();
     } catch (const std::exception&) {
       // A failed device cannot be waited for; nothing better to do in a destructor.
     }
   }
-#endif
 }
 
 int64_t DataLoader::batches_per_epoch() const {
@@ -305,20 +291,16 @@ void DataLoader::worker_loop(int worker) {
     const int64_t begin = b * options_.batch;
     const int64_t end = std::min<int64_t>(begin + options_.batch, shard_size_);
     const std::vector<int64_t> indices(order_.begin() + begin, order_.begin() + end);
-#if LIFTOFF_WITH_CUDA
     const bool wait_copy = slot.copy_pending;
-#endif
     lock.unlock();
 
     std::exception_ptr error;
     bool copy_waited = true;
     try {
-#if LIFTOFF_WITH_CUDA
       // The buffer's previous copy must have completed before it is overwritten: wait for that event only.
       copy_waited = !wait_copy;
-      if (wait_copy) slot.copy_done->synchronize();
+      if (wait_copy) slot.copy_done.synchronize();
       copy_waited = true;
-#endif
       const auto start = Clock::now();
       fill(slot, indices, epoch, worker);
       worker_busy_ns_[static_cast<size_t>(worker)].fetch_add(ns_since(start));
@@ -327,11 +309,7 @@ void DataLoader::worker_loop(int worker) {
     }
 
     lock.lock();
-#if !LIFTOFF_WITH_CUDA
-    (void)copy_waited;
-#else
     if (copy_waited) slot.copy_pending = false;
-#endif
     if (generation != generation_ || stop_) {
       release_slot_locked(slot);
       work_cv_.notify_all();
@@ -427,9 +405,7 @@ bool DataLoader::next(Batch& out) {
     }
     {
       std::lock_guard<std::mutex> lock(mutex_);
-#if LIFTOFF_WITH_CUDA
       if (options_.device.is_cuda() && slot.count > 0) slot.copy_pending = true;
-#endif
       if (slot.count > 0) {
         ++stats_.batches;
         stats_.images += slot.count;
@@ -454,28 +430,22 @@ void DataLoader::hand_out_cpu(Slot& slot, Batch& out) {
 }
 
 void DataLoader::resolve_timings(Slot& slot) const {
-#if LIFTOFF_WITH_CUDA
-  if (slot.copy_timing_pending && slot.copy_done->query()) {
-    stats_.h2d_ms += cuda::Event::elapsed_ms(*slot.copy_start, *slot.copy_done);
+  if (slot.copy_timing_pending && slot.copy_done.query()) {
+    stats_.h2d_ms += Event::elapsed_ms(slot.copy_start, slot.copy_done);
     ++stats_.h2d_timed;
     slot.copy_timing_pending = false;
   }
-  if (slot.aug_timing_pending && slot.aug_end->query()) {
-    stats_.augment_ms += cuda::Event::elapsed_ms(*slot.aug_start, *slot.aug_end);
+  if (slot.aug_timing_pending && slot.aug_end.query()) {
+    stats_.augment_ms += Event::elapsed_ms(slot.aug_start, slot.aug_end);
     ++stats_.augment_timed;
     slot.aug_timing_pending = false;
   }
-#else
-  (void)slot;
-#endif
 }
 
 void DataLoader::hand_out_cuda(Slot& slot, Batch& out) {
-#if LIFTOFF_WITH_CUDA
   const Device device = options_.device;
-  cuda::DeviceGuard guard(device.index);
-  cudaStream_t copy = cuda::copy_stream(device.index);
-  cudaStream_t compute = cuda::compute_stream(device.index);
+  const Stream copy = Stream::of(device, StreamKind::copy);
+  const Stream compute = Stream::of(device, StreamKind::compute).resolved();
   const int64_t n = slot.count;
   const int64_t sample = channels_ * height_ * width_;
   {
@@ -490,51 +460,32 @@ void DataLoader::hand_out_cuda(Slot& slot, Batch& out) {
   const void* host_pixels = host_augmented ? slot.input.raw_data() : slot.images_u8.raw_data();
 
   // The staging buffers are free again once the compute stream finished reading them (device-side wait).
-  slot.consumed->wait(copy);
+  slot.consumed.wait(copy);
   const auto issue_start = Clock::now();
-  slot.copy_start->record(copy);
-  LIFTOFF_CUDA_CHECK(
-      cudaMemcpyAsync(slot.staging_pixels.get(), host_pixels, pixel_bytes, cudaMemcpyHostToDevice, copy));
-  LIFTOFF_CUDA_CHECK(cudaMemcpyAsync(slot.staging_meta.get(), slot.meta.raw_data(), meta_bytes,
-                                     cudaMemcpyHostToDevice, copy));
-  slot.copy_done->record(copy);
+  slot.copy_start.record(copy);
+  copy_async(slot.staging_pixels.data(), host_pixels, pixel_bytes, CopyKind::host_to_device, copy);
+  copy_async(slot.staging_meta.data(), slot.meta.raw_data(), meta_bytes, CopyKind::host_to_device, copy);
+  slot.copy_done.record(copy);
   const double issue_seconds = static_cast<double>(ns_since(issue_start)) * 1e-9;
-  slot.copy_done->wait(compute);
+  slot.copy_done.wait(compute);
 
   // Outputs are fresh compute-stream tensors: the caller may keep them while the staging is reused.
-  const auto* staged_meta = static_cast<const int64_t*>(slot.staging_meta.get());
+  const auto* staged_meta = static_cast<const int64_t*>(slot.staging_meta.data());
   Tensor labels = Tensor::empty({n}, DType::i64, device);
-  LIFTOFF_CUDA_CHECK(cudaMemcpyAsync(labels.raw_data(), staged_meta, static_cast<size_t>(n) * sizeof(int64_t),
-                                     cudaMemcpyDeviceToDevice, compute));
+  copy_async(labels.raw_data(), staged_meta, static_cast<size_t>(n) * sizeof(int64_t),
+             CopyKind::device_to_device, compute);
   Tensor input;
   if (host_augmented) {
     input = Tensor::empty({n, channels_, height_, width_}, DType::f32, device);
-    LIFTOFF_CUDA_CHECK(cudaMemcpyAsync(input.raw_data(), slot.staging_pixels.get(), pixel_bytes,
-                                       cudaMemcpyDeviceToDevice, compute));
+    copy_async(input.raw_data(), slot.staging_pixels.data(), pixel_bytes, CopyKind::device_to_device,
+               compute);
   } else {
     input = Tensor::empty({n, channels_, height_, width_}, options_.input_dtype, device);
-    cuda::AugmentLaunch a;
-    a.images = static_cast<const uint8_t*>(slot.staging_pixels.get());
-    a.indices = staged_meta + n;
-    a.out = input.raw_data();
-    a.out_dtype = options_.input_dtype;
-    a.batch = n;
-    a.channels = channels_;
-    a.height = height_;
-    a.width = width_;
-    a.seed = options_.seed;
-    a.epoch = slot.epoch;
-    a.config = options_.augment_config;
-    a.augment = mode_ == AugmentMode::gpu;
-    for (int64_t c = 0; c < channels_; ++c) {
-      a.mean[c] = mean_[static_cast<size_t>(c)];
-      a.stddev[c] = stddev_[static_cast<size_t>(c)];
-    }
-    slot.aug_start->record(compute);
-    cuda::launch_augment(a, compute);
-    slot.aug_end->record(compute);
+    slot.aug_start.record(compute);
+    cuda::launch_augment(augment_launch(slot, staged_meta, input), compute);
+    slot.aug_end.record(compute);
   }
-  slot.consumed->record(compute);
+  slot.consumed.record(compute);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stats_.h2d_bytes += static_cast<int64_t>(pixel_bytes + meta_bytes);
@@ -545,11 +496,28 @@ void DataLoader::hand_out_cuda(Slot& slot, Batch& out) {
   out.images_u8 = Tensor();  // documented: not kept on the GPU path
   out.input = input;
   out.labels = labels;
-#else
-  (void)slot;
-  (void)out;
-  throw DeviceError("DataLoader: built without CUDA");
-#endif
+}
+
+cuda::AugmentLaunch DataLoader::augment_launch(const Slot& slot, const int64_t* staged_meta,
+                                               const Tensor& input) const {
+  cuda::AugmentLaunch a;
+  a.images = static_cast<const uint8_t*>(slot.staging_pixels.data());
+  a.indices = staged_meta + slot.count;
+  a.out = input.raw_data();
+  a.out_dtype = options_.input_dtype;
+  a.batch = slot.count;
+  a.channels = channels_;
+  a.height = height_;
+  a.width = width_;
+  a.seed = options_.seed;
+  a.epoch = slot.epoch;
+  a.config = options_.augment_config;
+  a.augment = mode_ == AugmentMode::gpu;
+  for (int64_t c = 0; c < channels_; ++c) {
+    a.mean[c] = mean_[static_cast<size_t>(c)];
+    a.stddev[c] = stddev_[static_cast<size_t>(c)];
+  }
+  return a;
 }
 
 LoaderStats DataLoader::stats() const {
@@ -571,12 +539,10 @@ void DataLoader::reset_stats() {
   stats_.worker_busy_seconds.assign(workers, 0.0);
   for (size_t w = 0; w < workers; ++w) worker_busy_ns_[w].store(0);
   cpu_augment_ns_.store(0);
-#if LIFTOFF_WITH_CUDA
   for (auto& slot : slots_) {
     slot->copy_timing_pending = false;
     slot->aug_timing_pending = false;
   }
-#endif
 }
 
 }  // namespace liftoff

@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "data/augment_launch.h"
 #include "data/augment_params.h"
 #include "data/batch_iterator.h"
 #include "data/dataset.h"
@@ -114,11 +115,13 @@ class DataLoader : public BatchSource {
  private:
   struct Slot;
   void init();
+  void init_device_buffers();  // CUDA target: pinned host buffers, device staging, events per slot
   void worker_loop(int worker);
   void fill(Slot& slot, const std::vector<int64_t>& indices, int64_t epoch, int worker);
   void release_slot_locked(Slot& slot);
   void resolve_timings(Slot& slot) const;
   void hand_out_cuda(Slot& slot, Batch& out);
+  cuda::AugmentLaunch augment_launch(const Slot& slot, const int64_t* staged_meta, const Tensor& input) const;
   void hand_out_cpu(Slot& slot, Batch& out);
 
   ImageDataset memory_;                        // in-memory source, or

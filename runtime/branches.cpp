@@ -1,14 +1,16 @@
 #include "runtime/branches.h"
 
+#include <deque>
+#include <exception>
+#include <mutex>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "runtime/error.h"
+#include "runtime/stream.h"
 
 #if LIFTOFF_WITH_CUDA
-#include <cuda_runtime.h>
-
 #include "runtime/cuda/caching_allocator.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/context.h"
@@ -17,7 +19,8 @@
 namespace liftoff {
 
 struct ConcurrentBranches::Impl {
-  int device = -1;  // -1: CPU (no streams)
+  Device device = Device::cpu();
+  bool forked = false;  // lanes are streams of a CUDA device (false: CPU, or one lane)
   int lanes = 1;
   int current = 0;  // the lane compute work goes to
   bool joined = false;
@@ -29,49 +32,91 @@ struct ConcurrentBranches::Impl {
 
 namespace {
 thread_local ConcurrentBranches::Impl* t_active = nullptr;
-}  // namespace
 
+// The one CUDA-only corner: the caching allocator's private pools exist for CUDA graph capture (lanes forked
+// inside a capture allocate from the capture's pool, so the graph owns their memory), and free device
+// memory is the driver's figure. Neither has a CPU meaning.
 #if LIFTOFF_WITH_CUDA
-namespace {
-// Event indices: 0..lanes-1 fork and join, then one per recorded shared-state access.
+cudaStream_t cuda_stream(const Stream& s) {
+  return static_cast<cudaStream_t>(s.native());
+}
+int capture_pool(const Stream& main) {
+  return cuda::CachingAllocator::get().active_private_pool(main.device().index, cuda_stream(main));
+}
+void begin_pool(const Stream& lane, int pool) {
+  cuda::CachingAllocator::get().begin_private_pool(lane.device().index, cuda_stream(lane), pool);
+}
+void end_pool(const Stream& lane) {
+  cuda::CachingAllocator::get().end_private_pool(lane.device().index, cuda_stream(lane));
+}
+BranchMemory device_memory(Device device) {
+  BranchMemory m;
+  cuda::DeviceGuard guard(device.index);
+  size_t free_bytes = 0, total_bytes = 0;
+  LIFTOFF_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  m.free_bytes = static_cast<int64_t>(free_bytes);
+  m.peak_allocated = static_cast<int64_t>(cuda::CachingAllocator::get().stats(device.index).peak_allocated);
+  return m;
+}
+#else
+int capture_pool(const Stream&) {
+  return 0;
+}
+void begin_pool(const Stream&, int) {}
+void end_pool(const Stream&) {}
+BranchMemory device_memory(Device) {
+  return {};
+}
+#endif
+
+// Events ordering the lanes (no timing), per device, kept for the process like the lanes themselves so that
+// the branches of every step reuse them. Index 0..lanes-1: fork and join, then one per recorded shared-state
+// access. A deque: growing it keeps references to earlier events valid.
+Event& lane_event(Device device, size_t index) {
+  static std::mutex mutex;
+  static auto* pools = new std::unordered_map<int, std::deque<Event>>();  // leaked, like the CUDA contexts
+  std::lock_guard<std::mutex> lock(mutex);
+  std::deque<Event>& pool = (*pools)[device.index];
+  while (pool.size() <= index) pool.emplace_back(device);
+  return pool[index];
+}
+
 void fork_lanes(ConcurrentBranches::Impl& b) {
-  const cudaStream_t main = cuda::lane_stream(b.device, 0);
-  const cudaEvent_t forked = cuda::lane_event(b.device, 0);
-  cuda::DeviceGuard guard(b.device);
-  LIFTOFF_CUDA_CHECK(cudaEventRecord(forked, main));
-  b.pool = cuda::CachingAllocator::get().active_private_pool(b.device, main);
+  const Stream main = Stream::lane(b.device, 0);
+  Event& forked = lane_event(b.device, 0);
+  forked.record(main);
+  b.pool = capture_pool(main);
   for (int k = 1; k < b.lanes; ++k) {
-    const cudaStream_t lane = cuda::lane_stream(b.device, k);
-    LIFTOFF_CUDA_CHECK(cudaStreamWaitEvent(lane, forked, 0));
-    if (b.pool > 0) cuda::CachingAllocator::get().begin_private_pool(b.device, lane, b.pool);
+    const Stream lane = Stream::lane(b.device, k);
+    lane.wait(forked);
+    if (b.pool > 0) begin_pool(lane, b.pool);
   }
   b.next_event = static_cast<size_t>(b.lanes);
 }
 
-// Never throws: also the unwinding path. Returns the first error.
-cudaError_t join_lanes(ConcurrentBranches::Impl& b) noexcept {
-  cudaError_t first = cudaSuccess;
-  auto keep = [&](cudaError_t err) {
-    if (err != cudaSuccess && first == cudaSuccess) first = err;
-  };
-  try {
-    cuda::set_active_lane(b.device, 0);
-    const cudaStream_t main = cuda::lane_stream(b.device, 0);
-    cuda::DeviceGuard guard(b.device);
-    for (int k = 1; k < b.lanes; ++k) {
-      const cudaStream_t lane = cuda::lane_stream(b.device, k);
-      const cudaEvent_t done = cuda::lane_event(b.device, static_cast<size_t>(k));
-      keep(cudaEventRecord(done, lane));
-      keep(cudaStreamWaitEvent(main, done, 0));
-      if (b.pool > 0) cuda::CachingAllocator::get().end_private_pool(b.device, lane);
+// Never throws: also the unwinding path. Joins every lane it can and returns the first error.
+std::exception_ptr join_lanes(ConcurrentBranches::Impl& b) noexcept {
+  std::exception_ptr first;
+  const auto attempt = [&](auto&& fn) {
+    try {
+      fn();
+    } catch (...) {
+      if (!first) first = std::current_exception();
     }
-  } catch (const Error&) {
-    keep(cudaErrorUnknown);
+  };
+  attempt([&] { set_active_lane(b.device, 0); });
+  for (int k = 1; k < b.lanes; ++k) {
+    attempt([&] {
+      const Stream lane = Stream::lane(b.device, k);
+      Event& done = lane_event(b.device, static_cast<size_t>(k));
+      done.record(lane);
+      Stream::lane(b.device, 0).wait(done);
+    });
+    if (b.pool > 0) attempt([&] { end_pool(Stream::lane(b.device, k)); });
   }
   return first;
 }
 }  // namespace
-#endif
 
 ConcurrentBranches::ConcurrentBranches(Device device, int lanes) : impl_(std::make_unique<Impl>()) {
   LIFTOFF_CHECK(lanes >= 1 && lanes <= 16, ValueError, "ConcurrentBranches: ", lanes,
@@ -80,11 +125,10 @@ ConcurrentBranches::ConcurrentBranches(Device device, int lanes) : impl_(std::ma
                 "ConcurrentBranches: this thread already runs concurrent branches (they do not nest)");
   impl_->lanes = lanes;
   if (device.is_cuda() && lanes > 1) {
-#if LIFTOFF_WITH_CUDA
-    impl_->device = device.index;
-    cuda::prepare_lanes(device.index, lanes);
+    impl_->device = device;
+    impl_->forked = true;
+    prepare_lanes(device, lanes);
     fork_lanes(*impl_);
-#endif
   } else {
     impl_->lanes = 1;
   }
@@ -92,11 +136,7 @@ ConcurrentBranches::ConcurrentBranches(Device device, int lanes) : impl_(std::ma
 }
 
 ConcurrentBranches::~ConcurrentBranches() {
-  if (!impl_->joined) {
-#if LIFTOFF_WITH_CUDA
-    if (impl_->device >= 0) join_lanes(*impl_);
-#endif
-  }
+  if (!impl_->joined && impl_->forked) join_lanes(*impl_);
   if (t_active == impl_.get()) t_active = nullptr;
 }
 
@@ -104,16 +144,12 @@ void ConcurrentBranches::enter(int index) {
   LIFTOFF_CHECK(index >= 0, ValueError, "ConcurrentBranches: branch ", index, " (branches count from 0)");
   LIFTOFF_CHECK(!impl_->joined, ValueError, "ConcurrentBranches: enter after join");
   impl_->current = index % impl_->lanes;
-#if LIFTOFF_WITH_CUDA
-  if (impl_->device >= 0) cuda::set_active_lane(impl_->device, impl_->current);
-#endif
+  if (impl_->forked) set_active_lane(impl_->device, impl_->current);
 }
 
 void ConcurrentBranches::leave() {
   impl_->current = 0;
-#if LIFTOFF_WITH_CUDA
-  if (impl_->device >= 0) cuda::set_active_lane(impl_->device, 0);
-#endif
+  if (impl_->forked) set_active_lane(impl_->device, 0);
 }
 
 void ConcurrentBranches::join() {
@@ -121,9 +157,8 @@ void ConcurrentBranches::join() {
   impl_->joined = true;
   impl_->current = 0;
   if (t_active == impl_.get()) t_active = nullptr;
-#if LIFTOFF_WITH_CUDA
-  if (impl_->device >= 0) LIFTOFF_CUDA_CHECK(join_lanes(*impl_));
-#endif
+  if (!impl_->forked) return;
+  if (std::exception_ptr error = join_lanes(*impl_)) std::rethrow_exception(error);
 }
 
 int ConcurrentBranches::lanes() const {
@@ -131,51 +166,27 @@ int ConcurrentBranches::lanes() const {
 }
 
 void prepare_concurrent_lanes(Device device, int lanes) {
-#if LIFTOFF_WITH_CUDA
-  if (device.is_cuda() && lanes > 1) cuda::prepare_lanes(device.index, lanes);
-#else
-  (void)device;
-  (void)lanes;
-#endif
+  if (device.is_cuda() && lanes > 1) prepare_lanes(device, lanes);
 }
 
 BranchMemory branch_memory(Device device) {
-  BranchMemory m;
-#if LIFTOFF_WITH_CUDA
-  if (!device.is_cuda()) return m;
-  cuda::DeviceGuard guard(device.index);
-  size_t free_bytes = 0, total_bytes = 0;
-  LIFTOFF_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-  m.free_bytes = static_cast<int64_t>(free_bytes);
-  m.peak_allocated = static_cast<int64_t>(cuda::CachingAllocator::get().stats(device.index).peak_allocated);
-#else
-  (void)device;
-#endif
-  return m;
+  return device.is_cuda() ? device_memory(device) : BranchMemory{};
 }
 
 void order_shared_state(const void* key) {
   ConcurrentBranches::Impl* b = t_active;
-  if (b == nullptr || b->device < 0) return;
-#if LIFTOFF_WITH_CUDA
+  if (b == nullptr || !b->forked) return;
   const auto it = b->last_access.find(key);
   if (it == b->last_access.end() || it->second.first == b->current) return;  // same stream: in order
-  cuda::DeviceGuard guard(b->device);
-  LIFTOFF_CUDA_CHECK(cudaStreamWaitEvent(cuda::lane_stream(b->device, b->current),
-                                         cuda::lane_event(b->device, it->second.second), 0));
-#endif
+  Stream::lane(b->device, b->current).wait(lane_event(b->device, it->second.second));
 }
 
 void record_shared_state(const void* key) {
   ConcurrentBranches::Impl* b = t_active;
-  if (b == nullptr || b->device < 0) return;
-#if LIFTOFF_WITH_CUDA
+  if (b == nullptr || !b->forked) return;
   const size_t index = b->next_event++;
-  cuda::DeviceGuard guard(b->device);
-  LIFTOFF_CUDA_CHECK(
-      cudaEventRecord(cuda::lane_event(b->device, index), cuda::lane_stream(b->device, b->current)));
+  lane_event(b->device, index).record(Stream::lane(b->device, b->current));
   b->last_access[key] = {b->current, index};
-#endif
 }
 
 }  // namespace liftoff

@@ -9,10 +9,10 @@
 #include <typeindex>
 #include <vector>
 
+#include "runtime/capture.h"
 #include "runtime/cuda/caching_allocator.h"
 #include "runtime/cuda/check.h"
 #include "runtime/error.h"
-#include "runtime/capture.h"
 
 namespace liftoff::cuda {
 
@@ -35,7 +35,6 @@ struct DeviceContext {
   // Fixed storage: other threads read lane 0 while the training thread prepares more.
   std::array<Lane, kMaxLanes> lanes{};
   std::atomic<int> lane_count{1};
-  std::vector<cudaEvent_t> lane_events;
   // Once a graph has been captured on the device, a superseded workspace may still be named by its nodes:
   // it is kept (never reused) instead of freed.
   bool graphs_captured = false;
@@ -217,17 +216,6 @@ void set_active_lane(int device, int lane) {
 
 int active_lane(int device) {
   return t_lane_device == device ? t_lane : 0;
-}
-
-cudaEvent_t lane_event(int device, size_t index) {
-  DeviceContext& ctx = context(device);
-  while (ctx.lane_events.size() <= index) {
-    DeviceGuard guard(device);
-    cudaEvent_t e = nullptr;
-    LIFTOFF_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    ctx.lane_events.push_back(e);
-  }
-  return ctx.lane_events[index];
 }
 
 DeviceExtension& device_extension(int device, std::type_index type,

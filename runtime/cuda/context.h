@@ -55,8 +55,6 @@ int active_lane(int device);
 // overlap; lane k >= 1 gets its set in prepare_lanes, lane 0 on first use.
 constexpr int kArrivalCounters = 65535;
 unsigned* arrival_counters(int device);
-// Events for ordering lanes (cudaEventDisableTiming), owned by the device's context; index grows the pool.
-cudaEvent_t lane_event(int device, size_t index);
 
 // Per-device state of a higher layer (e.g. ops/conv2d's cuDNN plan cache), held by the device's context so
 // that runtime/ never names its type: one object per type and device, made on first use, destroyed with the

@@ -2,9 +2,9 @@
 
 #include <utility>
 
+#include "runtime/capture.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/context.h"
-#include "runtime/capture.h"
 
 namespace liftoff::cuda {
 
@@ -46,6 +46,10 @@ void Event::record(cudaStream_t stream) {
   } else {
     LIFTOFF_CUDA_CHECK(cudaStreamGetDevice(stream, &stream_device));
   }
+  record_on(stream, stream_device);
+}
+
+void Event::record_on(cudaStream_t stream, int stream_device, bool graph_node) {
   if (stream_device != device_) {
     DeviceGuard guard(stream_device);
     cudaEvent_t fresh = nullptr;
@@ -54,7 +58,11 @@ void Event::record(cudaStream_t stream) {
     event_ = fresh;
     device_ = stream_device;
   }
-  LIFTOFF_CUDA_CHECK(cudaEventRecord(event_, stream));
+  if (graph_node) {
+    LIFTOFF_CUDA_CHECK(cudaEventRecordWithFlags(event_, stream, cudaEventRecordExternal));
+  } else {
+    LIFTOFF_CUDA_CHECK(cudaEventRecord(event_, stream));
+  }
   recorded_ = true;
 }
 

@@ -20,6 +20,10 @@ class Event {
   // device than the event was made on (a rank on cuda:1 whose thread's current device is 0), the event is
   // re-created there first, so callers need not hold a DeviceGuard.
   void record(cudaStream_t stream);
+  // record() for a caller that knows the stream's device (no cudaStreamGetDevice per record). graph_node:
+  // while `stream` is captured, an event-record node of the graph (cudaEventRecordExternal) instead of an
+  // edge.
+  void record_on(cudaStream_t stream, int stream_device, bool graph_node = false);
   // Work queued on `stream` after this call starts only when the recorded work is done (device-side wait).
   void wait(cudaStream_t stream) const;
   // True when the recorded work is done, or nothing was recorded; never blocks.
@@ -27,6 +31,9 @@ class Event {
   // Blocks the calling thread until the recorded work is done. Not inside a training step.
   void synchronize() const;
   bool recorded() const { return recorded_; }
+  // Counts the event as recorded without recording it: an event-record node of a CUDA graph, rebound to this
+  // event (CudaGraph::replay), records it when the graph replays.
+  void mark_recorded() { recorded_ = true; }
   cudaEvent_t get() const { return event_; }
 
   // Milliseconds between two completed timing events (start recorded before end).

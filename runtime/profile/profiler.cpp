@@ -5,13 +5,7 @@
 
 #include "runtime/error.h"
 #include "runtime/platform/cpu_usage.h"
-
-#if LIFTOFF_WITH_CUDA
-#include <cuda_runtime.h>
-
-#include "runtime/cuda/check.h"
-#include "runtime/cuda/context.h"
-#endif
+#include "runtime/stream.h"
 
 namespace liftoff {
 
@@ -19,7 +13,6 @@ namespace {
 
 constexpr const char* kStageNames[kNumStages] = {"data_wait", "h2d",       "augment",   "forward",
                                                  "backward",  "allreduce", "optimizer", "other"};
-constexpr const char* kStreamNames[kNumStreams] = {"compute", "copy", "comm"};
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -46,14 +39,9 @@ std::optional<Stage> stage_from_name(const std::string& name) {
   return std::nullopt;
 }
 
-const char* stream_name(StreamKind kind) {
-  return kStreamNames[static_cast<int>(kind)];
-}
-
 // ---------------------------------------------------------------------------------------------------------
 // Device side: a pool of timing events and the ring of steps whose marks are not resolved yet.
 
-#if LIFTOFF_WITH_CUDA
 struct Profiler::DeviceState {
   struct Mark {
     Stage stage;
@@ -82,9 +70,11 @@ struct Profiler::DeviceState {
   // (a replay: the graph's node records it).
   enum class MarkMode { record, capture, defer };
 
-  int device = 0;
-  std::array<cudaStream_t, kNumStreams> streams{};
-  std::vector<cudaEvent_t> events;
+  Device device;
+  // The compute stream is resolved at each record: marks go where the compute work goes, a concurrent
+  // branch's lane (runtime/branches.h). Copy and comm streams are fixed.
+  std::array<Stream, kNumStreams> streams;
+  std::vector<Event> events;  // timing events, recycled through free_events
   MarkMode mode = MarkMode::record;
   std::vector<void*> mode_events;  // events captured or deferred since the mode was set
   int sink = -1;                   // bound to graph nodes whose mark was dropped; never read
@@ -99,8 +89,9 @@ struct Profiler::DeviceState {
   std::vector<Interval> scratch;
   std::vector<std::pair<double, double>> compute_merged;
 
-  DeviceState(int device_index, const ProfilerOptions& options) : device(device_index) {
-    streams = {cuda::compute_stream(device), cuda::copy_stream(device), cuda::comm_stream(device)};
+  DeviceState(Device on, const ProfilerOptions& options) : device(on) {
+    streams = {Stream::of(device, StreamKind::compute), Stream::of(device, StreamKind::copy),
+               Stream::of(device, StreamKind::comm)};
     ring.resize(static_cast<size_t>(std::max(options.lag, 0) + std::max(options.ring_slack, 1) + 1));
     for (Slot& s : ring) s.marks.reserve(static_cast<size_t>(options.max_marks_per_step));
     scratch.reserve(static_cast<size_t>(options.max_marks_per_step));
@@ -108,18 +99,13 @@ struct Profiler::DeviceState {
     open.fill(-1);
     // Anchor device time on the host clock: with the device idle, the event completes as soon as it is
     // recorded, so its host time is known to within the record + synchronize round trip.
-    cuda::synchronize(device);
+    synchronize(device);
     anchor = take();
-    cuda::DeviceGuard guard(device);
+    Event& e = events[static_cast<size_t>(anchor)];
     const double t0 = now_s();
-    LIFTOFF_CUDA_CHECK(cudaEventRecord(events[static_cast<size_t>(anchor)], streams[0]));
-    LIFTOFF_CUDA_CHECK(cudaEventSynchronize(events[static_cast<size_t>(anchor)]));
+    e.record(streams[0]);
+    e.synchronize();
     anchor_s = 0.5 * (t0 + now_s());
-  }
-
-  ~DeviceState() {
-    // No checks: destructors must not throw, and a failing destroy at shutdown has no remedy.
-    for (cudaEvent_t e : events) cudaEventDestroy(e);
   }
 
   int take() {
@@ -128,11 +114,8 @@ struct Profiler::DeviceState {
       free_events.pop_back();
       return i;
     }
-    // The pool grows during the first steps only; later steps reuse resolved events. Default flags: timing.
-    cuda::DeviceGuard guard(device);
-    cudaEvent_t e = nullptr;
-    LIFTOFF_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDefault));
-    events.push_back(e);
+    // The pool grows during the first steps only; later steps reuse resolved events.
+    events.emplace_back(device, /*timing=*/true);
     free_events.reserve(events.capacity());
     return static_cast<int>(events.size()) - 1;
   }
@@ -142,41 +125,27 @@ struct Profiler::DeviceState {
   }
 
   void record(int i, StreamKind stream) {
-    cudaEvent_t e = events[static_cast<size_t>(i)];
-    // Compute marks go where the compute work goes: a concurrent branch's lane (runtime/branches.h).
-    cudaStream_t s =
-        stream == StreamKind::compute ? cuda::compute_stream(device) : streams[static_cast<size_t>(stream)];
+    Event& e = events[static_cast<size_t>(i)];
+    const Stream& s = streams[static_cast<size_t>(stream)];
     switch (mode) {
       case MarkMode::record:
-        LIFTOFF_CUDA_CHECK(cudaEventRecord(e, s));
+        e.record(s);
         break;
       case MarkMode::capture:
-        LIFTOFF_CUDA_CHECK(cudaEventRecordWithFlags(e, s, cudaEventRecordExternal));
-        mode_events.push_back(e);
+        e.record_node(s);
+        mode_events.push_back(e.native());
         break;
       case MarkMode::defer:
-        mode_events.push_back(e);
+        mode_events.push_back(e.record_by_graph());
         break;
     }
   }
 
   // Non-blocking: true when the event's work is done.
-  bool done(int i) const {
-    if (i < 0) return true;
-    const cudaError_t status = cudaEventQuery(events[static_cast<size_t>(i)]);
-    if (status == cudaErrorNotReady) {
-      cudaGetLastError();  // not-ready is not sticky; keep the last-error slot clean for launch checks
-      return false;
-    }
-    LIFTOFF_CUDA_CHECK(status);
-    return true;
-  }
+  bool done(int i) const { return i < 0 || events[static_cast<size_t>(i)].query(); }
 
   double elapsed_ms(int from, int to) const {
-    float ms = 0.0f;
-    LIFTOFF_CUDA_CHECK(
-        cudaEventElapsedTime(&ms, events[static_cast<size_t>(from)], events[static_cast<size_t>(to)]));
-    return static_cast<double>(ms);
+    return Event::elapsed_ms(events[static_cast<size_t>(from)], events[static_cast<size_t>(to)]);
   }
 
   Slot& slot_at(size_t k) { return ring[(head + k) % ring.size()]; }
@@ -200,9 +169,6 @@ struct Profiler::DeviceState {
     return true;
   }
 };
-#else
-struct Profiler::DeviceState {};
-#endif
 
 // ---------------------------------------------------------------------------------------------------------
 
@@ -226,11 +192,9 @@ void Profiler::set_device(Device device) {
   dev_.reset();
   device_ = device;
   if (!device.is_cuda()) return;
-#if LIFTOFF_WITH_CUDA
-  dev_ = std::make_unique<DeviceState>(device.index, options_);
-#else
-  throw DeviceError("Profiler: device " + device.str() + " requested, but Liftoff was built without CUDA");
-#endif
+  LIFTOFF_CHECK(built_with_cuda(), DeviceError, "Profiler: device ", device.str(),
+                " requested, but Liftoff was built without CUDA");
+  dev_ = std::make_unique<DeviceState>(device, options_);
 }
 
 bool Profiler::keeps_trace_for(int64_t step) const {
@@ -244,7 +208,6 @@ void Profiler::begin_step() {
   step_host_ms_.fill(0.0);
   step_host_calls_.fill(0);
   step_span_count_ = 0;
-#if LIFTOFF_WITH_CUDA
   if (dev_) {
     DeviceState& d = *dev_;
     if (d.count == d.ring.size()) {
@@ -266,7 +229,6 @@ void Profiler::begin_step() {
     s.end_event = -1;
     d.open.fill(-1);
   }
-#endif
 }
 
 void Profiler::begin_host_stage(Stage stage) {
@@ -305,7 +267,6 @@ void Profiler::end_host_stage(Stage stage) {
 void Profiler::begin_device_stage(Stage stage, StreamKind stream) {
   LIFTOFF_CHECK(in_step_, ValueError, "Profiler: device stage '", stage_name(stage),
                 "' begun outside a step");
-#if LIFTOFF_WITH_CUDA
   if (!dev_) return;
   DeviceState& d = *dev_;
   const size_t key = static_cast<size_t>(stage) * kNumStreams + static_cast<size_t>(stream);
@@ -321,14 +282,9 @@ void Profiler::begin_device_stage(Stage stage, StreamKind stream) {
   d.record(e, stream);
   d.open[key] = e;
   if (d.mode == DeviceState::MarkMode::capture) graph_calls_.push_back({stage, stream, true});
-#else
-  (void)stage;
-  (void)stream;
-#endif
 }
 
 void Profiler::end_device_stage(Stage stage, StreamKind stream) {
-#if LIFTOFF_WITH_CUDA
   if (!dev_) return;
   DeviceState& d = *dev_;
   const size_t key = static_cast<size_t>(stage) * kNumStreams + static_cast<size_t>(stream);
@@ -345,36 +301,25 @@ void Profiler::end_device_stage(Stage stage, StreamKind stream) {
   s.marks.push_back(DeviceState::Mark{stage, stream, d.open[key], e});
   s.last_end[static_cast<size_t>(stream)] = e;
   d.open[key] = -1;
-#else
-  (void)stage;
-  (void)stream;
-#endif
 }
 
 void Profiler::begin_capture() {
   graph_calls_.clear();
-#if LIFTOFF_WITH_CUDA
   if (!dev_) return;
   dev_->mode = DeviceState::MarkMode::capture;
   dev_->mode_events.clear();
-#endif
 }
 
 void Profiler::end_capture(std::vector<void*>* record_events) {
-#if LIFTOFF_WITH_CUDA
   if (!dev_) return;
   // mode_events stay until the next capture or replay: abort_capture may still need them.
   record_events->insert(record_events->end(), dev_->mode_events.begin(), dev_->mode_events.end());
   dev_->mode = DeviceState::MarkMode::record;
   graph_marks_dropped_ = dev_->count > 0 && dev_->slot_at(dev_->count - 1).incomplete;
-#else
-  (void)record_events;
-#endif
 }
 
 void Profiler::abort_capture() noexcept {
   graph_calls_.clear();
-#if LIFTOFF_WITH_CUDA
   if (!dev_) return;
   DeviceState& d = *dev_;
   if (d.count > 0) {
@@ -385,7 +330,7 @@ void Profiler::abort_capture() noexcept {
     s.incomplete = true;
     const auto captured = [&](int i) {
       if (i < 0) return false;
-      const void* e = d.events[static_cast<size_t>(i)];
+      const void* e = d.events[static_cast<size_t>(i)].native();
       return std::find(d.mode_events.begin(), d.mode_events.end(), e) != d.mode_events.end();
     };
     for (int& e : s.last_end) {
@@ -404,11 +349,9 @@ void Profiler::abort_capture() noexcept {
   }
   d.mode_events.clear();
   d.mode = DeviceState::MarkMode::record;
-#endif
 }
 
 void Profiler::before_replay(std::vector<void*>* record_events) {
-#if LIFTOFF_WITH_CUDA
   if (!dev_ || graph_calls_.empty()) return;
   std::vector<void*>& out = *record_events;
   DeviceState& d = *dev_;
@@ -426,7 +369,7 @@ void Profiler::before_replay(std::vector<void*>* record_events) {
       }
       // A mark dropped in this step (too many marks) still needs an event for its node.
       out.push_back(d.mode_events.size() > before ? d.mode_events.back()
-                                                  : d.events[static_cast<size_t>(d.sink)]);
+                                                  : d.events[static_cast<size_t>(d.sink)].native());
     }
   } catch (...) {
     d.mode = DeviceState::MarkMode::record;
@@ -436,13 +379,9 @@ void Profiler::before_replay(std::vector<void*>* record_events) {
   d.mode_events.clear();
   // Marks the capture dropped are not in the graph: this step's device figures would be short.
   if (graph_marks_dropped_ && d.count > 0) d.slot_at(d.count - 1).incomplete = true;
-#else
-  (void)record_events;
-#endif
 }
 
 void Profiler::cancel_device_stage(Stage stage, StreamKind stream) noexcept {
-#if LIFTOFF_WITH_CUDA
   if (!dev_) return;
   DeviceState& d = *dev_;
   const size_t key = static_cast<size_t>(stage) * kNumStreams + static_cast<size_t>(stream);
@@ -450,10 +389,6 @@ void Profiler::cancel_device_stage(Stage stage, StreamKind stream) noexcept {
   d.give(d.open[key]);
   d.open[key] = -1;
   if (d.count > 0) d.slot_at(d.count - 1).incomplete = true;
-#else
-  (void)stage;
-  (void)stream;
-#endif
 }
 
 void Profiler::add_window(std::vector<std::pair<double, double>>& windows, double begin_s, double end_s) {
@@ -501,7 +436,6 @@ void Profiler::end_step(int64_t images) {
   }
   in_step_ = false;
 
-#if LIFTOFF_WITH_CUDA
   if (dev_) {
     DeviceState& d = *dev_;
     DeviceState::Slot& s = d.slot_at(d.count - 1);
@@ -522,7 +456,6 @@ void Profiler::end_step(int64_t images) {
       if (!resolve_oldest(false)) break;
     }
   }
-#endif
   ++step_;
   if (step_ == options_.warmup_steps && options_.on_warmup_end) options_.on_warmup_end();
 }
@@ -531,7 +464,6 @@ void Profiler::abandon_step() {
   if (!in_step_) return;
   in_step_ = false;
   open_host_stage_ = -1;
-#if LIFTOFF_WITH_CUDA
   if (dev_) {
     DeviceState& d = *dev_;
     for (int& open : d.open) {
@@ -541,17 +473,15 @@ void Profiler::abandon_step() {
     d.recycle(d.slot_at(d.count - 1));
     --d.count;
   }
-#endif
 }
 
 bool Profiler::resolve_oldest(bool wait) {
-#if LIFTOFF_WITH_CUDA
   DeviceState& d = *dev_;
   DeviceState::Slot& s = d.slot_at(0);
   if (wait) {
-    LIFTOFF_CUDA_CHECK(cudaEventSynchronize(d.events[static_cast<size_t>(s.end_event)]));
+    d.events[static_cast<size_t>(s.end_event)].synchronize();
     for (int e : s.last_end) {
-      if (e >= 0) LIFTOFF_CUDA_CHECK(cudaEventSynchronize(d.events[static_cast<size_t>(e)]));
+      if (e >= 0) d.events[static_cast<size_t>(e)].synchronize();
     }
   } else if (!d.complete(s)) {
     return false;
@@ -623,19 +553,13 @@ bool Profiler::resolve_oldest(bool wait) {
   d.head = (d.head + 1) % d.ring.size();
   --d.count;
   return true;
-#else
-  (void)wait;
-  return true;
-#endif
 }
 
 void Profiler::finish() {
   LIFTOFF_CHECK(!in_step_, ValueError, "Profiler::finish inside a step");
-#if LIFTOFF_WITH_CUDA
   if (!dev_) return;
-  cuda::synchronize(dev_->device);
+  synchronize(dev_->device);
   while (dev_->count > 0) resolve_oldest(true);
-#endif
 }
 
 void Profiler::record_thread_span(const char* name, std::chrono::steady_clock::time_point begin,

@@ -1,11 +1,11 @@
 // Profiler: per-stage timing of a training run, one per run, used from the training thread.
 //
 // Host stages are timed with steady_clock by StageScope (RAII). Device stages are bracketed by
-// begin_device_stage / end_device_stage, which record CUDA events (recycled from a pool) on the stream that
-// does the work. Events are never waited for inside a step: a step's events are first queried `lag` steps
-// after it ended (cudaEventQuery, non-blocking) and retried each later step until complete; finish() does one
-// device synchronisation and resolves the rest. On a CPU device (or a build without CUDA) device stages are
-// no-ops and every figure is a host figure.
+// begin_device_stage / end_device_stage, which record device events (runtime/stream.h, recycled from a
+// pool) on the stream that does the work. Events are never waited for inside a step: a step's events are
+// first queried `lag` steps after it ended (cudaEventQuery, non-blocking) and retried each later step until
+// complete; finish() does one device synchronisation and resolves the rest. On a CPU device (or a build
+// without CUDA) device stages are no-ops and every figure is a host figure.
 //
 // A step is what the caller brackets with begin_step / end_step (the Trainer: one optimizer step, i.e.
 // `accum` micro-batches). "other" = step wall time - the sum of the host stages, so the host stages and
@@ -36,6 +36,7 @@
 
 #include "runtime/capture.h"
 #include "runtime/device.h"
+#include "runtime/stream.h"  // StreamKind
 
 namespace liftoff {
 
@@ -44,11 +45,6 @@ constexpr int kNumStages = 8;
 const char* stage_name(Stage stage);
 // Inverse of stage_name; nullopt for an unknown name.
 std::optional<Stage> stage_from_name(const std::string& name);
-
-// The per-device streams of runtime/cuda/context.h.
-enum class StreamKind : uint8_t { compute, copy, comm };
-constexpr int kNumStreams = 3;
-const char* stream_name(StreamKind kind);
 
 struct ProfilerOptions {
   int lag = 3;                  // steps between a step's end and the first query of its events (>= 0)
