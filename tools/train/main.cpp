@@ -29,6 +29,7 @@
 #include "tools/train/data_setup.h"
 #include "tools/train/flags.h"
 #include "tools/train/launch.h"
+#include "tools/train/memory_check.h"
 
 namespace {
 
@@ -129,7 +130,7 @@ int run(const Flags& f) {
   rc.amp = f.amp;
   rc.augment = augment_mode_name(train_batches.augment_mode());
   rc.workers = f.workers;
-  rc.prefetch = f.prefetch > 0 ? f.prefetch : 2 * f.workers;
+  rc.prefetch = tools::effective_prefetch(f);
   rc.pin_memory = f.pin_memory;
   rc.threads = threads;
   rc.world_size = placement.env.world_size;
@@ -157,14 +158,11 @@ int run(const Flags& f) {
   trainer_opts.concurrent_micro_batches = parse_branch_mode(f.concurrent_micro_batches);
   Trainer trainer(*model, *optimizer, schedule.get(), trainer_opts);
 
-  // Rank 0 alone writes checkpoints; every rank resumes from the same file.
-  tools::RunCheckpoints checkpoints(rank0 ? f : tools::Flags{}, *model, *optimizer, trainer);
-  tools::ResumePoint resume_point;
-  if (!f.resume.empty()) {
-    tools::RunCheckpoints loader(f, *model, *optimizer, trainer);
-    resume_point = loader.resume(f.resume, micro_per_epoch);
-    if (ddp) ddp->broadcast_buffers();
-  }
+  // Rank 0 alone writes checkpoints (and locks the directory); every rank resumes from the same file.
+  tools::RunCheckpoints checkpoints(f, rank0, *model, *optimizer, trainer, micro_per_epoch);
+  const tools::ResumePoint resume_point = checkpoints.resume_point();
+  if (ddp && !resume_point.path.empty()) ddp->broadcast_buffers();
+  tools::check_host_memory(*model, f, device, data);
 
   if (rank0) {
     std::printf("liftoff train | device %s (%s) | %d CPU threads\n", device.str().c_str(),
