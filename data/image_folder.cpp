@@ -53,6 +53,9 @@ ImageFolder::ImageFolder(const std::string& root, ImageFolderOptions options)
     }
   }
 
+  LIFTOFF_CHECK(options_.max_decode_bytes_in_flight > 0, ValueError,
+                "image folder: max_decode_bytes_in_flight must be > 0, got ",
+                options_.max_decode_bytes_in_flight);
   channels_ = options_.channels;
   height_ = options_.height;
   width_ = options_.width;
@@ -105,9 +108,38 @@ bool ImageFolder::load(int64_t index, uint8_t* dst) const {
     std::lock_guard<std::mutex> lock(bad_mutex_);
     if (bad_.count(index) != 0) return false;
   }
+  const std::string& path = files_[static_cast<size_t>(index)];
+  // Decode bytes this call holds, given back however it ends (exceptions included).
+  struct Held {
+    std::mutex& mutex;
+    std::condition_variable& cv;
+    int64_t& in_flight;
+    int64_t bytes = 0;
+    ~Held() {
+      if (bytes == 0) return;
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        in_flight -= bytes;
+      }
+      cv.notify_all();
+    }
+  } held{budget_mutex_, budget_cv_, in_flight_};
+  const auto take = [&](const ImageInfo& info) {
+    const int64_t need = decode_bytes_estimate(info, channels_);
+    const int64_t cap = options_.max_decode_bytes_in_flight;
+    LIFTOFF_CHECK(
+        need <= cap, IOError, "image '", path, "': decoding its ", info.width, "x", info.height,
+        " pixels takes about ", need >> 20, " MiB, more than the limit of ", cap >> 20,
+        " MiB for images decoded at once (train: --decode-memory-mb); shrink the image or raise the "
+        "limit");
+    std::unique_lock<std::mutex> lock(budget_mutex_);
+    budget_cv_.wait(lock, [&] { return in_flight_ + need <= cap; });
+    in_flight_ += need;
+    peak_in_flight_ = std::max(peak_in_flight_, in_flight_);
+    held.bytes = need;
+  };
   try {
-    const DecodedImage image =
-        decode_image_file(files_[static_cast<size_t>(index)], channels_, options_.limits);
+    const DecodedImage image = decode_image_file(path, channels_, options_.limits, take);
     fit_image(image, height_, width_, options_.resize, dst);
     return true;
   } catch (const IOError&) {
@@ -116,6 +148,11 @@ bool ImageFolder::load(int64_t index, uint8_t* dst) const {
     if (bad_.insert(index).second) bad_files_.push_back(files_[static_cast<size_t>(index)]);
     return false;
   }
+}
+
+int64_t ImageFolder::peak_decode_bytes_in_flight() const {
+  std::lock_guard<std::mutex> lock(budget_mutex_);
+  return peak_in_flight_;
 }
 
 int64_t ImageFolder::skipped_count() const {

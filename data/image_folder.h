@@ -3,6 +3,7 @@
 // count is taken from the first image); pixels are decoded lazily by load(), which the DataLoader's workers
 // call in parallel. Every image is brought to one size (resized or center-cropped) and channel count.
 #pragma once
+#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -25,6 +26,9 @@ struct ImageFolderOptions {
   ResizeMode resize = ResizeMode::bilinear;  // for images of another size
   BadSamplePolicy on_bad_sample = BadSamplePolicy::error;
   ImageLimits limits;
+  // Host bytes that images being decoded at once may take (decode_bytes_estimate of each): load() waits for
+  // room, so N workers never hold more; an image that alone needs more is refused (IOError naming it).
+  int64_t max_decode_bytes_in_flight = int64_t{2} << 30;
   // Per channel, in units of pixel / 255. Empty: ImageNet's (0.485, 0.456, 0.406) / (0.229, 0.224, 0.225) for
   // 3 channels, 0.5 / 0.25 for 1.
   std::vector<float> mean;
@@ -53,6 +57,8 @@ class ImageFolder {
   // cannot be read or decoded throws IOError naming it, or, with BadSamplePolicy::skip, returns false and is
   // remembered (not decoded again, counted once).
   bool load(int64_t index, uint8_t* dst) const;
+  // The most decode bytes that were in flight at once so far (<= max_decode_bytes_in_flight).
+  int64_t peak_decode_bytes_in_flight() const;
   // Files skipped so far (distinct), and their paths in the order they failed.
   int64_t skipped_count() const;
   std::vector<std::string> skipped_files() const;
@@ -69,6 +75,10 @@ class ImageFolder {
   std::vector<int64_t> labels_;
   int64_t channels_ = 0, height_ = 0, width_ = 0;
   std::vector<float> mean_, stddev_;
+  // Decode bytes in flight, and the wait for room.
+  mutable std::mutex budget_mutex_;
+  mutable std::condition_variable budget_cv_;
+  mutable int64_t in_flight_ = 0, peak_in_flight_ = 0;
   mutable std::mutex bad_mutex_;
   mutable std::unordered_set<int64_t> bad_;
   mutable std::vector<std::string> bad_files_;

@@ -49,7 +49,8 @@ void check_dimensions(const std::string& path, int64_t w, int64_t h, const Image
                 "': its header claims ", w, "x", h, " pixels; each side must be in [1, ", limits.max_side,
                 "] (corrupt or hostile file?)");
   LIFTOFF_CHECK(w * h <= limits.max_pixels, IOError, "image '", path, "': ", w, "x", h, " = ", w * h,
-                " pixels exceed the limit of ", limits.max_pixels);
+                " pixels exceed the limit of ", limits.max_pixels,
+                "; shrink the image or raise the limit (train: --max-image-pixels)");
 }
 
 ImageInfo checked_info(const std::string& path, const std::vector<uint8_t>& bytes,
@@ -94,11 +95,21 @@ ImageInfo read_image_info(const std::string& path, const ImageLimits& limits) {
   return checked_info(path, read_file(path, limits), limits);
 }
 
+int64_t decode_bytes_estimate(const ImageInfo& info, int64_t channels) {
+  return info.width * info.height * (2 * std::max(info.channels, channels) + 2 * channels);
+}
+
 DecodedImage decode_image_file(const std::string& path, int64_t channels, const ImageLimits& limits) {
+  return decode_image_file(path, channels, limits, {});
+}
+
+DecodedImage decode_image_file(const std::string& path, int64_t channels, const ImageLimits& limits,
+                               const std::function<void(const ImageInfo&)>& before_decode) {
   LIFTOFF_CHECK(channels == 1 || channels == 3, ValueError,
                 "decode_image_file: channels must be 1 or 3, got ", channels);
   const std::vector<uint8_t> bytes = read_file(path, limits);
   const ImageInfo info = checked_info(path, bytes, limits);
+  if (before_decode) before_decode(info);
   int w = 0, h = 0, c = 0;
   std::unique_ptr<stbi_uc, void (*)(void*)> pixels(
       stbi_load_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &c,

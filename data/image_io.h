@@ -4,6 +4,7 @@
 // Every failure is an IOError naming the file.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,13 @@ ImageInfo read_image_info(const std::string& path, const ImageLimits& limits = {
 // Decodes to `channels` (1: gray, stb's luma weights for colour files; 3: RGB, gray replicated; alpha
 // dropped) after the same header checks.
 DecodedImage decode_image_file(const std::string& path, int64_t channels, const ImageLimits& limits = {});
+// The same, calling before_decode(header) after the checks and before any pixel memory is allocated (e.g. to
+// wait for room in a budget of decoded bytes, or to refuse the image by throwing).
+DecodedImage decode_image_file(const std::string& path, int64_t channels, const ImageLimits& limits,
+                               const std::function<void(const ImageInfo&)>& before_decode);
+// Host bytes that decoding an image with this header to `channels` takes at its peak, at most (the
+// decoder's buffer, up to 16 bits per sample, its output and the returned copy).
+int64_t decode_bytes_estimate(const ImageInfo& info, int64_t channels);
 
 enum class ResizeMode { bilinear, center_crop };
 // Writes `image` as planar CHW uint8 [channels, height, width] into dst. Same size: a copy. Otherwise

@@ -345,6 +345,7 @@ for stage in "$@"; do
       # --deterministic: a run stopped at step 200 and resumed ends with the same checkpoint, byte for byte;
       # then PyTorch loads the final checkpoint with safetensors and evaluates it.
       D="--device cuda --deterministic --model resnet20 --data-dir $DATA --batch 256 --epochs 3 --lr 0.2"
+      rm -rf /tmp/ra /tmp/rb  # a new run refuses a directory holding another run's checkpoints
       /tmp/bin/train $D --checkpoint-dir /tmp/ra --save-every 100 --keep 0 >"$OUT/resume.log" 2>&1
       last=$(ls /tmp/ra/checkpoint-*.safetensors | tail -1)
       /tmp/bin/train $D --checkpoint-dir /tmp/rb --resume /tmp/ra/checkpoint-000000000200.safetensors >>"$OUT/resume.log" 2>&1

@@ -4,10 +4,14 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <limits>
+#include <random>
 #include <set>
 #include <system_error>
 #include <unordered_map>
@@ -15,6 +19,7 @@
 
 #include "models/nn/layers.h"
 #include "models/train/safetensors.h"
+#include "runtime/platform/file_lock.h"
 
 namespace liftoff {
 
@@ -24,6 +29,9 @@ namespace fs = std::filesystem;
 
 constexpr const char* kPrefix = "liftoff.";
 constexpr const char* kRngPrefix = "liftoff.rng.";
+constexpr const char* kChecksumKey = "liftoff.crc32";
+constexpr const char* kRunKey = "liftoff.run";
+constexpr const char* kLockFile = "liftoff-run.lock";
 constexpr const char* kDamagedHint =
     "the checkpoint is damaged or was not written by Liftoff; resume from another one";
 const char* const kSections[] = {"model/", "optimizer/", "extra/"};
@@ -62,18 +70,82 @@ bool parse_whole(const std::string& s, T& out) {
   return !s.empty() && r.ec == std::errc() && r.ptr == end;
 }
 
-uint32_t crc_of(const NamedTensors& tensors) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  for (const auto& entry : tensors) {
-    const auto* p = static_cast<const Bytef*>(entry.second.raw_data());
-    for (size_t left = entry.second.nbytes(); left > 0;) {
-      const auto chunk = static_cast<uInt>(std::min<size_t>(left, 1u << 30));
-      crc = crc32(crc, p, chunk);
-      p += chunk;
-      left -= chunk;
-    }
+uLong crc_bytes(uLong crc, const void* data, size_t n) {
+  const auto* p = static_cast<const Bytef*>(data);
+  while (n > 0) {
+    const auto chunk = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
+    crc = crc32(crc, p, chunk);
+    p += chunk;
+    n -= chunk;
   }
+  return crc;
+}
+
+uLong crc_text(uLong crc, const std::string& s) {
+  return crc_bytes(crc_bytes(crc, s.data(), s.size()), "", 1);  // NUL-terminated: "ab"+"c" != "a"+"bc"
+}
+
+}  // namespace
+
+// CRC-32 of everything a checkpoint says: the metadata (but the checksum itself), each tensor's name, dtype
+// and shape (in file order), and the tensor bytes. An edited dtype, shape, counter or flag fails it.
+uint32_t checkpoint_checksum(const std::map<std::string, std::string>& meta, const NamedTensors& tensors) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  for (const auto& [key, value] : meta) {
+    if (key == kChecksumKey) continue;
+    crc = crc_text(crc_text(crc, key), value);
+  }
+  for (const auto& [name, t] : tensors) {
+    std::string dims;
+    for (int64_t d : t.shape()) dims += str_cat(d, ",");
+    crc = crc_text(crc_text(crc_text(crc, name), safetensors_dtype_name(t.dtype())), dims);
+  }
+  for (const auto& entry : tensors) crc = crc_bytes(crc, entry.second.raw_data(), entry.second.nbytes());
   return static_cast<uint32_t>(crc);
+}
+
+namespace {
+
+// The first element of a floating tensor that is NaN or infinite (by its exponent bits), -1 when none.
+template <class Bits>
+int64_t first_nonfinite_bits(const Tensor& t, Bits exponent_mask) {
+  const auto* p = static_cast<const Bits*>(t.raw_data());
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if ((p[i] & exponent_mask) == exponent_mask) return i;
+  }
+  return -1;
+}
+
+int64_t first_nonfinite(const Tensor& t) {
+  switch (t.dtype()) {
+    case DType::f32:
+      return first_nonfinite_bits<uint32_t>(t, 0x7F800000u);
+    case DType::f64:
+      return first_nonfinite_bits<uint64_t>(t, 0x7FF0000000000000ull);
+    case DType::f16:
+      return first_nonfinite_bits<uint16_t>(t, 0x7C00u);
+    case DType::bf16:
+      return first_nonfinite_bits<uint16_t>(t, 0x7F80u);
+    default:
+      return -1;
+  }
+}
+
+// "" or why the tensors (host, contiguous) cannot be training state: a NaN/inf weight is never resumed from.
+std::string nonfinite_problem(const NamedTensors& tensors) {
+  for (const auto& [name, t] : tensors) {
+    const int64_t at = first_nonfinite(t);
+    if (at < 0) continue;
+    std::vector<int64_t> index(t.shape().size());
+    for (int64_t rest = at, d = static_cast<int64_t>(index.size()) - 1; d >= 0; --d) {
+      const int64_t size = t.shape()[static_cast<size_t>(d)];
+      index[static_cast<size_t>(d)] = rest % size;
+      rest /= size;
+    }
+    return str_cat("tensor '", name, "' holds a NaN or infinite value (at index ", shape_str(index),
+                   "): the training diverged before this save");
+  }
+  return "";
 }
 
 Tensor host_contiguous(const Tensor& t) {
@@ -87,6 +159,13 @@ void collect_generators(Module& m, const std::string& path,
   for (const auto& [name, child] : m.named_children()) {
     collect_generators(*child, path.empty() ? name : path + "." + name, out);
   }
+}
+
+// "name [2, 3] vs [3, 2]" or "name F32 vs I32" (checkpoint first).
+std::string describe_mismatch(const std::string& name, const Tensor& saved, const Tensor& own) {
+  if (saved.shape() != own.shape())
+    return str_cat(name, " ", shape_str(saved.shape()), " vs ", shape_str(own.shape()));
+  return str_cat(name, " ", dtype_name(saved.dtype()), " vs ", dtype_name(own.dtype()));
 }
 
 struct Candidate {
@@ -115,6 +194,18 @@ std::vector<Candidate> list_checkpoints(const std::string& dir) {
     return a.step != b.step ? a.step < b.step : a.path < b.path;
   });
   return out;
+}
+
+// The run id in a checkpoint's header ("" when it has none), kUnreadable when the header cannot be read.
+constexpr const char* kUnreadable = "\x01unreadable";
+std::string owner_of(const std::string& path) {
+  try {
+    const auto meta = read_safetensors_metadata(path);
+    const auto it = meta.find(kRunKey);
+    return it == meta.end() ? std::string() : it->second;
+  } catch (const Error&) {
+    return kUnreadable;
+  }
 }
 
 }  // namespace
@@ -152,7 +243,16 @@ void save_checkpoint(const std::string& path, const CheckpointState& state) {
                   "' must be non-empty and use only [A-Za-z0-9_.:-]");
     meta[kRngPrefix + name] = str_cat(g.seed, " ", g.offset);
   }
-  meta["liftoff.data_crc32"] = std::to_string(crc_of(tensors));
+  if (!state.run_id.empty()) {
+    LIFTOFF_CHECK(valid_generator_name(state.run_id), ValueError, "save_checkpoint: run id '", state.run_id,
+                  "' must be non-empty and use only [A-Za-z0-9_.:-]");
+    meta[kRunKey] = state.run_id;
+  }
+  // Refuse rather than write weights no run should continue from (load_checkpoint would reject them).
+  const std::string nonfinite = nonfinite_problem(tensors);
+  LIFTOFF_CHECK(nonfinite.empty(), Error, "save_checkpoint '", path, "': ", nonfinite,
+                "; nothing was written");
+  meta[kChecksumKey] = std::to_string(checkpoint_checksum(meta, tensors));
   write_safetensors(path, tensors, meta);
 }
 
@@ -197,10 +297,13 @@ CheckpointState load_checkpoint(const std::string& path) {
       if (value.empty() || end != value.c_str() + value.size() || !std::isfinite(state.lr) || state.lr < 0)
         fail(path, str_cat("metadata 'liftoff.lr' = '", value, "' is not a learning rate"));
       has_lr = true;
-    } else if (key == "liftoff.data_crc32") {
-      if (!parse_whole(value, crc))
-        fail(path, str_cat("metadata 'liftoff.data_crc32' = '", value, "' is not a CRC"));
+    } else if (key == kChecksumKey) {
+      if (!parse_whole(value, crc)) fail(path, str_cat("metadata '", key, "' = '", value, "' is not a CRC"));
       has_crc = true;
+    } else if (key == kRunKey) {
+      if (!valid_generator_name(value))
+        fail(path, str_cat("metadata '", key, "' = '", value, "' is not a run id"));
+      state.run_id = value;
     } else if (starts_with(key, kRngPrefix)) {
       const std::string name = key.substr(std::string(kRngPrefix).size());
       const auto space = value.find(' ');
@@ -217,16 +320,7 @@ CheckpointState load_checkpoint(const std::string& path) {
     }
   }
   if (!has_lr) fail(path, "metadata 'liftoff.lr' is missing");
-  if (!has_crc) fail(path, "metadata 'liftoff.data_crc32' is missing");
-  const uint32_t actual = crc_of(file.tensors);
-  if (actual != crc) {
-    char buf[96];
-    std::snprintf(buf, sizeof buf, "tensor data is corrupt (CRC-32 0x%08X, the header says 0x%08X)", actual,
-                  crc);
-    fail(path, buf);
-  }
-
-  for (auto& [name, t] : file.tensors) {
+  for (const auto& [name, t] : file.tensors) {
     if (starts_with(name, kSections[0])) {
       state.model.emplace_back(name.substr(6), t);
     } else if (starts_with(name, kSections[1])) {
@@ -237,14 +331,30 @@ CheckpointState load_checkpoint(const std::string& path) {
       fail(path, str_cat("tensor '", name, "' is in no section (model/, optimizer/ or extra/)"));
     }
   }
+  if (!has_crc) fail(path, str_cat("metadata '", kChecksumKey, "' is missing"));
+  const uint32_t actual = checkpoint_checksum(meta, file.tensors);
+  if (actual != crc) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf,
+                  "header, metadata or tensor data were changed after it was written (CRC-32 0x%08X, the "
+                  "file says 0x%08X)",
+                  actual, crc);
+    fail(path, buf);
+  }
+  const std::string nonfinite = nonfinite_problem(file.tensors);
+  if (!nonfinite.empty())
+    fail(path, nonfinite, "resume from an earlier checkpoint, with a lower --lr or --warmup");
+
   return state;
 }
 
-std::string latest_checkpoint(const std::string& dir, std::vector<std::string>* skipped) {
+std::string latest_checkpoint(const std::string& dir, std::vector<std::string>* skipped,
+                              const CheckpointCheck& check) {
   auto candidates = list_checkpoints(dir);
   for (auto it = candidates.rbegin(); it != candidates.rend(); ++it) {
     try {
-      load_checkpoint(it->path);
+      const CheckpointState state = load_checkpoint(it->path);
+      if (check) check(state);
       return it->path;
     } catch (const Error& e) {
       if (skipped) skipped->push_back(e.what());
@@ -253,11 +363,12 @@ std::string latest_checkpoint(const std::string& dir, std::vector<std::string>* 
   return "";
 }
 
-std::string resolve_checkpoint(const std::string& dir_or_file) {
+std::string resolve_checkpoint(const std::string& dir_or_file, std::vector<std::string>* rejected,
+                               const CheckpointCheck& check) {
   std::error_code ec;
   if (fs::is_directory(dir_or_file, ec)) {
     std::vector<std::string> skipped;
-    const std::string latest = latest_checkpoint(dir_or_file, &skipped);
+    const std::string latest = latest_checkpoint(dir_or_file, &skipped, check);
     if (latest.empty()) {
       throw IOError(str_cat("no valid checkpoint in '", dir_or_file, "'",
                             skipped.empty()
@@ -265,6 +376,7 @@ std::string resolve_checkpoint(const std::string& dir_or_file) {
                                 : str_cat(": ", skipped.size(), " rejected, newest: ", skipped.front()),
                             "; check the directory or start without --resume"));
     }
+    if (rejected) *rejected = std::move(skipped);
     return latest;
   }
   if (!fs::exists(dir_or_file, ec)) {
@@ -300,8 +412,8 @@ void restore_model(const CheckpointState& state, const std::string& model_name, 
     const auto it = given.find(name);
     if (it == given.end()) {
       missing.push_back(name);
-    } else if (it->second->shape() != t.shape()) {
-      mismatched.push_back(str_cat(name, " ", shape_str(it->second->shape()), " vs ", shape_str(t.shape())));
+    } else if (it->second->shape() != t.shape() || it->second->dtype() != t.dtype()) {
+      mismatched.push_back(describe_mismatch(name, *it->second, t));
     }
   }
   for (const auto& entry : state.model) {
@@ -321,7 +433,7 @@ void restore_model(const CheckpointState& state, const std::string& model_name, 
     if (!unexpected.empty())
       what += str_cat(" unexpected ", unexpected.size(), " key(s): ", list(unexpected), ";");
     if (!mismatched.empty())
-      what += str_cat(" shape mismatch (checkpoint vs model) for ", list(mismatched), ";");
+      what += str_cat(" shape/dtype mismatch (checkpoint vs model) for ", list(mismatched), ";");
     if (!missing_gens.empty()) what += str_cat(" no generator state for ", list(missing_gens), ";");
     throw ValueError(what + " was it written for another --model or data set?");
   }
@@ -351,8 +463,8 @@ void restore_optimizer(const CheckpointState& state, Optimizer& optimizer) {
     const auto it = given.find(name);
     if (it == given.end()) {
       missing.push_back(name);
-    } else if (it->second->shape() != t.shape()) {
-      mismatched.push_back(str_cat(name, " ", shape_str(it->second->shape()), " vs ", shape_str(t.shape())));
+    } else if (it->second->shape() != t.shape() || it->second->dtype() != t.dtype()) {
+      mismatched.push_back(describe_mismatch(name, *it->second, t));
     }
   }
   for (const auto& entry : state.optimizer) {
@@ -364,17 +476,21 @@ void restore_optimizer(const CheckpointState& state, Optimizer& optimizer) {
     if (!unexpected.empty())
       what += str_cat(" unexpected ", unexpected.size(), " key(s): ", list(unexpected), ";");
     if (!mismatched.empty())
-      what += str_cat(" shape mismatch (checkpoint vs optimizer) for ", list(mismatched), ";");
+      what += str_cat(" shape/dtype mismatch (checkpoint vs optimizer) for ", list(mismatched), ";");
     throw ValueError(what + " was it written with another --optimizer or model?");
   }
   for (const auto& [name, t] : own) t.copy_(*given.at(name));
   optimizer.set_lr(state.lr);
 }
 
-CheckpointManager::CheckpointManager(std::string dir, int64_t keep_last)
-    : dir_(std::move(dir)), keep_last_(keep_last) {
+CheckpointManager::CheckpointManager(std::string dir, int64_t keep_last, std::string run_id)
+    : dir_(std::move(dir)),
+      keep_last_(keep_last),
+      run_id_(run_id.empty() ? new_run_id() : std::move(run_id)) {
   LIFTOFF_CHECK(keep_last >= 0, ValueError, "CheckpointManager: keep_last must be >= 0 (0: keep all), got ",
                 keep_last);
+  LIFTOFF_CHECK(valid_generator_name(run_id_), ValueError, "CheckpointManager: run id '", run_id_,
+                "' must use only [A-Za-z0-9_.:-]");
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec || !fs::is_directory(dir_)) {
@@ -382,13 +498,50 @@ CheckpointManager::CheckpointManager(std::string dir, int64_t keep_last)
                           ec ? ": " + ec.message() : std::string(" (a file has that name)"),
                           "; pick another --checkpoint-dir"));
   }
-  // A writer killed mid-save leaves "<name>.safetensors.tmp-<pid>"; it was never a checkpoint.
+  const std::string lock_path = (fs::path(dir_) / kLockFile).string();
+  platform::LockAttempt attempt =
+      platform::FileLock::try_lock(lock_path, str_cat(platform::process_description(), ", run ", run_id_));
+  if (!attempt.lock) {
+    throw IOError(str_cat("checkpoint directory '", dir_, "' is in use by another run (", attempt.held_by,
+                          "; lock file ", lock_path,
+                          "); wait for it to end or pick another --checkpoint-dir"));
+  }
+  lock_ = std::move(attempt.lock);
+  if (!attempt.stale_from.empty()) {
+    lock_note_ = str_cat("took over the lock of checkpoint directory '", dir_,
+                         "' from a process that is gone (", attempt.stale_from, ")");
+  }
+  // A writer killed mid-save leaves "<name>.safetensors.tmp-<pid>"; it was never a checkpoint. Removed only
+  // under the lock: a live writer's temporary file is never touched.
   for (const auto& entry : fs::directory_iterator(dir_, ec)) {
     const std::string name = entry.path().filename().string();
     if (starts_with(name, "checkpoint-") && name.find(".safetensors.tmp-") != std::string::npos) {
       fs::remove(entry.path(), ec);
     }
   }
+  for (const Candidate& c : list_checkpoints(dir_)) {
+    const std::string owner = owner_of(c.path);
+    if (owner == kUnreadable || owner == run_id_) continue;
+    throw IOError(str_cat("checkpoint directory '", dir_, "' holds checkpoints of another run (",
+                          owner.empty() ? std::string("one without a run id") : "run " + owner, ": ",
+                          fs::path(c.path).filename().string(),
+                          "); this run would prune or overwrite them. Continue that run with --resume ", dir_,
+                          ", or pick another --checkpoint-dir"));
+  }
+}
+
+CheckpointManager::~CheckpointManager() = default;
+
+std::string CheckpointManager::new_run_id() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &utc);
+  std::random_device rd;
+  char out[64];
+  std::snprintf(out, sizeof out, "%s-%08x", stamp, static_cast<unsigned>(rd()));
+  return out;
 }
 
 std::string CheckpointManager::file_name(int64_t step) {
@@ -400,7 +553,18 @@ std::string CheckpointManager::file_name(int64_t step) {
 
 std::string CheckpointManager::save(const CheckpointState& state) {
   const std::string path = (fs::path(dir_) / file_name(state.step)).string();
-  save_checkpoint(path, state);
+  std::error_code ec;
+  if (fs::exists(path, ec)) {
+    const std::string owner = owner_of(path);
+    if (owner != run_id_) {
+      throw IOError(str_cat("checkpoint '", path, "' exists and was not written by this run (",
+                            owner == kUnreadable ? std::string("unreadable") : "run " + owner,
+                            "); it is left alone; move it away or pick another --checkpoint-dir"));
+    }
+  }
+  CheckpointState own = state;
+  own.run_id = run_id_;
+  save_checkpoint(path, own);
   prune(path);
   return path;
 }
@@ -408,6 +572,10 @@ std::string CheckpointManager::save(const CheckpointState& state) {
 void CheckpointManager::prune(const std::string& just_saved) const {
   if (keep_last_ == 0) return;
   auto files = list_checkpoints(dir_);
+  // Only this run's files count and are ever deleted.
+  files.erase(std::remove_if(files.begin(), files.end(),
+                             [&](const Candidate& c) { return owner_of(c.path) != run_id_; }),
+              files.end());
   // The file just written always stays, even when older-numbered files exist beside it (a resumed run).
   int64_t keep = keep_last_;
   if (!just_saved.empty()) {

@@ -214,7 +214,14 @@ Entry parse_entry(const std::string& file, const std::string& name, const json& 
   return e;
 }
 
-SafetensorsFile parse(ByteSource& src, const std::string& file, const SafetensorsLimits& limits) {
+// The validated header: every tensor's place in the data, and the metadata.
+struct Layout {
+  uint64_t header_len = 0;
+  std::vector<Entry> entries;  // by data offset
+  std::map<std::string, std::string> metadata;
+};
+
+Layout parse_layout(ByteSource& src, const std::string& file, const SafetensorsLimits& limits) {
   const uint64_t size = src.size();
   if (size < 8)
     fail(file,
@@ -261,9 +268,10 @@ SafetensorsFile parse(ByteSource& src, const std::string& file, const Safetensor
   if (!duplicate.empty())
     fail(file, str_cat("the name '", printable(duplicate), "' appears twice in the header"));
 
-  SafetensorsFile out;
+  Layout out;
+  out.header_len = header_len;
   const uint64_t data_size = size - 8 - header_len;
-  std::vector<Entry> entries;
+  std::vector<Entry>& entries = out.entries;
   entries.reserve(header.size());
   for (const auto& [name, info] : header.items()) {
     if (name == "__metadata__") {
@@ -306,11 +314,18 @@ SafetensorsFile parse(ByteSource& src, const std::string& file, const Safetensor
                  expected, ", the file has ", data_size, " data bytes)"));
   }
 
+  return out;
+}
+
+SafetensorsFile parse(ByteSource& src, const std::string& file, const SafetensorsLimits& limits) {
+  Layout layout = parse_layout(src, file, limits);
   // Everything is in bounds: allocate and read.
-  out.tensors.reserve(entries.size());
-  for (const Entry& e : entries) {
+  SafetensorsFile out;
+  out.metadata = std::move(layout.metadata);
+  out.tensors.reserve(layout.entries.size());
+  for (const Entry& e : layout.entries) {
     Tensor t = Tensor::empty(e.shape, e.dtype, Device::cpu());
-    src.read(8 + header_len + e.begin, t.raw_data(), e.end - e.begin);
+    src.read(8 + layout.header_len + e.begin, t.raw_data(), e.end - e.begin);
     out.tensors.emplace_back(e.name, t);
   }
   return out;
@@ -454,6 +469,12 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
 SafetensorsFile read_safetensors(const std::string& path, const SafetensorsLimits& limits) {
   FileSource src(path);
   return parse(src, path, limits);
+}
+
+std::map<std::string, std::string> read_safetensors_metadata(const std::string& path,
+                                                             const SafetensorsLimits& limits) {
+  FileSource src(path);
+  return parse_layout(src, path, limits).metadata;
 }
 
 SafetensorsFile parse_safetensors(const void* data, size_t size, const std::string& name,

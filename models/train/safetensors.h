@@ -43,6 +43,9 @@ std::string safetensors_bytes(const NamedTensors& tensors,
 
 // Reads and validates a file. Throws IOError "safetensors file '<path>': <problem>; <hint>".
 SafetensorsFile read_safetensors(const std::string& path, const SafetensorsLimits& limits = {});
+// The header alone (the same validation, no tensor is read): the metadata, e.g. to tell whose file it is.
+std::map<std::string, std::string> read_safetensors_metadata(const std::string& path,
+                                                             const SafetensorsLimits& limits = {});
 // The same validation on bytes in memory; `name` stands for the file in messages.
 SafetensorsFile parse_safetensors(const void* data, size_t size, const std::string& name,
                                   const SafetensorsLimits& limits = {});

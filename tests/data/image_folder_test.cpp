@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "data/loader.h"
@@ -303,6 +304,65 @@ TEST_F(ImageFolderTest, LibraryWriterRoundTrip) {
   EXPECT_THROW(
       write_image_file((root_ / "no" / "dir" / "x.png").string(), chw.data(), 3, 3, 2, ImageFormat::png),
       IOError);
+}
+
+// Issue 25: decoded image memory is bounded, per image and across the workers decoding at once.
+TEST_F(ImageFolderTest, DecodeMemoryInFlightIsBounded) {
+  const std::string a = dir("train/a"), b = dir("train/b");
+  for (int i = 0; i < 6; ++i) {
+    write(a + "/" + std::to_string(i) + ".png", 64, 48, 3, pattern(64, 48, 3, i));
+    write(b + "/" + std::to_string(i) + ".png", 64, 48, 3, pattern(64, 48, 3, i + 6));
+  }
+  const int64_t one = decode_bytes_estimate(ImageInfo{64, 48, 3}, 3);
+  ImageFolderOptions o;
+  o.max_decode_bytes_in_flight = one + one / 2;  // room for one image at a time, not two
+  ImageFolder folder((fs::path(dir("train"))).string(), o);
+  std::vector<std::thread> threads;
+  std::vector<std::vector<uint8_t>> out(4, std::vector<uint8_t>(3 * 48 * 64));
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int64_t i = t; i < folder.size(); i += 4)
+        EXPECT_TRUE(folder.load(i, out[static_cast<size_t>(t)].data()));
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(folder.peak_decode_bytes_in_flight(), one);
+
+  // An image that alone needs more than the limit is refused naming it, not decoded.
+  o.max_decode_bytes_in_flight = one - 1;
+  ImageFolder tight((fs::path(dir("train"))).string(), o);
+  std::vector<uint8_t> dst(3 * 48 * 64);
+  try {
+    tight.load(0, dst.data());
+    ADD_FAILURE() << "no error";
+  } catch (const IOError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(tight.path(0)), std::string::npos) << what;
+    EXPECT_NE(what.find("decoding its 64x48 pixels takes about"), std::string::npos) << what;
+    EXPECT_NE(what.find("--decode-memory-mb"), std::string::npos) << what;
+  }
+  EXPECT_EQ(tight.peak_decode_bytes_in_flight(), 0);
+}
+
+TEST_F(ImageFolderTest, PixelsPerImageLimitNamesTheFile) {
+  const std::string a = dir("train/a");
+  write(a + "/big.png", 300, 200, 1, pattern(300, 200, 1, 1));
+  ImageFolderOptions o;
+  o.height = o.width = 8;
+  o.channels = 3;                       // nothing read at construction
+  o.limits.max_pixels = 300 * 200 - 1;  // train: --max-image-pixels
+  ImageFolder folder(dir("train"), o);
+  std::vector<uint8_t> dst(8 * 8 * 3);
+  try {
+    folder.load(0, dst.data());
+    ADD_FAILURE() << "no error";
+  } catch (const IOError& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "big.png': 300x200 = 60000 pixels exceed the limit of 59999; shrink the image or raise "
+                  "the limit (train: --max-image-pixels)"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -47,11 +47,19 @@ def checkpoint():
     steps = struct.pack("<q", 3)
     tensors = [("model/fc.weight", "F32", [2, 2], w), ("model/bn.num_batches_tracked", "I64", [], steps),
                ("optimizer/momentum_buffer.0", "F32", [2, 2], m)]
-    meta = {"liftoff.format": "liftoff-checkpoint-1", "liftoff.model": "tiny", "liftoff.epoch": "1",
+    meta = {"liftoff.format": "liftoff-checkpoint-2", "liftoff.model": "tiny", "liftoff.epoch": "1",
             "liftoff.step": "3", "liftoff.batches_into_epoch": "2", "liftoff.lr": "0.10000000000000001",
-            "liftoff.rng.module:drop": "7 12", "liftoff.data_crc32": str(zlib.crc32(w + steps + m)),
-            "config": '{"batch":4}'}
+            "liftoff.rng.module:drop": "7 12", "liftoff.run": "seed-run", "config": '{"batch":4}'}
+    meta["liftoff.crc32"] = str(checkpoint_checksum(meta, tensors))
     return safetensors(tensors, meta)
+
+
+def checkpoint_checksum(meta, tensors):
+    """models/train/checkpoint.cpp checkpoint_checksum: metadata, then names/dtypes/shapes, then the data."""
+    text = b"".join(k.encode() + b"\0" + v.encode() + b"\0" for k, v in sorted(meta.items()) if k != "liftoff.crc32")
+    for name, dtype, shape, _ in tensors:
+        text += name.encode() + b"\0" + dtype.encode() + b"\0" + "".join(f"{d}," for d in shape).encode() + b"\0"
+    return zlib.crc32(text + b"".join(raw for _, _, _, raw in tensors))
 
 
 def png(width, height, rgb):

@@ -31,6 +31,10 @@ check "... and names lr" grep -q "flags differ.*lr" "$work/c.log"
   --workers 1 --no-profile --no-eval --checkpoint-dir "$work/s" >"$work/s.log" 2>&1 &
 pid=$!
 for _ in $(seq 100); do grep -q "epoch 1/50" "$work/s.log" 2>/dev/null && break; sleep 0.1; done
+# Meanwhile a second run into the same directory is refused: the first holds its lock (issue 25).
+"${run[@]}" --checkpoint-dir "$work/s" >"$work/s2.log" 2>&1
+check "a second run into a directory in use exits 1" test $? -eq 1
+check "... naming the run that holds it" grep -q "checkpoint directory '$work/s' is in use by another run (pid $pid" "$work/s2.log"
 sleep 1
 kill -TERM $pid
 wait $pid
@@ -84,6 +88,101 @@ if [ -x "$BENCH" ]; then
   "$BENCH" --data synthetic --synthetic-size 64 --a "--device cpu" --b "--batch 0" --steps 4 >"$work/bench2.log" 2>&1
   check "bench reports a failing run" test $? -eq 1
   check "... with its error" grep -q -- "--batch" "$work/bench2.log"
+fi
+
+# 8. Issue 25: nothing saved is lost or silently wrong; bad flags and data refused before training starts.
+# 8a. A new run pointed at another run's directory leaves its checkpoints alone.
+before=$(ls "$work/a" | sort | md5sum)
+"${run[@]}" --checkpoint-dir "$work/a" --keep 1 >"$work/o.log" 2>&1
+check "a new run in another run's --checkpoint-dir exits 1" test $? -eq 1
+check "... saying whose they are and how to continue" grep -q "holds checkpoints of another run (run .*--resume" "$work/o.log"
+check "... and prunes nothing" test "$(ls "$work/a" | sort | md5sum)" = "$before"
+# 8b. --resume DIR passes over a damaged newest checkpoint, says which and why, and continues exactly.
+mkdir -p "$work/f" && cp "$work/a"/checkpoint-*.safetensors "$work/f/"
+newest="$work/f/checkpoint-000000000032.safetensors"
+printf '\x7f' | dd of="$newest" bs=1 seek=$(( $(stat -c %s "$newest") - 9 )) conv=notrunc 2>/dev/null
+"${run[@]}" --checkpoint-dir "$work/f2" --resume "$work/f" >"$work/f.log" 2>&1
+check "--resume past a damaged newest checkpoint exits 0" test $? -eq 0
+check "... naming the file it passed over and why" \
+  grep -q "passed over a newer checkpoint: checkpoint '$newest': header, metadata or tensor data were changed" "$work/f.log"
+check "... and the one it fell back to" grep -q "falling back to $work/f/checkpoint-000000000030.safetensors" "$work/f.log"
+check "... ending byte-identical to the uninterrupted run" \
+  cmp -s "$work/a/checkpoint-000000000032.safetensors" "$work/f2/checkpoint-000000000032.safetensors"
+# 8c. A dtype edited in the header ("F32" -> "I32", same length) is refused, not trained from.
+cp "$work/a/checkpoint-000000000010.safetensors" "$work/edited.safetensors"
+sed -i 's/"F32"/"I32"/' "$work/edited.safetensors"
+"${run[@]}" --resume "$work/edited.safetensors" >"$work/ed.log" 2>&1
+check "a checkpoint with an edited header is refused (exit 1)" test $? -eq 1
+check "... naming the file" grep -q "edited.safetensors': header, metadata or tensor data were changed" "$work/ed.log"
+# 8d. A lock left by a dead process is taken over, with a note; --resume alone saves where it resumed.
+"${run[@]}" --checkpoint-dir "$work/k" >/dev/null 2>&1
+echo "pid 999999 on elsewhere, run gone" >"$work/k/liftoff-run.lock"
+"${run[@]}" --resume "$work/k" >"$work/k.log" 2>&1
+check "a stale lock is taken over" grep -q "took over the lock of checkpoint directory '$work/k' from a process that is gone (pid 999999" "$work/k.log"
+check "... and released at the end" test ! -e "$work/k/liftoff-run.lock"
+check "--resume without --checkpoint-dir says where it saves" grep -q "checkpoints go on being saved in '$work/k'" "$work/k.log"
+# 8e. Flags: non-finite numbers, negative seeds, derived values, unwritable outputs, orphan checkpoint flags.
+expect_usage_error() {  # expect_usage_error <message fragment> <flags...>
+  local what=$1
+  shift
+  "${run[@]}" "$@" >"$work/u.log" 2>&1
+  local rc=$?
+  check "$* exits 2" test $rc -eq 2
+  check "... saying: $what" grep -qF -- "$what" "$work/u.log"
+}
+expect_usage_error "--lr: 'nan' is not a finite number" --lr nan
+expect_usage_error "--wd: 'inf' is not a finite number" --wd inf
+expect_usage_error "--seed: '-1' is not an integer in [0, 2^64-1]" --seed -1
+expect_usage_error "--report: cannot write '/tmp': is a directory" --report /tmp
+expect_usage_error "--log: cannot write '$work/no/such/dir/log.jsonl': No such file or directory" --log "$work/no/such/dir/log.jsonl"
+expect_usage_error "--save-every: needs --checkpoint-dir" --save-every 5
+expect_usage_error "--keep: needs --checkpoint-dir" --keep 2
+"$TRAIN" --device cpu --threads 2 --data synthetic --synthetic-size 256 --model simple_cnn --batch 32 --epochs 1 \
+  --workers 256 --no-profile --no-eval >"$work/w.log" 2>&1
+check "--workers 256 runs (its default --prefetch is capped at 256)" test $? -eq 0
+check "... and says so" grep -q "loader: 256 workers, prefetch 256" "$work/w.log"
+# 8f. Memory: a batch that cannot fit is refused before the first step with the numbers, also under ulimit -v.
+(ulimit -v 4000000; "$TRAIN" --device cpu --threads 2 --data synthetic --synthetic-size 8192 --model resnet20 \
+  --batch 1048576 --epochs 2 --schedule constant --workers 1 --no-profile --no-eval >"$work/m.log" 2>&1)
+check "a huge --batch under ulimit -v exits 1, not killed" test $? -eq 1
+check "... with the estimate, the limit and the flag that helps" \
+  grep -q "a training step on the CPU needs about .* are available (ulimit -v); use --batch [0-9]* or less" "$work/m.log"
+# 8g. Data sets: test images of another size, and one-class folders, refused before training.
+be32() { printf "\\$(printf %03o $(($1 >> 24 & 255)))\\$(printf %03o $(($1 >> 16 & 255)))\\$(printf %03o $(($1 >> 8 & 255)))\\$(printf %03o $(($1 & 255)))"; }
+idx() {  # idx <file.gz> <count> <rows> <cols>: IDX images (random) or, with rows 0, labels 0..9
+  {
+    if [ "$3" -eq 0 ]; then
+      printf '\x00\x00\x08\x01'; be32 "$2"
+      for i in $(seq "$2"); do printf "\\x0$((i % 10))"; done
+    else
+      printf '\x00\x00\x08\x03'; be32 "$2"; be32 "$3"; be32 "$4"
+      head -c $(($2 * $3 * $4)) /dev/urandom
+    fi
+  } | gzip >"$1"
+}
+mkdir -p "$work/mn"
+idx "$work/mn/train-images-idx3-ubyte.gz" 64 28 28; idx "$work/mn/train-labels-idx1-ubyte.gz" 64 0 0
+idx "$work/mn/t10k-images-idx3-ubyte.gz" 16 32 32; idx "$work/mn/t10k-labels-idx1-ubyte.gz" 16 0 0
+"$TRAIN" --device cpu --data mnist --data-dir "$work/mn" --model simple_cnn --batch 8 --epochs 1 --workers 1 \
+  --no-profile >"$work/mn.log" 2>&1
+check "test images of another size are refused before training" \
+  grep -q "the test images are \[1, 32, 32\] (channels, height, width) but the training images are \[1, 28, 28\]" "$work/mn.log"
+check "... (no epoch ran)" bash -c "! grep -q 'epoch 1/1' '$work/mn.log'"
+EXPORT=$(dirname "$TRAIN")/export_images
+if [ -x "$EXPORT" ]; then
+  "$EXPORT" --data synthetic --out "$work/one/train" --count 8 --classes 1 --image-size 8 >/dev/null 2>&1
+  "$EXPORT" --data synthetic --out "$work/one/test" --count 4 --classes 1 --image-size 8 >/dev/null 2>&1
+  "$TRAIN" --device cpu --data folder --data-dir "$work/one" --model simple_cnn --batch 4 --epochs 1 --workers 1 \
+    --no-profile >"$work/one.log" 2>&1
+  check "a one-class folder is refused (exit 2)" test $? -eq 2
+  check "... saying a classifier needs 2 classes" grep -q "has 1 class ('0'); a classifier needs at least 2" "$work/one.log"
+fi
+# 8h. compare bounds what it reads: /dev/zero ends with an error instead of growing until killed.
+COMPARE=$(dirname "$TRAIN")/compare
+if [ -x "$COMPARE" ]; then
+  timeout 60 "$COMPARE" /dev/zero /dev/zero >"$work/cz.log" 2>&1
+  check "compare /dev/zero exits 1" test $? -eq 1
+  check "... at the size limit" grep -q "report '/dev/zero': larger than the limit of" "$work/cz.log"
 fi
 
 [ $fail -eq 0 ] && echo "all train CLI checks passed"

@@ -5,20 +5,20 @@
 
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include "models/report/report.h"
 #include "runtime/error.h"
+#include "runtime/platform/files.h"
 
 namespace {
 
+// A report is a few kB to a few MB (per-rank figures); anything larger is not one (or /dev/zero).
+constexpr int64_t kMaxReportBytes = int64_t{64} << 20;
+
 liftoff::RunReport read_report(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw liftoff::IOError("cannot open '" + path + "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return liftoff::RunReport::from_json(text.str(), path);
+  return liftoff::RunReport::from_json(liftoff::platform::read_file_capped(path, kMaxReportBytes, "report"),
+                                       path);
 }
 
 }  // namespace

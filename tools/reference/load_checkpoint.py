@@ -44,7 +44,7 @@ def main():
 
     with safe_open(args.checkpoint, framework="pt") as f:
         meta = f.metadata() or {}
-    if meta.get("liftoff.format") != "liftoff-checkpoint-1":
+    if meta.get("liftoff.format") != "liftoff-checkpoint-2":
         sys.exit(f"{args.checkpoint}: not a Liftoff checkpoint (liftoff.format = {meta.get('liftoff.format')!r})")
     name = meta.get("liftoff.model", "")
     if not name.startswith("resnet"):

@@ -21,30 +21,35 @@ struct ResumePoint {
 
 class RunCheckpoints {
  public:
-  // dir empty: saving is off. save_every: "N" optimizer steps, "Ne" epochs, "" / "0": only at the end and on
-  // signals.
-  RunCheckpoints(const Flags& flags, Module& model, Optimizer& optimizer, Trainer& trainer);
+  // With --resume: loads the checkpoint (a file, or a directory's latest valid one: newer files passed over
+  // are named on stderr with the reason), checks that the run-defining flags match and restores model,
+  // optimizer, scaler and step counter (every rank). Then, when `writer` (rank 0) and a directory is known
+  // (--checkpoint-dir, else the directory resumed from), takes the directory for this run: its lock, and the
+  // run id of the checkpoint resumed (a new id otherwise); see CheckpointManager.
+  RunCheckpoints(const Flags& flags, bool writer, Module& model, Optimizer& optimizer, Trainer& trainer,
+                 int64_t micro_batches_per_epoch);
 
   bool enabled() const { return manager_ != nullptr; }
-  bool due_at_step(int64_t global_step) const { return every_steps_ > 0 && global_step % every_steps_ == 0; }
-  bool due_at_epoch_end(int64_t epoch) const { return every_epochs_ > 0 && (epoch + 1) % every_epochs_ == 0; }
+  bool due_at_step(int64_t global_step) const { return every_.steps > 0 && global_step % every_.steps == 0; }
+  bool due_at_epoch_end(int64_t epoch) const { return every_.epochs > 0 && (epoch + 1) % every_.epochs == 0; }
   // Writes a checkpoint of the current state; returns its path ("" when saving is off).
   std::string save(int64_t epoch, int64_t micro_batches_into_epoch);
   const std::string& last_saved() const { return last_saved_; }
-
-  // Loads `what` (a checkpoint file, or a directory: its latest valid checkpoint), checks that the
-  // run-defining flags match, restores model, optimizer, scaler and step counter, and says where to continue.
-  ResumePoint resume(const std::string& what, int64_t micro_batches_per_epoch);
+  // Where training continues (all zero and no path without --resume).
+  const ResumePoint& resume_point() const { return resume_point_; }
 
  private:
+  ResumePoint resume(const std::string& what, int64_t micro_batches_per_epoch, bool writer);
+
   Flags flags_;  // a copy: callers may pass a temporary
   Module& model_;
   Optimizer& optimizer_;
   Trainer& trainer_;
   std::unique_ptr<CheckpointManager> manager_;
-  int64_t every_steps_ = 0;
-  int64_t every_epochs_ = 0;
+  SaveEvery every_;
   std::string last_saved_;
+  std::string run_id_;  // of the checkpoint resumed
+  ResumePoint resume_point_;
 };
 
 // The flags that define a run (a resumed run must use the same), as one JSON object.

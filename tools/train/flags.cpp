@@ -1,6 +1,83 @@
 #include "tools/train/flags.h"
 
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+
+#include "runtime/platform/files.h"
+
 namespace liftoff::tools {
+
+namespace {
+
+// CLI11's Range and PositiveNumber let NaN through (every comparison with it is false).
+const CLI::Validator kFinite(
+    [](std::string& text) {
+      char* end = nullptr;
+      const double v = std::strtod(text.c_str(), &end);
+      return std::isfinite(v) ? std::string() : "'" + text + "' is not a finite number";
+    },
+    "FINITE");
+
+// An unsigned flag parses "-1" as 2^64-1 without a word: refuse a sign.
+const CLI::Validator kUnsigned(
+    [](std::string& text) {
+      const bool digits =
+          !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+      return digits ? std::string() : "'" + text + "' is not an integer in [0, 2^64-1]";
+    },
+    "UINT64");
+
+// Where a run writes a file at its end, it is checked before the run starts (the OS reason included).
+void check_output(const std::string& flag, const std::string& path) {
+  if (path.empty()) return;
+  const std::string problem = platform::writable_file_problem(path);
+  if (!problem.empty())
+    throw CLI::ValidationError(flag,
+                               "cannot write '" + path + "': " + problem + "; pass a writable file path");
+}
+
+}  // namespace
+
+int effective_prefetch(const Flags& f) {
+  return f.prefetch > 0 ? f.prefetch : std::min(2 * f.workers, kMaxPrefetch);
+}
+
+SaveEvery parse_save_every(const std::string& every) {
+  SaveEvery out;
+  if (every.empty() || every == "0") return out;
+  const bool epochs = every.back() == 'e';
+  const std::string digits = epochs ? every.substr(0, every.size() - 1) : every;
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(digits.c_str(), &end, 10);
+  if (digits.empty() || digits[0] == '-' || *end != '\0' || n <= 0 || errno == ERANGE) {
+    throw CLI::ValidationError("--save-every",
+                               "'" + every + "': expected N optimizer steps or Ne epochs (e.g. 500 or 1e)");
+  }
+  (epochs ? out.epochs : out.steps) = n;
+  return out;
+}
+
+void check_flags(const CLI::App& app, const Flags& f) {
+  parse_save_every(f.save_every);
+  const bool saving = !f.checkpoint_dir.empty() || !f.resume.empty();
+  if (!saving && (app.count("--save-every") > 0 || app.count("--keep") > 0)) {
+    throw CLI::ValidationError(app.count("--save-every") > 0 ? "--save-every" : "--keep",
+                               "needs --checkpoint-dir (where to save); without it no checkpoint is written");
+  }
+  std::error_code ec;
+  if (!f.checkpoint_dir.empty() && std::filesystem::exists(f.checkpoint_dir, ec) &&
+      !std::filesystem::is_directory(f.checkpoint_dir, ec)) {
+    throw CLI::ValidationError("--checkpoint-dir",
+                               "'" + f.checkpoint_dir + "' exists and is not a directory");
+  }
+  check_output("--report", f.report);
+  check_output("--trace", f.trace);
+  check_output("--log", f.log);
+}
 
 void add_flags(CLI::App& app, Flags& f) {
   const std::string g_dev = "Device";
@@ -33,6 +110,17 @@ void add_flags(CLI::App& app, Flags& f) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{16384}))
       ->group(g_data);
+  app.add_option("--max-image-pixels", f.max_image_pixels,
+                 "--data folder: refuse images with more pixels (width x height) than this")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 28))
+      ->group(g_data);
+  app.add_option("--decode-memory-mb", f.decode_memory_mb,
+                 "--data folder: host memory the workers may use for images being decoded at once (a worker "
+                 "waits for room; an image needing more alone is refused)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{16}, int64_t{1} << 20))
+      ->group(g_data);
   app.add_option("--on-bad-sample", f.on_bad_sample,
                  "--data folder: error | skip (skipped files are counted)")
       ->capture_default_str()
@@ -53,9 +141,10 @@ void add_flags(CLI::App& app, Flags& f) {
       ->capture_default_str()
       ->check(CLI::Range(1, 256))
       ->group(g_data);
-  app.add_option("--prefetch", f.prefetch, "batches in flight in the loader's pinned ring (0: 2 x workers)")
+  app.add_option("--prefetch", f.prefetch,
+                 "batches in flight in the loader's pinned ring (0: 2 x workers, at most 256)")
       ->capture_default_str()
-      ->check(CLI::Range(0, 1024))
+      ->check(CLI::Range(0, kMaxPrefetch))
       ->group(g_data);
   app.add_flag("--pin-memory,!--no-pin-memory", f.pin_memory,
                "page-locked host buffers for asynchronous H2D copies (default on)")
@@ -65,6 +154,7 @@ void add_flags(CLI::App& app, Flags& f) {
       ->check(CLI::Range(0, 64))
       ->group(g_data);
   app.add_option("--random-erase", f.random_erase, "random erasing probability")
+      ->check(kFinite)
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0))
       ->group(g_data);
@@ -87,10 +177,12 @@ void add_flags(CLI::App& app, Flags& f) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{-1}, int64_t{1} << 40))
       ->group(g_train);
-  app.add_option("--seed", f.seed, "seed of the weights, the shuffle and the augmentation")
+  app.add_option("--seed", f.seed, "seed of the weights, the shuffle and the augmentation (0 .. 2^64-1)")
       ->capture_default_str()
+      ->check(kUnsigned)
       ->group(g_train);
   app.add_option("--label-smoothing", f.label_smoothing, "cross-entropy label smoothing")
+      ->check(kFinite)
       ->capture_default_str()
       ->check(CLI::Range(0.0, 0.999))
       ->group(g_train);
@@ -98,6 +190,7 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--target-accuracy", f.target_accuracy,
                  "stop at the first epoch whose test accuracy reaches this (0..1) and print the time to it "
                  "(wall time from the first step, data loading and evaluation included)")
+      ->check(kFinite)
       ->check(CLI::Range(0.0, 1.0))
       ->excludes("--no-eval")
       ->group(g_train);
@@ -113,15 +206,18 @@ void add_flags(CLI::App& app, Flags& f) {
       ->check(CLI::IsMember({"sgd", "adamw"}))
       ->group(g_opt);
   app.add_option("--lr", f.lr, "peak learning rate (default: 0.1 for sgd, 0.001 for adamw)")
+      ->check(kFinite)
       ->check(CLI::PositiveNumber)
       ->group(g_opt);
   app.add_option("--momentum", f.momentum, "SGD momentum")
+      ->check(kFinite)
       ->capture_default_str()
       ->check(CLI::Range(0.0, 0.999999))
       ->group(g_opt);
   app.add_flag("--nesterov,!--no-nesterov", f.nesterov, "Nesterov momentum for SGD (default on)")
       ->group(g_opt);
   app.add_option("--wd", f.wd, "weight decay (L2 for sgd, decoupled for adamw)")
+      ->check(kFinite)
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0))
       ->group(g_opt);
@@ -138,6 +234,7 @@ void add_flags(CLI::App& app, Flags& f) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
       ->group(g_opt);
   app.add_option("--gamma", f.gamma, "--schedule step: decay factor")
+      ->check(kFinite)
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0))
       ->group(g_opt);
@@ -163,6 +260,7 @@ void add_flags(CLI::App& app, Flags& f) {
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->group(g_perf);
   app.add_option("--loss-scale", f.loss_scale, "--amp fp16: a static loss scale (0: dynamic, from 2^16)")
+      ->check(kFinite)
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e30))
       ->group(g_perf);
@@ -171,6 +269,7 @@ void add_flags(CLI::App& app, Flags& f) {
       ->check(CLI::Range(0, 1024))
       ->group(g_perf);
   app.add_option("--bucket-mb", f.bucket_mb, "DDP gradient bucket size in MB")
+      ->check(kFinite)
       ->capture_default_str()
       ->check(CLI::Range(0.001, 4096.0))
       ->group(g_perf);
@@ -218,6 +317,9 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_flag("--print-settings", f.print_settings,
                "print the LIFTOFF_* environment settings (value, source, default, accepted values) and exit")
       ->group(g_out);
+
+  // Cross-flag checks and output paths, after every value is parsed and before anything runs.
+  app.final_callback([&app, &f] { check_flags(app, f); });
 }
 
 }  // namespace liftoff::tools

@@ -34,6 +34,8 @@ struct Flags {
   int prefetch = 0;  // 0: 2 * workers
   bool pin_memory = true;
   int64_t image_size = 0;
+  int64_t max_image_pixels = int64_t{1} << 26;  // 8192 x 8192
+  int64_t decode_memory_mb = 2048;
   std::string on_bad_sample = "error";
   int pad = 2;
   double random_erase = 0.0;
@@ -60,7 +62,24 @@ struct Flags {
   bool print_settings = false;  // print runtime/config's table of environment settings and exit
 };
 
-// Registers every flag on app, bound to f.
+// The DataLoader's ring holds at most this many batches.
+constexpr int kMaxPrefetch = 256;
+
+// Registers every flag on app, bound to f, and check_flags as the app's final callback.
 void add_flags(CLI::App& app, Flags& f);
+// What no single flag's range can say, before the run starts: --save-every's form, --save-every / --keep
+// without a checkpoint directory, output paths (--report, --trace, --log) writable now (the OS reason
+// otherwise), --checkpoint-dir not a file. Throws CLI::ValidationError (a usage error, exit 2).
+void check_flags(const CLI::App& app, const Flags& f);
+
+// --prefetch, or its default 2 x --workers capped at kMaxPrefetch.
+int effective_prefetch(const Flags& f);
+
+// --save-every: "N" optimizer steps, "Ne" epochs; "" / "0": only at the end and on signals (both 0).
+struct SaveEvery {
+  int64_t steps = 0;
+  int64_t epochs = 0;
+};
+SaveEvery parse_save_every(const std::string& every);
 
 }  // namespace liftoff::tools

@@ -17,6 +17,7 @@
 #include "tools/train/epoch_loop.h"
 #include "tools/train/flags.h"
 #include "tools/train/launch.h"
+#include "tools/train/memory_check.h"
 #include "tools/train/reporting.h"
 #include "tools/train/run_setup.h"
 
@@ -53,14 +54,11 @@ int run(const Flags& f) {
   const std::unique_ptr<tools::TrainSetup> setup = tools::make_train_setup(f);
   tools::TrainSetup& s = *setup;
 
-  // Rank 0 alone writes checkpoints; every rank resumes from the same file.
-  tools::RunCheckpoints checkpoints(s.rank0 ? f : tools::Flags{}, *s.model, *s.optimizer, *s.trainer);
-  tools::ResumePoint resume_point;
-  if (!f.resume.empty()) {
-    tools::RunCheckpoints loader(f, *s.model, *s.optimizer, *s.trainer);
-    resume_point = loader.resume(f.resume, s.micro_per_epoch);
-    if (s.ddp) s.ddp->broadcast_buffers();
-  }
+  // Rank 0 alone writes checkpoints (and locks the directory); every rank resumes from the same file.
+  tools::RunCheckpoints checkpoints(f, s.rank0, *s.model, *s.optimizer, *s.trainer, s.micro_per_epoch);
+  const tools::ResumePoint resume_point = checkpoints.resume_point();
+  if (s.ddp && !resume_point.path.empty()) s.ddp->broadcast_buffers();
+  tools::check_host_memory(*s.model, f, s.device, s.data);
   if (s.rank0) tools::print_run_header(f, s, resume_point);
   tools::install_stop_signals();
 

@@ -89,7 +89,7 @@ RunConfig make_run_config(const Flags& f, const TrainSetup& s) {
   rc.amp = f.amp;
   rc.augment = augment_mode_name(s.data.train->augment_mode());
   rc.workers = f.workers;
-  rc.prefetch = f.prefetch > 0 ? f.prefetch : 2 * f.workers;
+  rc.prefetch = effective_prefetch(f);
   rc.pin_memory = f.pin_memory;
   rc.threads = s.threads;
   rc.world_size = s.placement.env.world_size;

@@ -59,7 +59,7 @@ void expect_consistent(const CheckpointState& s) {
 TEST(CheckpointKillHelper, DISABLED_WriterLoop) {
   const char* dir = std::getenv(kDirEnv);
   if (dir == nullptr) GTEST_SKIP() << "run by CheckpointKill.LatestValidCheckpointAlwaysLoads";
-  CheckpointManager manager(dir, 3);
+  CheckpointManager manager(dir, 3, "kill-test");  // every writer continues the same run
   const std::string latest = latest_checkpoint(dir);
   for (int64_t step = latest.empty() ? 0 : load_checkpoint(latest).step + 1;; ++step)
     manager.save(state_for(step));
@@ -87,7 +87,7 @@ TEST(CheckpointKill, LatestValidCheckpointAlwaysLoads) {
   std::mt19937 rng(20240611);  // fixed: a failure reproduces with the same kill schedule (up to timing)
   std::uniform_int_distribution<int> delay_ms(5, 120);
   const auto start = std::chrono::steady_clock::now();
-  int kills = 0, mid_write = 0;
+  int kills = 0, mid_write = 0, stalled = 0;
   int64_t last_step = -1;
   // At least 8 s, longer on a loaded machine until the writer has made progress and a kill landed mid-write
   // (at most 45 s), so the assertions below test torn writes rather than the machine's speed.
@@ -107,8 +107,9 @@ TEST(CheckpointKill, LatestValidCheckpointAlwaysLoads) {
       ::_exit(127);
     }
     // On a loaded machine the writer may need longer than the longest delay just to start (exec, static
-    // initialisation): until it has saved something, later kills wait a little longer each time.
-    const int patience_ms = last_step < 0 ? std::min(kills * 10, 2000) : 0;
+    // initialisation, taking over the lock, loading the latest checkpoint): while kills make no progress,
+    // later ones wait a little longer each time.
+    const int patience_ms = std::min(stalled * 10, 2000);
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng) + patience_ms));
     ::kill(pid, SIGKILL);
     int status = 0;
@@ -121,6 +122,7 @@ TEST(CheckpointKill, LatestValidCheckpointAlwaysLoads) {
     bool torn = false;
     for (const auto& e : fs::directory_iterator(dir)) {
       const std::string name = e.path().filename().string();
+      if (name == "liftoff-run.lock") continue;  // the killed writer's lock, taken over by the next one
       if (name.find(".tmp-") != std::string::npos) {
         torn = true;
         continue;
@@ -136,10 +138,12 @@ TEST(CheckpointKill, LatestValidCheckpointAlwaysLoads) {
     EXPECT_TRUE(skipped.empty()) << skipped.front();
     if (latest.empty()) {
       ASSERT_EQ(last_step, -1) << "checkpoints disappeared";
+      ++stalled;
       continue;
     }
     const CheckpointState s = load_checkpoint(latest);
     EXPECT_GE(s.step, last_step) << "progress went backwards";
+    stalled = s.step > last_step ? 0 : stalled + 1;
     last_step = s.step;
     if (HasFailure()) break;
   }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -515,7 +516,8 @@ TEST(BadCheckpoint, FlippedDataByteFailsTheCrc) {
   std::string bytes = read_all(path);
   bytes[bytes.size() - 3] = static_cast<char>(bytes[bytes.size() - 3] ^ 0x10);
   write_all(path, bytes);
-  expect_error<IOError>([&] { load_checkpoint(path); }, path, "tensor data is corrupt (CRC-32");
+  expect_error<IOError>([&] { load_checkpoint(path); }, path,
+                        "header, metadata or tensor data were changed after it was written (CRC-32");
 }
 
 TEST(BadCheckpoint, TruncatedFile) {
@@ -564,8 +566,8 @@ TEST_F(RestoreMismatch, UnexpectedKeys) {
 }
 TEST_F(RestoreMismatch, ShapeMismatch) {
   state_.model[0].second = Tensor::zeros({3, 1, 5, 5});
-  expect_model_rejected("small",
-                        "shape mismatch (checkpoint vs model) for 0.weight [3, 1, 5, 5] vs [3, 1, 3, 3]");
+  expect_model_rejected(
+      "small", "shape/dtype mismatch (checkpoint vs model) for 0.weight [3, 1, 5, 5] vs [3, 1, 3, 3]");
 }
 TEST_F(RestoreMismatch, MissingDropoutGenerator) {
   state_.generators.clear();
@@ -584,7 +586,7 @@ TEST_F(RestoreMismatch, OptimizerShapeMismatch) {
   auto m = small_model(1);
   SGD opt(m->parameters(), 0.1, 0.9);
   expect_error<ValueError>([&] { restore_optimizer(state_, opt); }, state_.path,
-                           "shape mismatch (checkpoint vs optimizer) for momentum_buffer.1 [7] vs [3]");
+                           "shape/dtype mismatch (checkpoint vs optimizer) for momentum_buffer.1 [7] vs [3]");
 }
 
 // ---- directories: atomicity, latest valid, pruning
@@ -599,8 +601,9 @@ CheckpointState state_at(int64_t step) {
 
 TEST(CheckpointDir, TornTempFileIsIgnored) {
   TempDir dir;
-  CheckpointManager manager(dir.str(), 0);
-  const std::string good = manager.save(state_at(10));
+  auto manager = std::make_unique<CheckpointManager>(dir.str(), 0);
+  const std::string good = manager->save(state_at(10));
+  const std::string run = manager->run_id();
   // A writer killed mid-save at step 20: half a file under the temporary name.
   const std::string full = dir.file("full.bin");
   save_checkpoint(full, state_at(20));
@@ -613,8 +616,9 @@ TEST(CheckpointDir, TornTempFileIsIgnored) {
   EXPECT_TRUE(skipped.empty());
   EXPECT_EQ(resolve_checkpoint(dir.str()), good);
   EXPECT_EQ(load_checkpoint(resolve_checkpoint(dir.str())).step, 10);
-  // The next run's manager clears the leftover.
-  CheckpointManager next(dir.str(), 0);
+  // The next manager of the run (resumed) clears the leftover.
+  manager.reset();
+  CheckpointManager next(dir.str(), 0, run);
   EXPECT_FALSE(fs::exists(torn));
   EXPECT_TRUE(fs::exists(good));
 }
@@ -624,7 +628,7 @@ TEST(CheckpointDir, TruncatedLatestIsSkipped) {
   CheckpointManager manager(dir.str(), 0);
   const std::string older = manager.save(state_at(10));
   const std::string newer = manager.save(state_at(20));
-  fs::resize_file(newer, fs::file_size(newer) / 2);
+  fs::resize_file(newer, fs::file_size(newer) - 100);  // inside the 256 data bytes
   expect_error<IOError>([&] { load_checkpoint(newer); }, newer, "run past the end of the data");
   std::vector<std::string> skipped;
   EXPECT_EQ(latest_checkpoint(dir.str(), &skipped), older);
@@ -659,7 +663,10 @@ TEST(CheckpointDir, OnlyCheckpointNamesAreCandidates) {
 
 std::vector<std::string> names_in(const std::string& dir) {
   std::vector<std::string> out;
-  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().filename() != "liftoff-run.lock")
+      out.push_back(e.path().filename().string());  // a live run's
+  }
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -684,8 +691,8 @@ TEST(CheckpointDir, KeepZeroKeepsAll) {
 
 TEST(CheckpointDir, PruneNeverDeletesWhatWasJustSaved) {
   TempDir dir;
-  CheckpointManager(dir.str(), 0).save(state_at(200));  // a stale, newer file from an abandoned run
-  CheckpointManager manager(dir.str(), 1);
+  CheckpointManager(dir.str(), 0, "run-a").save(state_at(200));  // the run got further once, then resumed
+  CheckpointManager manager(dir.str(), 1, "run-a");              // from an earlier checkpoint
   const std::string saved = manager.save(state_at(150));
   EXPECT_EQ(names_in(dir.str()), std::vector<std::string>{CheckpointManager::file_name(150)});
   EXPECT_EQ(load_checkpoint(saved).step, 150);
@@ -698,4 +705,144 @@ TEST(CheckpointDir, DirectoryThatIsAFile) {
 }
 
 }  // namespace
+
+// ---- issue 25: checksummed headers, non-finite weights, fall-back, run ownership
+// ---------------------------------------------------
+
+std::string replace_once(std::string bytes, const std::string& from, const std::string& to) {
+  const size_t at = bytes.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) bytes.replace(at, from.size(), to);
+  return bytes;
+}
+
+TEST(BadCheckpoint, EditedDtypeInTheHeaderFailsTheChecksum) {
+  TempDir dir;
+  const std::string path = dir.file("c.safetensors");
+  CheckpointState state;
+  capture_model(*small_model(1), "small", state);
+  save_checkpoint(path, state);
+  // The same length: every offset still fits, only the meaning of the bytes changes (weights of ~1e9).
+  write_all(path, replace_once(read_all(path), "\"F32\"", "\"I32\""));
+  expect_error<IOError>([&] { load_checkpoint(path); }, path, "were changed after it was written");
+}
+
+TEST(BadCheckpoint, EditedCounterFailsTheChecksum) {
+  TempDir dir;
+  const auto path =
+      checkpoint_with_metadata(dir, [](SafetensorsFile& f) { f.metadata["liftoff.step"] = "20"; });
+  expect_error<IOError>([&] { load_checkpoint(path); }, path, "were changed after it was written");
+}
+
+// A checkpoint whose checksum is right but whose model holds a NaN (as if written by a diverged run).
+std::string nan_checkpoint(const std::string& path, const std::string& run_id = "") {
+  CheckpointState state = state_at(20);
+  state.run_id = run_id;
+  save_checkpoint(path, state);
+  SafetensorsFile f = read_safetensors(path);
+  f.tensors[0].second.data<float>()[3] = std::nanf("");
+  f.metadata["liftoff.crc32"] = std::to_string(checkpoint_checksum(f.metadata, f.tensors));
+  write_safetensors(path, f.tensors, f.metadata);
+  return path;
+}
+
+TEST(BadCheckpoint, NonFiniteWeightsAreNeverResumedNorSaved) {
+  TempDir dir;
+  const std::string path = nan_checkpoint(dir.file("nan.safetensors"));
+  expect_error<IOError>([&] { load_checkpoint(path); }, path,
+                        "tensor 'model/w' holds a NaN or infinite value (at index [3])");
+  CheckpointState state = state_at(1);
+  state.model[0].second.data<float>()[0] = INFINITY;
+  expect_error<Error>([&] { save_checkpoint(dir.file("inf.safetensors"), state); },
+                      dir.file("inf.safetensors"), "holds a NaN or infinite value");
+  EXPECT_FALSE(fs::exists(dir.file("inf.safetensors")));
+}
+
+TEST_F(RestoreMismatch, DtypeMismatch) {
+  state_.model[0].second = Tensor::zeros({3, 1, 3, 3}, DType::f64);
+  expect_model_rejected("small", "shape/dtype mismatch (checkpoint vs model) for 0.weight f64 vs f32");
+}
+
+TEST(CheckpointDir, ResumeFallsBackAndSaysWhichFileItPassedOver) {
+  TempDir dir;
+  std::string older;
+  {
+    CheckpointManager manager(dir.str(), 0, "run-a");
+    older = manager.save(state_at(10));
+  }
+  const std::string newer = nan_checkpoint(dir.file(CheckpointManager::file_name(20)), "run-a");
+  std::vector<std::string> rejected;
+  EXPECT_EQ(resolve_checkpoint(dir.str(), &rejected), older);
+  ASSERT_EQ(rejected.size(), 1u);
+  EXPECT_NE(rejected[0].find(newer), std::string::npos) << rejected[0];
+  EXPECT_NE(rejected[0].find("NaN or infinite"), std::string::npos) << rejected[0];
+  // A caller's check (train: the "config" metadata parses) rejects the same way.
+  rejected.clear();
+  const auto no_step_10 = [](const CheckpointState& s) {
+    if (s.step == 10) throw IOError(str_cat("checkpoint '", s.path, "': refused by the caller"));
+  };
+  expect_error<IOError>([&] { resolve_checkpoint(dir.str(), &rejected, no_step_10); }, dir.str(),
+                        "2 rejected");
+}
+
+TEST(CheckpointDir, ASecondRunIsLockedOut) {
+  TempDir dir;
+  CheckpointManager first(dir.str(), 0);
+  expect_error<IOError>([&] { CheckpointManager second(dir.str(), 0, first.run_id()); }, dir.str(),
+                        "is in use by another run (pid " + std::to_string(::getpid()));
+  EXPECT_TRUE(first.lock_note().empty());
+}
+
+TEST(CheckpointDir, AStaleLockOfADeadProcessIsTakenOver) {
+  TempDir dir;
+  write_all(dir.file("liftoff-run.lock"), "pid 999999 on elsewhere, run old\n");  // nobody holds it
+  CheckpointManager manager(dir.str(), 0);
+  EXPECT_NE(manager.lock_note().find("from a process that is gone (pid 999999 on elsewhere, run old)"),
+            std::string::npos)
+      << manager.lock_note();
+  manager.save(state_at(1));
+}
+
+TEST(CheckpointDir, TheLockIsReleasedWithTheManager) {
+  TempDir dir;
+  { CheckpointManager first(dir.str(), 0, "run-a"); }
+  EXPECT_FALSE(fs::exists(dir.file("liftoff-run.lock")));
+  CheckpointManager again(dir.str(), 0, "run-a");
+  EXPECT_TRUE(again.lock_note().empty());
+}
+
+TEST(CheckpointDir, ANewRunRefusesADirectoryOfAnotherRun) {
+  TempDir dir;
+  { CheckpointManager(dir.str(), 1, "run-a").save(state_at(5)); }
+  const std::vector<std::string> before = names_in(dir.str());
+  expect_error<IOError>([&] { CheckpointManager(dir.str(), 1); }, dir.str(),
+                        "holds checkpoints of another run (run run-a: " + CheckpointManager::file_name(5) +
+                            "); this run would prune or overwrite them. Continue that run with --resume");
+  EXPECT_EQ(names_in(dir.str()), before);
+  EXPECT_EQ(load_checkpoint(dir.file(CheckpointManager::file_name(5))).run_id, "run-a");
+}
+
+TEST(CheckpointDir, KeepCountsAndDeletesOnlyTheRunsOwnFiles) {
+  TempDir dir;
+  const std::string unknown = dir.file(CheckpointManager::file_name(1));
+  write_all(unknown, "not ours, not readable");
+  CheckpointManager manager(dir.str(), 1);
+  manager.save(state_at(5));
+  const std::string six = manager.save(state_at(6));
+  EXPECT_EQ(names_in(dir.str()),
+            (std::vector<std::string>{CheckpointManager::file_name(1), CheckpointManager::file_name(6)}));
+  EXPECT_EQ(read_all(unknown), "not ours, not readable");
+  EXPECT_EQ(load_checkpoint(six).run_id, manager.run_id());
+}
+
+TEST(CheckpointDir, NeverOverwritesAFileItDidNotWrite) {
+  TempDir dir;
+  const std::string unknown = dir.file(CheckpointManager::file_name(5));
+  write_all(unknown, "someone's file");
+  CheckpointManager manager(dir.str(), 0);
+  expect_error<IOError>([&] { manager.save(state_at(5)); }, unknown,
+                        "exists and was not written by this run");
+  EXPECT_EQ(read_all(unknown), "someone's file");
+}
+
 }  // namespace liftoff
