@@ -6,6 +6,8 @@
 
 #include "runtime/error.h"
 
+#include <stb/stb_image_write.h>
+
 #if LIFTOFF_WITH_TURBOJPEG
 #include <turbojpeg.h>
 #endif
@@ -169,6 +171,45 @@ DecodedImage decode_encoded_image(const std::string& path, const EncodedImage& i
   (void)resolved;
 #endif
   return decode_image_bytes(path, image.bytes, image.info, 3);
+}
+
+std::vector<uint8_t> encode_jpeg(const uint8_t* rgb, int64_t height, int64_t width,
+                                 const JpegEncodeOptions& o) {
+  LIFTOFF_CHECK(
+      height >= 1 && width >= 1 && height <= 65535 && width <= 65535 && o.quality >= 1 && o.quality <= 100,
+      ValueError, "encode_jpeg: size ", height, "x", width, " or quality ", o.quality, " out of range");
+#if LIFTOFF_WITH_TURBOJPEG
+  tjhandle handle = tjInitCompress();
+  LIFTOFF_CHECK(handle != nullptr, ValueError, "encode_jpeg: cannot create a libjpeg-turbo compressor");
+  const int subsamp = o.chroma == JpegChroma::s444   ? TJSAMP_444
+                      : o.chroma == JpegChroma::s422 ? TJSAMP_422
+                      : o.chroma == JpegChroma::s420 ? TJSAMP_420
+                                                     : TJSAMP_GRAY;
+  unsigned char* out = nullptr;
+  unsigned long size = 0;
+  const int rc =
+      tjCompress2(handle, rgb, static_cast<int>(width), static_cast<int>(width * 3), static_cast<int>(height),
+                  TJPF_RGB, &out, &size, subsamp, o.quality, o.progressive ? TJFLAG_PROGRESSIVE : 0);
+  const std::string reason = rc == 0 ? std::string() : turbo_reason(handle);
+  std::vector<uint8_t> bytes;
+  if (rc == 0) bytes.assign(out, out + size);
+  tjFree(out);
+  tjDestroy(handle);
+  LIFTOFF_CHECK(rc == 0, ValueError, "encode_jpeg: libjpeg-turbo: ", reason);
+  return bytes;
+#else
+  LIFTOFF_CHECK(o.chroma != JpegChroma::gray && !o.progressive, ValueError,
+                "encode_jpeg: gray and progressive JPEGs need libjpeg-turbo (LIFTOFF_TURBOJPEG)");
+  std::vector<uint8_t> bytes;
+  const auto append = [](void* context, void* data, int n) {
+    auto* out = static_cast<std::vector<uint8_t>*>(context);
+    out->insert(out->end(), static_cast<uint8_t*>(data), static_cast<uint8_t*>(data) + n);
+  };
+  LIFTOFF_CHECK(stbi_write_jpg_to_func(append, &bytes, static_cast<int>(width), static_cast<int>(height), 3,
+                                       rgb, o.quality) != 0,
+                ValueError, "encode_jpeg: stb_image_write failed");
+  return bytes;
+#endif
 }
 
 }  // namespace liftoff

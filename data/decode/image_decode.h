@@ -57,4 +57,16 @@ int jpeg_scale_eighths(double region_height, double region_width, int64_t out_he
 DecodedImage decode_encoded_image(const std::string& path, const EncodedImage& image, CpuJpegDecoder decoder,
                                   int scale_eighths = 8);
 
+enum class JpegChroma { s444, s422, s420, gray };
+struct JpegEncodeOptions {
+  int quality = 90;  // 1..100
+  JpegChroma chroma = JpegChroma::s420;
+  bool progressive = false;
+};
+// Encodes interleaved RGB (height x width x 3) as a JPEG file's bytes: libjpeg-turbo when built with it
+// (every option), otherwise stb_image_write (baseline; 4:2:0 up to quality 90, 4:4:4 above; gray and
+// progressive are refused with ValueError). For test and benchmark data (tools/make_jpeg_folder).
+std::vector<uint8_t> encode_jpeg(const uint8_t* rgb, int64_t height, int64_t width,
+                                 const JpegEncodeOptions& options);
+
 }  // namespace liftoff

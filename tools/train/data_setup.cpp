@@ -4,6 +4,7 @@
 
 #include "data/cifar.h"
 #include "data/dataset.h"
+#include "data/decode/decode_loader.h"
 #include "data/image_folder.h"
 #include "models/train/amp.h"
 
@@ -24,6 +25,62 @@ std::pair<ImageDataset, ImageDataset> load_in_memory(const Flags& f) {
   const std::string dir = f.data_dir.empty() ? kFashionMnistDefaultDir : f.data_dir;
   return {load_fashion_mnist(dir, "train"), load_fashion_mnist(dir, "test")};
 }
+// Hands a loader to TrainData with its counters and description.
+template <class Loader>
+void set_train_loader(TrainData& data, std::unique_ptr<Loader> train, std::unique_ptr<Loader> test) {
+  Loader* loader = train.get();
+  data.train_stats = [loader] { return loader->stats(); };
+  data.train = std::move(train);
+  data.test = std::move(test);
+}
+
+// --data folder with --decode gpu|cpu|auto: the ImageNet-style DecodeLoader (any image sizes, random resized
+// crop), on the training device's decode path.
+void make_decode_loaders(const Flags& f, const LoaderOptions& base, TrainData& data) {
+  DecodeLoaderOptions o;
+  o.batch = base.batch;
+  o.workers = base.workers;
+  o.prefetch = base.prefetch;
+  o.decode = parse_decode_mode(f.decode);
+  o.nvjpeg_backend = parse_nvjpeg_backend(f.nvjpeg_backend);
+  o.cpu_decoder = parse_cpu_jpeg_decoder(f.cpu_decoder);
+  o.crop.out_height = o.crop.out_width = f.image_size > 0 ? f.image_size : 224;
+  o.channels = data.train_folder->channels();
+  o.mean = data.train_folder->mean();
+  o.stddev = data.train_folder->stddev();
+  o.on_bad_sample = parse_bad_sample_policy(f.on_bad_sample);
+  o.seed = base.seed;
+  o.device = base.device;
+  o.rank = base.rank;
+  o.world_size = base.world_size;
+  // Under AMP the crop kernel writes the half input directly.
+  if (parse_amp(f.amp) != AmpMode::off && base.device.is_cuda())
+    o.input_dtype = amp_compute_dtype(parse_amp(f.amp));
+  o.train = parse_augment_mode(f.augment) != AugmentMode::none;
+  DecodeLoaderOptions eval = o;
+  eval.train = false;
+  eval.shuffle = false;
+  eval.even_shards = false;
+  eval.batch = std::max<int64_t>(f.batch, 256);
+  auto train = std::make_unique<DecodeLoader>(data.train_folder, o);
+  auto test = std::make_unique<DecodeLoader>(data.test_folder, eval);
+  data.augment = o.train ? "random resized crop + flip + normalise (one kernel)" : "resize + centre crop";
+  data.decode = train->describe();
+  DecodeLoader* loader = train.get();
+  data.decode_summary = [loader] {
+    const DecodeCounts c = loader->decode_counts();
+    return str_cat(
+        "decode: ", c.hardware, " nvJPEG primary engine, ", c.gpu_hybrid, " GPU-hybrid, ", c.cpu,
+        " CPU (PNG/CMYK/--decode cpu), ", c.cpu_fallback, " CPU after nvJPEG refused them, ", c.batch_retries,
+        " batches retried one by one, ", c.skipped, " bad files skipped",
+        c.decode_timed > 0
+            ? str_cat("; decode stream ", c.decode_ms / static_cast<double>(c.decode_timed), " ms per batch")
+            : std::string());
+  };
+  data.height = data.width = o.crop.out_height;
+  set_train_loader(data, std::move(train), std::move(test));
+}
+
 }  // namespace
 
 TrainData make_train_data(const Flags& f, Device device, int rank, int world_size) {
@@ -56,16 +113,31 @@ TrainData make_train_data(const Flags& f, Device device, int rank, int world_siz
     LIFTOFF_CHECK(!f.data_dir.empty(), ValueError,
                   "--data folder needs --data-dir DIR with DIR/train/<class>/* and DIR/test/<class>/*");
     ImageFolderOptions fo;
-    fo.height = fo.width = f.image_size;
     fo.on_bad_sample = parse_bad_sample_policy(f.on_bad_sample);
+    if (f.decode != "off") {
+      // The decode pipeline takes every image at its own size (the folder only lists files and labels) and
+      // gives the model RGB, whatever the first file is.
+      fo.height = fo.width = 1;
+      fo.channels = 3;
+      data.train_folder = std::make_shared<ImageFolder>(f.data_dir + "/train", fo);
+      data.test_folder = std::make_shared<ImageFolder>(f.data_dir + "/test", fo);
+      make_decode_loaders(f, train_opts, data);
+      data.train_size = data.train_folder->size();
+      data.test_size = data.test_folder->size();
+      data.channels = data.train_folder->channels();
+      data.classes = data.train_folder->num_classes();
+      return data;
+    }
+    fo.height = fo.width = f.image_size;
     data.train_folder = std::make_shared<ImageFolder>(f.data_dir + "/train", fo);
     // The test set is decoded at the training set's size and channels.
     fo.height = data.train_folder->height();
     fo.width = data.train_folder->width();
     fo.channels = data.train_folder->channels();
     data.test_folder = std::make_shared<ImageFolder>(f.data_dir + "/test", fo);
-    data.train = std::make_unique<DataLoader>(data.train_folder, train_opts);
-    data.test = std::make_unique<DataLoader>(data.test_folder, test_opts);
+    set_train_loader(data, std::make_unique<DataLoader>(data.train_folder, train_opts),
+                     std::make_unique<DataLoader>(data.test_folder, test_opts));
+    data.augment = augment_mode_name(static_cast<DataLoader&>(*data.train).augment_mode());
     data.train_size = data.train_folder->size();
     data.test_size = data.test_folder->size();
     data.channels = data.train_folder->channels();
@@ -81,8 +153,9 @@ TrainData make_train_data(const Flags& f, Device device, int rank, int world_siz
   data.height = train_set.height();
   data.width = train_set.width();
   data.classes = train_set.num_classes;
-  data.train = std::make_unique<DataLoader>(std::move(train_set), train_opts);
-  data.test = std::make_unique<DataLoader>(std::move(test_set), test_opts);
+  set_train_loader(data, std::make_unique<DataLoader>(std::move(train_set), train_opts),
+                   std::make_unique<DataLoader>(std::move(test_set), test_opts));
+  data.augment = augment_mode_name(static_cast<DataLoader&>(*data.train).augment_mode());
   return data;
 }
 

@@ -35,6 +35,9 @@ struct Flags {
   bool pin_memory = true;
   int64_t image_size = 0;
   std::string on_bad_sample = "error";
+  std::string decode = "auto";  // --data folder: auto | gpu | cpu | off
+  std::string nvjpeg_backend = "auto";
+  std::string cpu_decoder = "auto";
   int pad = 2;
   double random_erase = 0.0;
   bool no_eval = false;

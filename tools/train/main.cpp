@@ -108,8 +108,8 @@ int run(const Flags& f) {
   } else {
     optimizer = std::make_unique<AdamW>(model->parameters(), lr, 0.9, 0.999, 1e-8, f.wd);
   }
-  DataLoader& train_batches = *data.train;
-  DataLoader& test_batches = *data.test;
+  BatchSource& train_batches = *data.train;
+  BatchSource& test_batches = *data.test;
 
   const int64_t micro_per_epoch = train_batches.batches_per_epoch();
   const int64_t steps_per_epoch = (micro_per_epoch + f.accum - 1) / f.accum;
@@ -127,7 +127,7 @@ int run(const Flags& f) {
   rc.batch = f.batch;
   rc.accum = f.accum;
   rc.amp = f.amp;
-  rc.augment = augment_mode_name(train_batches.augment_mode());
+  rc.augment = data.augment;
   rc.workers = f.workers;
   rc.prefetch = f.prefetch > 0 ? f.prefetch : 2 * f.workers;
   rc.pin_memory = f.pin_memory;
@@ -197,6 +197,7 @@ int run(const Flags& f) {
                 : f.pin_memory    ? "pinned"
                                   : "pageable",
                 rc.augment.c_str());
+    if (!data.decode.empty()) std::printf("  decode %s\n", data.decode.c_str());
     if (!resume_point.path.empty()) {
       std::printf("  resumed from %s (epoch %lld, step %lld, %lld micro-batches into the epoch)\n",
                   resume_point.path.c_str(), static_cast<long long>(resume_point.epoch + 1),
@@ -317,7 +318,8 @@ int run(const Flags& f) {
     std::printf("target accuracy %.2f%% not reached (last evaluation %.2f%%)\n", 100.0 * f.target_accuracy,
                 100.0 * std::max(0.0, last_accuracy));
   }
-  const LoaderStats loader_stats = train_batches.stats();
+  const LoaderStats loader_stats = data.train_stats();
+  if (rank0 && data.decode_summary) std::printf("%s\n", data.decode_summary().c_str());
   std::optional<CommTimes> comm;
   // DDP times each bucket in eager steps; captured steps are timed by the profiler's allreduce marks
   // instead (the report falls back to them when no CommTimes are given).
