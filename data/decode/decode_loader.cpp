@@ -47,6 +47,7 @@ std::vector<int64_t> epoch_order(int64_t size, int64_t shard_size, const DecodeL
 void DecodeLoader::init_device() {}
 void DecodeLoader::decode_loop() {}
 void DecodeLoader::decode_on_device(Slot&) {}
+void DecodeLoader::issue_decode(Slot&) {}
 void DecodeLoader::resolve_timings(Slot&) const {}
 void DecodeLoader::hand_out_cuda(Slot&, Batch&) {
   throw DeviceError("DecodeLoader: built without CUDA");

@@ -101,6 +101,7 @@ class DecodeLoader : public BatchSource {
   void fill(Slot& slot, const std::vector<int64_t>& indices, int64_t epoch);
   bool read_item(int64_t index, int64_t epoch, Item& item, std::vector<uint8_t>& data);
   void decode_on_device(Slot& slot);
+  void issue_decode(Slot& slot);
   void finish_cpu_batch(Slot& slot, const std::vector<std::vector<uint8_t>>& blobs);
   void resolve_timings(Slot& slot) const;
   void hand_out_cuda(Slot& slot, Batch& out);

@@ -112,6 +112,25 @@ bool decode_refused_on_cpu(const std::string& path, const uint8_t* bytes, size_t
 }  // namespace
 
 void DecodeLoader::decode_on_device(Slot& slot) {
+  {
+    // The events are recorded again below: finish (or drop) the previous use's timing first.
+    std::lock_guard<std::mutex> lock(mutex_);
+    resolve_timings(slot);
+    slot.decode_timing = false;
+  }
+  const cudaStream_t stream = device_->stream;
+  try {
+    issue_decode(slot);
+  } catch (...) {
+    // Work may be queued that reads the staging buffers: the worker refilling them must wait for it.
+    slot.decoded->record(stream);
+    std::lock_guard<std::mutex> lock(mutex_);
+    slot.device_busy = true;
+    throw;
+  }
+}
+
+void DecodeLoader::issue_decode(Slot& slot) {
   const int dev = device_->device;
   const cudaStream_t stream = device_->stream;
   // The previous batch of this slot must be fully read by its kernel before its arena is reused.

@@ -23,6 +23,16 @@ int backend_value(NvjpegBackend backend) {
 NvjpegDecoder::NvjpegDecoder(int device, NvjpegBackend requested) : device_(device) {
   nvjpeg::api();  // throws BackendError with the reason when the library is absent
   DeviceGuard guard(device_);
+  try {
+    create_engines(requested);
+  } catch (...) {
+    destroy(hybrid_);
+    destroy(primary_);
+    throw;
+  }
+}
+
+void NvjpegDecoder::create_engines(NvjpegBackend requested) {
   std::string why;
   if (requested == NvjpegBackend::auto_ || requested == NvjpegBackend::hardware) {
     if (create(primary_, NvjpegBackend::hardware, &why)) {
@@ -54,7 +64,9 @@ bool NvjpegDecoder::create(Engine& engine, NvjpegBackend backend, std::string* w
   const nvjpeg::Api& a = nvjpeg::api();
   int rc = a.CreateEx(backend_value(backend), nullptr, nullptr, nvjpeg::kFlagsDefault, &engine.handle);
   if (rc == nvjpeg::kSuccess) rc = a.JpegStateCreate(engine.handle, &engine.batched);
-  if (rc == nvjpeg::kSuccess) rc = a.JpegStateCreate(engine.handle, &engine.single);
+  // One-by-one retries run on the software engine only.
+  if (rc == nvjpeg::kSuccess && backend != NvjpegBackend::hardware)
+    rc = a.JpegStateCreate(engine.handle, &engine.single);
   // The hardware backend can be created and still refuse batches (no JPEG engine): try one initialisation.
   if (rc == nvjpeg::kSuccess)
     rc = a.DecodeBatchedInitialize(engine.handle, engine.batched, 1, 1, nvjpeg::kOutputRgbi);

@@ -57,6 +57,7 @@ class NvjpegDecoder {
     int batch_size = -1;  // what the batched state was initialised for (-1: must initialise)
     NvjpegBackend backend = NvjpegBackend::gpu_hybrid;
   };
+  void create_engines(NvjpegBackend requested);
   bool create(Engine& engine, NvjpegBackend backend, std::string* why);
   void destroy(Engine& engine) noexcept;
   bool decode_batched(Engine& engine, const std::vector<JpegDecodeJob*>& jobs, cudaStream_t stream);
