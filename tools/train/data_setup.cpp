@@ -64,8 +64,13 @@ void make_decode_loaders(const Flags& f, const LoaderOptions& base, TrainData& d
   eval.batch = std::max<int64_t>(f.batch, 256);
   auto train = std::make_unique<DecodeLoader>(data.train_folder, o);
   auto test = std::make_unique<DecodeLoader>(data.test_folder, eval);
-  data.augment = o.train ? "random resized crop + flip + normalise (one kernel)" : "resize + centre crop";
-  data.decode = train->describe();
+  // The report's augment field keeps its values (where the augmentation runs); the header's decode line
+  // says what it does.
+  data.augment = !o.train ? "none" : base.device.is_cuda() ? "gpu" : "cpu";
+  data.decode = str_cat(train->describe(), "; ",
+                        o.train ? "random resized crop + flip" : "resize + centre crop", " to ", o.crop.out_height,
+                        "x", o.crop.out_width, ", normalise, ", dtype_name(o.input_dtype),
+                        base.device.is_cuda() ? " channels-last, in one kernel" : " (CPU twin)");
   DecodeLoader* loader = train.get();
   data.decode_summary = [loader] {
     const DecodeCounts c = loader->decode_counts();
