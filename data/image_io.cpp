@@ -14,9 +14,7 @@
 
 namespace liftoff {
 
-namespace {
-
-std::vector<uint8_t> read_file(const std::string& path, const ImageLimits& limits) {
+std::vector<uint8_t> read_image_bytes(const std::string& path, const ImageLimits& limits) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   LIFTOFF_CHECK(in.good(), IOError, "image '", path, "': cannot open it for reading");
   const std::streamoff size = in.tellg();
@@ -32,6 +30,8 @@ std::vector<uint8_t> read_file(const std::string& path, const ImageLimits& limit
                 " bytes)");
   return bytes;
 }
+
+namespace {
 
 // stb's reason, kept to printable characters: some failure strings carry raw bytes or newlines, and our
 // errors are one line.
@@ -53,8 +53,10 @@ void check_dimensions(const std::string& path, int64_t w, int64_t h, const Image
                 "; shrink the image or raise the limit (train: --max-image-pixels)");
 }
 
-ImageInfo checked_info(const std::string& path, const std::vector<uint8_t>& bytes,
-                       const ImageLimits& limits) {
+}  // namespace
+
+ImageInfo check_image_bytes(const std::string& path, const std::vector<uint8_t>& bytes,
+                            const ImageLimits& limits, JpegFrameInfo* jpeg) {
   // PNG: read the IHDR size ourselves first. stb_image refuses some huge headers with a generic "unknown
   // image type"; this tells the user the size the file claims.
   static const uint8_t kPngSignature[8] = {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A};
@@ -79,7 +81,8 @@ ImageInfo checked_info(const std::string& path, const std::vector<uint8_t>& byte
   }
   // JPEG: walk the markers before stb_image sees them (stbi_info below already builds Huffman tables). stb
   // trusts table and scan structure it never checks; a scan using an undefined table crashed it (image_fuzz).
-  check_jpeg_structure(path, bytes.data(), bytes.size());
+  const JpegFrameInfo frame = check_jpeg_structure(path, bytes.data(), bytes.size());
+  if (jpeg != nullptr) *jpeg = frame;
   int w = 0, h = 0, c = 0;
   // Header only: no pixel memory is allocated here, whatever the header claims.
   LIFTOFF_CHECK(stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &c) == 1, IOError,
@@ -89,10 +92,8 @@ ImageInfo checked_info(const std::string& path, const std::vector<uint8_t>& byte
   return ImageInfo{w, h, c};
 }
 
-}  // namespace
-
 ImageInfo read_image_info(const std::string& path, const ImageLimits& limits) {
-  return checked_info(path, read_file(path, limits), limits);
+  return check_image_bytes(path, read_image_bytes(path, limits), limits);
 }
 
 int64_t decode_bytes_estimate(const ImageInfo& info, int64_t channels) {
@@ -105,11 +106,16 @@ DecodedImage decode_image_file(const std::string& path, int64_t channels, const 
 
 DecodedImage decode_image_file(const std::string& path, int64_t channels, const ImageLimits& limits,
                                const std::function<void(const ImageInfo&)>& before_decode) {
+  const std::vector<uint8_t> bytes = read_image_bytes(path, limits);
+  const ImageInfo info = check_image_bytes(path, bytes, limits);
+  if (before_decode) before_decode(info);
+  return decode_image_bytes(path, bytes, info, channels);
+}
+
+DecodedImage decode_image_bytes(const std::string& path, const std::vector<uint8_t>& bytes,
+                                const ImageInfo& info, int64_t channels) {
   LIFTOFF_CHECK(channels == 1 || channels == 3, ValueError,
                 "decode_image_file: channels must be 1 or 3, got ", channels);
-  const std::vector<uint8_t> bytes = read_file(path, limits);
-  const ImageInfo info = checked_info(path, bytes, limits);
-  if (before_decode) before_decode(info);
   int w = 0, h = 0, c = 0;
   std::unique_ptr<stbi_uc, void (*)(void*)> pixels(
       stbi_load_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &c,

@@ -10,6 +10,8 @@
 
 namespace liftoff {
 
+struct JpegFrameInfo;  // data/jpeg_check.h
+
 struct ImageLimits {
   int64_t max_side = 16384;               // width and height
   int64_t max_pixels = int64_t{1} << 28;  // width * height
@@ -42,6 +44,15 @@ DecodedImage decode_image_file(const std::string& path, int64_t channels, const 
 // Host bytes that decoding an image with this header to `channels` takes at its peak, at most (the
 // decoder's buffer, up to 16 bits per sample, its output and the returned copy).
 int64_t decode_bytes_estimate(const ImageInfo& info, int64_t channels);
+
+// The steps of the two above, for callers that route files themselves (data/decode/): the whole file
+// (bounded by limits.max_file_bytes); the header and structure checks (jpeg, when given, receives the JPEG
+// walk's frame facts); stb_image decoding of bytes that passed check_image_bytes with `info`.
+std::vector<uint8_t> read_image_bytes(const std::string& path, const ImageLimits& limits = {});
+ImageInfo check_image_bytes(const std::string& path, const std::vector<uint8_t>& bytes,
+                            const ImageLimits& limits = {}, JpegFrameInfo* jpeg = nullptr);
+DecodedImage decode_image_bytes(const std::string& path, const std::vector<uint8_t>& bytes,
+                                const ImageInfo& info, int64_t channels);
 
 enum class ResizeMode { bilinear, center_crop };
 // Writes `image` as planar CHW uint8 [channels, height, width] into dst. Same size: a copy. Otherwise

@@ -54,11 +54,12 @@ class JpegWalker {
  public:
   JpegWalker(const std::string& path, const uint8_t* data, size_t size) : path_(path), d_(data), n_(size) {}
 
-  void run() {
+  JpegFrameInfo run() {
     // stb_image takes a run of 0xFF bytes followed by 0xD8 as a JPEG; anything else is not one to it.
     size_t at = 0;
     while (at < n_ && d_[at] == 0xFF) ++at;
-    if (at == 0 || at >= n_ || d_[at] != kSoi) return;
+    if (at == 0 || at >= n_ || d_[at] != kSoi) return info_;
+    info_.is_jpeg = true;
     pos_ = at + 1;
     // Tables, then the frame header. Like stb_image, allow stray bytes between segments, not right after SOI.
     for (bool first = true;; first = false) {
@@ -86,6 +87,8 @@ class JpegWalker {
       if (!comps_[i].scanned) fail("frame component ", i + 1, " (id ", comps_[i].id, ") is coded in no scan");
     }
     // Whatever follows EOI is ignored, as stb_image does.
+    info_.scans = scans_;
+    return info_;
   }
 
  private:
@@ -144,6 +147,7 @@ class JpegWalker {
     if (m == kDqt) return quant_tables();
     if (m == kDht) return huffman_tables();
     if (m == kDri) return fixed_length_segment(m, 4);
+    if (m == 0xEE) return adobe_segment();
     if ((m >= 0xE0 && m <= 0xEF) || m == kCom) return segment(m);
     // Lossless, hierarchical and arithmetic-coded JPEGs are valid files stb_image cannot decode.
     if ((m >= 0xC3 && m <= 0xCF && m != kDht && m != 0xC8) || m == 0xDE) {
@@ -153,6 +157,13 @@ class JpegWalker {
                   "re-save the image as a baseline or progressive JPEG, or as PNG"));
     }
     fail("unexpected marker ", marker_text(m), " at byte ", marker_at_, " ", where);
+  }
+
+  // APP14 "Adobe": its transform flag says whether 3 components are YCbCr or RGB, 4 are YCCK or CMYK.
+  void adobe_segment() {
+    segment(0xEE);
+    if (end_ - begin_ >= 12 && std::memcmp(d_ + begin_, "Adobe", 5) == 0)
+      info_.adobe_transform = d_[begin_ + 11];
   }
 
   void quant_tables() {
@@ -201,6 +212,11 @@ class JpegWalker {
       fail("frame header at byte ", marker_at_, " declares ", nf_, " components in ", payload + 2,
            " bytes (expected 1 to 4 components and 8 + 3 per component bytes)");
     }
+    info_.sof = m;
+    info_.progressive = progressive_;
+    info_.height = d_[begin_ + 1] << 8 | d_[begin_ + 2];
+    info_.width = d_[begin_ + 3] << 8 | d_[begin_ + 4];
+    info_.components = nf_;
     for (int i = 0; i < nf_; ++i) {
       const uint8_t* c = d_ + begin_ + 6 + 3 * i;
       Component& comp = comps_[i];
@@ -212,6 +228,8 @@ class JpegWalker {
         fail("frame component ", i + 1, " has sampling factors ", comp.h, "x", comp.v,
              " and quantization table ", comp.tq, " (expected 1 to 4, and 0 to 3)");
       }
+      info_.h[i] = comp.h;
+      info_.v[i] = comp.v;
       for (int j = 0; j < i; ++j) {
         if (comps_[j].id == comp.id)
           fail("frame components ", j + 1, " and ", i + 1, " share the id ", comp.id);
@@ -311,12 +329,13 @@ class JpegWalker {
   std::array<Component, 4> comps_{};
   std::array<bool, 4> quant_defined_{};
   std::array<std::array<bool, 4>, 2> huffman_defined_{};  // [0] DC, [1] AC
+  JpegFrameInfo info_;
 };
 
 }  // namespace
 
-void check_jpeg_structure(const std::string& path, const uint8_t* data, size_t size) {
-  JpegWalker(path, data, size).run();
+JpegFrameInfo check_jpeg_structure(const std::string& path, const uint8_t* data, size_t size) {
+  return JpegWalker(path, data, size).run();
 }
 
 }  // namespace liftoff

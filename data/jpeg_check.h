@@ -14,8 +14,20 @@
 
 namespace liftoff {
 
+// What the walk learnt about the frame (for decoders that route files by kind, data/decode/).
+struct JpegFrameInfo {
+  bool is_jpeg = false;      // false: not a JPEG (nothing was checked)
+  bool progressive = false;  // SOF2; otherwise baseline (SOF0) or extended sequential (SOF1)
+  int sof = 0;               // 0xC0, 0xC1 or 0xC2
+  int width = 0, height = 0;
+  int components = 0;        // 1 to 4
+  int h[4] = {}, v[4] = {};  // sampling factors per component
+  int scans = 0;
+  int adobe_transform = -1;  // APP14 "Adobe" colour transform flag (0, 1, 2), -1 without that segment
+};
+
 // Does nothing unless `data` starts with a JPEG start-of-image marker (as stb_image detects one). Throws
 // IOError naming `path` for a JPEG whose marker structure is corrupt, truncated or unsupported.
-void check_jpeg_structure(const std::string& path, const uint8_t* data, size_t size);
+JpegFrameInfo check_jpeg_structure(const std::string& path, const uint8_t* data, size_t size);
 
 }  // namespace liftoff

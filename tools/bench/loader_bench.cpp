@@ -1,6 +1,9 @@
 // bench_loader: images/s of the DataLoader alone (no model) against the worker count, for the in-memory IDX
-// set and for image folders (e.g. JPEG folders made by export_images). Each cell: one warm-up epoch slice,
-// then the best of `repeats` timed passes over `batches` batches.
+// set and for image folders (e.g. JPEG folders made by export_images or make_jpeg_folder). Each cell: one
+// warm-up epoch slice, then the best of `repeats` timed passes over `batches` batches. For folders, also the
+// decode pipeline (DecodeLoader) side by side: GPU decode (nvJPEG, per --nvjpeg-backend) and CPU decode, each
+// decoded and augmented into the device (random resized crop to --image-size), and with --cpu-decoders the
+// single-thread decode speed of libjpeg-turbo vs stb_image (full size and DCT-scaled) on the folder's files.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -11,6 +14,7 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "data/decode/decode_loader.h"
 #include "data/image_folder.h"
 #include "data/loader.h"
 #include "runtime/device_select.h"
@@ -29,6 +33,11 @@ struct Flags {
   int repeats = 2;
   std::string augment = "auto";
   std::string device = "cpu";
+  std::vector<std::string> decode = {"gpu", "cpu"};  // DecodeLoader rows per folder ("none": skip)
+  std::vector<std::string> nvjpeg_backends = {"auto"};
+  int64_t image_size = 224;
+  bool fixed_size = true;    // the DataLoader row (every image resized to the first one's size)
+  int64_t cpu_decoders = 0;  // > 0: time the CPU decoders on this many of each folder's files
 };
 
 double images_per_second(liftoff::BatchSource& loader, int64_t batches, int repeats) {
@@ -67,6 +76,67 @@ void row(const std::string& name, const Flags& f, Make&& make) {
   std::printf("\n");
 }
 
+// DecodeLoader rows of one folder: each --decode mode (gpu: each --nvjpeg-backend), then the routes taken.
+void decode_rows(const std::shared_ptr<const liftoff::ImageFolder>& folder, const Flags& f) {
+  for (const std::string& mode : f.decode) {
+    if (mode == "none") continue;
+    const std::vector<std::string> backends =
+        mode == "gpu" ? f.nvjpeg_backends : std::vector<std::string>{"-"};
+    for (const std::string& backend : backends) {
+      std::string description;
+      liftoff::DecodeCounts counts;
+      const std::string name = "  decode " + mode + (mode == "gpu" ? " (" + backend + ")" : "") + " -> " +
+                               std::to_string(f.image_size) + "px";
+      row(name, f, [&](const liftoff::LoaderOptions& lo) {
+        liftoff::DecodeLoaderOptions o;
+        o.batch = lo.batch;
+        o.workers = lo.workers;
+        o.prefetch = lo.prefetch;
+        o.device = lo.device;
+        o.decode = liftoff::parse_decode_mode(mode);
+        if (mode == "gpu") o.nvjpeg_backend = liftoff::parse_nvjpeg_backend(backend);
+        o.crop.out_height = o.crop.out_width = f.image_size;
+        o.on_bad_sample = liftoff::BadSamplePolicy::skip;
+        auto loader = std::make_unique<liftoff::DecodeLoader>(folder, o);
+        description = loader->describe();
+        return loader;
+      });
+      std::printf("    %s\n", description.c_str());
+    }
+  }
+}
+
+// Single-thread decode speed of each CPU decoder on up to `limit` files already in memory.
+void cpu_decoder_table(const liftoff::ImageFolder& folder, int64_t limit) {
+  std::vector<liftoff::EncodedImage> images;
+  for (int64_t i = 0; i < folder.size() && static_cast<int64_t>(images.size()) < limit; ++i) {
+    try {
+      liftoff::EncodedImage im = liftoff::read_encoded_image(folder.path(i));
+      if (im.jpeg.is_jpeg) images.push_back(std::move(im));
+    } catch (const liftoff::IOError&) {
+    }
+  }
+  if (images.empty()) return;
+  const auto time = [&](liftoff::CpuJpegDecoder decoder, int eighths) {
+    double best = 0.0;
+    for (int r = 0; r < 3; ++r) {
+      const auto start = Clock::now();
+      for (const auto& im : images) liftoff::decode_encoded_image("", im, decoder, eighths);
+      const double s = std::chrono::duration<double>(Clock::now() - start).count();
+      best = std::max(best, static_cast<double>(images.size()) / s);
+    }
+    return best;
+  };
+  std::printf("  CPU JPEG decode, 1 thread, %zu files (images/s): stb_image %.0f", images.size(),
+              time(liftoff::CpuJpegDecoder::stb, 8));
+  if (liftoff::turbojpeg_available()) {
+    std::printf(" | libjpeg-turbo %.0f | turbo 1/2 scale %.0f | turbo 1/4 scale %.0f",
+                time(liftoff::CpuJpegDecoder::turbo, 8), time(liftoff::CpuJpegDecoder::turbo, 4),
+                time(liftoff::CpuJpegDecoder::turbo, 2));
+  }
+  std::printf("\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -82,6 +152,16 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", f.repeats, "timed passes (best is reported)")->capture_default_str();
   app.add_option("--augment", f.augment, "auto | gpu | cpu | none")->capture_default_str();
   app.add_option("--device", f.device, "cpu | cuda[:N]")->capture_default_str();
+  app.add_option("--decode", f.decode, "folders: DecodeLoader rows: gpu, cpu (none: skip)")
+      ->capture_default_str();
+  app.add_option("--nvjpeg-backend", f.nvjpeg_backends, "decode gpu rows: auto, hardware, gpu-hybrid, hybrid")
+      ->capture_default_str();
+  app.add_option("--image-size", f.image_size, "decode rows: output side")->capture_default_str();
+  app.add_flag("--fixed-size,!--no-fixed-size", f.fixed_size,
+               "folders: also the DataLoader row (images resized to the first one's size; default on)");
+  app.add_option("--cpu-decoders", f.cpu_decoders,
+                 "folders: time libjpeg-turbo vs stb_image on this many files (0: off)")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -102,8 +182,15 @@ int main(int argc, char** argv) {
       const std::string name = "folder " + std::to_string(folder->channels()) + "x" +
                                std::to_string(folder->height()) + "x" + std::to_string(folder->width()) +
                                " (" + std::to_string(folder->size()) + " files)";
-      row(name, f,
-          [&](const liftoff::LoaderOptions& o) { return std::make_unique<liftoff::DataLoader>(folder, o); });
+      if (f.fixed_size) {
+        row(name, f, [&](const liftoff::LoaderOptions& o) {
+          return std::make_unique<liftoff::DataLoader>(folder, o);
+        });
+      } else {
+        std::printf("%s\n", name.c_str());
+      }
+      decode_rows(folder, f);
+      if (f.cpu_decoders > 0) cpu_decoder_table(*folder, f.cpu_decoders);
     }
     return 0;
   } catch (const std::exception& e) {

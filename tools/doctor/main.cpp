@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <functional>
 
+#include "data/decode/image_decode.h"
 #include "ops/conv2d/conv2d.h"
 #include "ops/linear/linear.h"
 #include "runtime/config.h"
@@ -21,6 +22,9 @@
 #include "runtime/parallel.h"
 #include "runtime/random.h"
 #include "runtime/system_info.h"
+#if LIFTOFF_WITH_CUDA
+#include "runtime/cuda/nvjpeg_loader.h"
+#endif
 
 namespace {
 
@@ -85,6 +89,17 @@ void print_versions(const SystemInfo& info) {
               info.nccl_loaded
                   ? (library_version_str(info.nccl_loaded) + " (" + info.nccl_library + ")").c_str()
                   : "not found (needed only for multi-GPU training)");
+#if LIFTOFF_WITH_CUDA
+  // Loading it here also lists it under the loaded libraries below.
+  std::printf("  nvJPEG: %s\n", liftoff::cuda::nvjpeg::loaded()
+                                    ? liftoff::cuda::nvjpeg::describe_library().c_str()
+                                    : ("not loaded (" + liftoff::cuda::nvjpeg::load_error() +
+                                       "); --decode auto decodes JPEGs on the CPU")
+                                          .c_str());
+#endif
+  std::printf("  CPU JPEG decoder: %s\n", liftoff::turbojpeg_available()
+                                              ? "libjpeg-turbo (built with LIFTOFF_TURBOJPEG)"
+                                              : "stb_image (built without libjpeg-turbo)");
   std::printf("Libraries loaded in this process\n");
   for (const auto& [fragment, paths] : info.loaded_libraries) {
     if (paths.empty()) {

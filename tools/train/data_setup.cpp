@@ -4,6 +4,7 @@
 
 #include "data/cifar.h"
 #include "data/dataset.h"
+#include "data/decode/decode_loader.h"
 #include "data/image_folder.h"
 #include "models/train/amp.h"
 
@@ -52,6 +53,75 @@ void check_test_set(const Flags& f, const ImageDataset& train, const ImageDatase
                 "; the model could never predict the others");
 }
 
+// Labels are class folder positions: the test set must name the same classes in the same order.
+void check_same_classes(const Flags& f, const TrainData& data) {
+  LIFTOFF_CHECK(data.test_folder->class_names() == data.train_folder->class_names(), ValueError,
+                "--data folder: '", f.data_dir, "/test' has the classes ", join(data.test_folder->class_names()),
+                " but '", f.data_dir, "/train' has ", join(data.train_folder->class_names()),
+                "; both need the same class folders");
+}
+
+// Hands a loader to TrainData with its counters and description.
+template <class Loader>
+void set_train_loader(TrainData& data, std::unique_ptr<Loader> train, std::unique_ptr<Loader> test) {
+  Loader* loader = train.get();
+  data.train_stats = [loader] { return loader->stats(); };
+  data.train = std::move(train);
+  data.test = std::move(test);
+}
+
+// --data folder with --decode gpu|cpu|auto: the ImageNet-style DecodeLoader (any image sizes, random resized
+// crop), on the training device's decode path.
+void make_decode_loaders(const Flags& f, const LoaderOptions& base, TrainData& data) {
+  DecodeLoaderOptions o;
+  o.batch = base.batch;
+  o.workers = base.workers;
+  o.prefetch = base.prefetch;
+  o.decode = parse_decode_mode(f.decode);
+  o.nvjpeg_backend = parse_nvjpeg_backend(f.nvjpeg_backend);
+  o.cpu_decoder = parse_cpu_jpeg_decoder(f.cpu_decoder);
+  o.crop.out_height = o.crop.out_width = f.image_size > 0 ? f.image_size : 224;
+  o.channels = data.train_folder->channels();
+  o.mean = data.train_folder->mean();
+  o.stddev = data.train_folder->stddev();
+  o.on_bad_sample = parse_bad_sample_policy(f.on_bad_sample);
+  o.seed = base.seed;
+  o.device = base.device;
+  o.rank = base.rank;
+  o.world_size = base.world_size;
+  // Under AMP the crop kernel writes the half input directly.
+  if (parse_amp(f.amp) != AmpMode::off && base.device.is_cuda())
+    o.input_dtype = amp_compute_dtype(parse_amp(f.amp));
+  o.train = parse_augment_mode(f.augment) != AugmentMode::none;
+  DecodeLoaderOptions eval = o;
+  eval.train = false;
+  eval.shuffle = false;
+  eval.even_shards = false;
+  eval.batch = std::max<int64_t>(f.batch, 256);
+  auto train = std::make_unique<DecodeLoader>(data.train_folder, o);
+  auto test = std::make_unique<DecodeLoader>(data.test_folder, eval);
+  // The report's augment field keeps its values (where the augmentation runs); the header's decode line
+  // says what it does.
+  data.augment = !o.train ? "none" : base.device.is_cuda() ? "gpu" : "cpu";
+  data.decode = str_cat(train->describe(), "; ",
+                        o.train ? "random resized crop + flip" : "resize + centre crop", " to ", o.crop.out_height,
+                        "x", o.crop.out_width, ", normalise, ", dtype_name(o.input_dtype),
+                        base.device.is_cuda() ? " channels-last, in one kernel" : " (CPU twin)");
+  DecodeLoader* loader = train.get();
+  data.decode_summary = [loader] {
+    const DecodeCounts c = loader->decode_counts();
+    return str_cat(
+        "decode: ", c.hardware, " nvJPEG primary engine, ", c.gpu_hybrid, " GPU-hybrid, ", c.cpu,
+        " CPU (PNG/CMYK/--decode cpu), ", c.cpu_fallback, " CPU after nvJPEG refused them, ", c.batch_retries,
+        " batches retried one by one, ", c.skipped, " bad files skipped",
+        c.decode_timed > 0
+            ? str_cat("; decode stream ", c.decode_ms / static_cast<double>(c.decode_timed), " ms per batch")
+            : std::string());
+  };
+  data.height = data.width = o.crop.out_height;
+  set_train_loader(data, std::move(train), std::move(test));
+}
+
 }  // namespace
 
 TrainData make_train_data(const Flags& f, Device device, int rank, int world_size) {
@@ -84,10 +154,27 @@ TrainData make_train_data(const Flags& f, Device device, int rank, int world_siz
     LIFTOFF_CHECK(!f.data_dir.empty(), ValueError,
                   "--data folder needs --data-dir DIR with DIR/train/<class>/* and DIR/test/<class>/*");
     ImageFolderOptions fo;
-    fo.height = fo.width = f.image_size;
     fo.on_bad_sample = parse_bad_sample_policy(f.on_bad_sample);
     fo.limits.max_pixels = f.max_image_pixels;
     fo.max_decode_bytes_in_flight = f.decode_memory_mb << 20;
+    if (f.decode != "off") {
+      // The decode pipeline takes every image at its own size (the folder only lists files and labels) and
+      // gives the model RGB, whatever the first file is.
+      fo.height = fo.width = 1;
+      fo.channels = 3;
+      data.train_folder = std::make_shared<ImageFolder>(f.data_dir + "/train", fo);
+      data.test_folder = std::make_shared<ImageFolder>(f.data_dir + "/test", fo);
+      check_classes("--data folder: '" + f.data_dir + "/train'", data.train_folder->num_classes(),
+                    data.train_folder->class_names());
+      check_same_classes(f, data);
+      make_decode_loaders(f, train_opts, data);
+      data.train_size = data.train_folder->size();
+      data.test_size = data.test_folder->size();
+      data.channels = data.train_folder->channels();
+      data.classes = data.train_folder->num_classes();
+      return data;
+    }
+    fo.height = fo.width = f.image_size;
     data.train_folder = std::make_shared<ImageFolder>(f.data_dir + "/train", fo);
     check_classes("--data folder: '" + f.data_dir + "/train'", data.train_folder->num_classes(),
                   data.train_folder->class_names());
@@ -96,13 +183,10 @@ TrainData make_train_data(const Flags& f, Device device, int rank, int world_siz
     fo.width = data.train_folder->width();
     fo.channels = data.train_folder->channels();
     data.test_folder = std::make_shared<ImageFolder>(f.data_dir + "/test", fo);
-    // Labels are class folder positions: the test set must name the same classes in the same order.
-    LIFTOFF_CHECK(data.test_folder->class_names() == data.train_folder->class_names(), ValueError,
-                  "--data folder: '", f.data_dir, "/test' has the classes ",
-                  join(data.test_folder->class_names()), " but '", f.data_dir, "/train' has ",
-                  join(data.train_folder->class_names()), "; both need the same class folders");
-    data.train = std::make_unique<DataLoader>(data.train_folder, train_opts);
-    data.test = std::make_unique<DataLoader>(data.test_folder, test_opts);
+    check_same_classes(f, data);
+    set_train_loader(data, std::make_unique<DataLoader>(data.train_folder, train_opts),
+                     std::make_unique<DataLoader>(data.test_folder, test_opts));
+    data.augment = augment_mode_name(static_cast<DataLoader&>(*data.train).augment_mode());
     data.train_size = data.train_folder->size();
     data.test_size = data.test_folder->size();
     data.channels = data.train_folder->channels();
@@ -120,8 +204,9 @@ TrainData make_train_data(const Flags& f, Device device, int rank, int world_siz
   data.height = train_set.height();
   data.width = train_set.width();
   data.classes = train_set.num_classes;
-  data.train = std::make_unique<DataLoader>(std::move(train_set), train_opts);
-  data.test = std::make_unique<DataLoader>(std::move(test_set), test_opts);
+  set_train_loader(data, std::make_unique<DataLoader>(std::move(train_set), train_opts),
+                   std::make_unique<DataLoader>(std::move(test_set), test_opts));
+  data.augment = augment_mode_name(static_cast<DataLoader&>(*data.train).augment_mode());
   return data;
 }
 

@@ -1,5 +1,6 @@
 // Builds the training and evaluation loaders that `train` asks for with its flags.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -9,8 +10,12 @@
 namespace liftoff::tools {
 
 struct TrainData {
-  std::unique_ptr<DataLoader> train;
-  std::unique_ptr<DataLoader> test;
+  std::unique_ptr<BatchSource> train;  // a DataLoader, or a DecodeLoader for --data folder with --decode
+  std::unique_ptr<BatchSource> test;
+  std::function<LoaderStats()> train_stats;         // the training loader's counters
+  std::string augment;                              // for the run header and report
+  std::string decode;                               // the decode pipeline's description ("" without it)
+  std::function<std::string()> decode_summary;      // end-of-run decode route counts ("" without it)
   std::shared_ptr<const ImageFolder> train_folder;  // set for --data folder (skip counts live there)
   std::shared_ptr<const ImageFolder> test_folder;
   int64_t train_size = 0, test_size = 0;

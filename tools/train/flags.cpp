@@ -105,8 +105,10 @@ void add_flags(CLI::App& app, Flags& f) {
          "data folder: IDX .gz files (fashion-mnist default /usr/share/datasets/fashion-mnist), CIFAR-10 "
          "binary batches, or for folder DIR/train/<class>/* and DIR/test/<class>/*")
       ->group(g_data);
-  app.add_option("--image-size", f.image_size,
-                 "--data folder: resize images to this side (0: the first image's)")
+  app.add_option(
+         "--image-size", f.image_size,
+         "--data folder: the model input's side (0: 224 with --decode gpu|cpu, the first image's with "
+         "--decode off)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{16384}))
       ->group(g_data);
@@ -125,6 +127,27 @@ void add_flags(CLI::App& app, Flags& f) {
                  "--data folder: error | skip (skipped files are counted)")
       ->capture_default_str()
       ->check(CLI::IsMember({"error", "skip"}))
+      ->group(g_data);
+  app.add_option(
+         "--decode", f.decode,
+         "--data folder: auto | gpu | cpu | off. gpu: batched nvJPEG into device memory (hardware JPEG "
+         "decoder where present); cpu: the workers (libjpeg-turbo / stb_image); both then run "
+         "ImageNet-style augmentation (random resized crop, flip; eval: resize + centre crop) in one "
+         "kernel. auto: gpu on CUDA when nvJPEG loads, else cpu. off: every image resized to "
+         "--image-size, then --augment's pad-crop")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "gpu", "cpu", "off"}))
+      ->group(g_data);
+  app.add_option(
+         "--nvjpeg-backend", f.nvjpeg_backend,
+         "--decode gpu: auto (hardware where present, else gpu-hybrid) | hardware | gpu-hybrid | hybrid")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "hardware", "gpu-hybrid", "hybrid"}))
+      ->group(g_data);
+  app.add_option("--cpu-decoder", f.cpu_decoder,
+                 "JPEG decoder of the CPU path: auto (libjpeg-turbo) | turbo | stb")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "turbo", "stb"}))
       ->group(g_data);
   app.add_option("--synthetic-size", f.synthetic_size, "training images of --data synthetic")
       ->capture_default_str()

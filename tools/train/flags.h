@@ -37,6 +37,9 @@ struct Flags {
   int64_t max_image_pixels = int64_t{1} << 26;  // 8192 x 8192
   int64_t decode_memory_mb = 2048;
   std::string on_bad_sample = "error";
+  std::string decode = "auto";  // --data folder: auto | gpu | cpu | off
+  std::string nvjpeg_backend = "auto";
+  std::string cpu_decoder = "auto";
   int pad = 2;
   double random_erase = 0.0;
   bool no_eval = false;

@@ -71,7 +71,8 @@ void print_ddp_summary(const Flags& f, const TrainSetup& s, const RunReport& rep
 }  // namespace
 
 RunReport collect_report(const Flags& f, TrainSetup& s) {
-  const LoaderStats loader_stats = s.train_batches().stats();
+  const LoaderStats loader_stats = s.data.train_stats();
+  if (s.rank0 && s.data.decode_summary) std::printf("%s\n", s.data.decode_summary().c_str());
   const GraphReport graphs = graph_report(s.trainer->graph_status());
   RunReport report = f.profile ? s.monitor->finish(&loader_stats, comm_times(s), graphs) : RunReport{};
   report.config.model_flops_per_image = s.trainer->model_flops_per_image();

@@ -87,7 +87,7 @@ RunConfig make_run_config(const Flags& f, const TrainSetup& s) {
   rc.batch = f.batch;
   rc.accum = f.accum;
   rc.amp = f.amp;
-  rc.augment = augment_mode_name(s.data.train->augment_mode());
+  rc.augment = s.data.augment;
   rc.workers = f.workers;
   rc.prefetch = effective_prefetch(f);
   rc.pin_memory = f.pin_memory;
@@ -167,6 +167,7 @@ void print_run_header(const Flags& f, const TrainSetup& s, const ResumePoint& re
               : f.pin_memory      ? "pinned"
                                   : "pageable",
               s.run_config.augment.c_str());
+  if (!s.data.decode.empty()) std::printf("  decode %s\n", s.data.decode.c_str());
   if (!resume.path.empty()) {
     std::printf("  resumed from %s (epoch %lld, step %lld, %lld micro-batches into the epoch)\n",
                 resume.path.c_str(), static_cast<long long>(resume.epoch + 1),

@@ -51,8 +51,8 @@ struct TrainSetup {
   TrainSetup(const TrainSetup&) = delete;
   TrainSetup& operator=(const TrainSetup&) = delete;
 
-  DataLoader& train_batches() { return *data.train; }
-  DataLoader& test_batches() { return *data.test; }
+  BatchSource& train_batches() { return *data.train; }
+  BatchSource& test_batches() { return *data.test; }
 };
 
 // Builds everything the flags ask for, in order: placement and threads, process group, data, model (+ DDP

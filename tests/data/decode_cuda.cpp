@@ -1,0 +1,333 @@
+// The GPU side of data/decode: the fused crop kernel against its CPU twin (f32 bit for bit, 16-bit within a
+// rounding, both layouts), nvJPEG's decode against the CPU decoders on every kind of JPEG (each engine), and
+// DecodeLoader on a CUDA device with GPU and CPU decoding against the CPU target. Skips without a GPU, and
+// the nvJPEG parts skip without libnvjpeg.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "data/decode/decode_loader.h"
+#include "decode_test_util.h"
+#include "tests/common/cuda_test.h"
+#if LIFTOFF_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include "data/decode/crop_cuda.h"
+#include "data/decode/nvjpeg_decoder.h"
+#include "runtime/cuda/nvjpeg_loader.h"
+#endif
+
+namespace liftoff {
+namespace {
+
+using namespace decode_test;
+
+#if LIFTOFF_WITH_CUDA
+
+#define LIFTOFF_REQUIRE_NVJPEG()                                                                 \
+  do {                                                                                           \
+    LIFTOFF_REQUIRE_CUDA();                                                                      \
+    if (!cuda::nvjpeg::loaded()) GTEST_SKIP() << "needs nvJPEG: " << cuda::nvjpeg::load_error(); \
+  } while (0)
+
+// Logical NCHW f32 values of any tensor (device or host, any layout, any float dtype).
+std::vector<float> host_values(const Tensor& t) {
+  return t.to(Device::cpu()).contiguous().to(DType::f32).to_vector<float>();
+}
+
+// Compares element by element; the message names the first mismatch as (b, c, y, x) with both values.
+void expect_close(const Tensor& got, const Tensor& expected, double rel, double abs,
+                  const std::string& what) {
+  ASSERT_EQ(got.shape(), expected.shape()) << what;
+  const std::vector<float> g = host_values(got), e = host_values(expected);
+  const int64_t c = got.size(1), h = got.size(2), w = got.size(3);
+  int64_t bad = 0, first = -1;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double tol = abs + rel * std::abs(e[i]);
+    if (!(std::abs(static_cast<double>(g[i]) - e[i]) <= tol)) {
+      if (first < 0) first = static_cast<int64_t>(i);
+      ++bad;
+    }
+  }
+  if (bad == 0) return;
+  const int64_t i = first;
+  ADD_FAILURE() << what << ": " << bad << " of " << g.size() << " values differ; first at (b "
+                << i / (c * h * w) << ", c " << i / (h * w) % c << ", y " << i / w % h << ", x " << i % w
+                << "): got " << g[static_cast<size_t>(i)] << ", expected " << e[static_cast<size_t>(i)];
+}
+
+struct Arena {
+  std::vector<uint8_t> bytes;
+  std::vector<CropDesc> descs;
+};
+
+// Random images of different sizes (1 or 3 channels) with training or evaluation descriptors.
+Arena random_arena(bool train, int batch, const ResizedCropConfig& config) {
+  std::mt19937 rng(42);
+  Arena a;
+  for (int b = 0; b < batch; ++b) {
+    const int h = 17 + static_cast<int>(rng() % 300), w = 13 + static_cast<int>(rng() % 300);
+    const int channels = b % 4 == 3 ? 1 : 3;
+    CropDesc d = make_crop_desc(train, 7, 2, 1000 + b, h, w, h, w, config);
+    d.channels = channels;
+    d.offset = static_cast<int64_t>(a.bytes.size());
+    for (int i = 0; i < h * w * channels; ++i) a.bytes.push_back(static_cast<uint8_t>(rng()));
+    a.descs.push_back(d);
+  }
+  return a;
+}
+
+Tensor to_device(const std::vector<uint8_t>& bytes) {
+  Tensor host = Tensor::empty({static_cast<int64_t>(bytes.size())}, DType::u8, Device::cpu());
+  std::copy(bytes.begin(), bytes.end(), host.data<uint8_t>());
+  return host.to(Device::cuda(0));
+}
+
+#endif
+
+TEST(DecodeCropCuda, KernelEqualsTheCpuTwin) {
+  LIFTOFF_REQUIRE_CUDA();
+#if LIFTOFF_WITH_CUDA
+  ResizedCropConfig config;
+  config.out_height = 40;
+  config.out_width = 56;
+  const std::vector<float> mean3 = {0.485f, 0.456f, 0.406f}, std3 = {0.229f, 0.224f, 0.225f};
+  for (const bool train : {true, false}) {
+    const Arena a = random_arena(train, 12, config);
+    const Tensor pixels = to_device(a.bytes);
+    for (const int64_t channels : {int64_t{3}, int64_t{1}}) {
+      const std::vector<float> mean = channels == 3 ? mean3 : std::vector<float>{0.5f};
+      const std::vector<float> stddev = channels == 3 ? std3 : std::vector<float>{0.25f};
+      const Tensor twin = resized_crop_batch(a.bytes.data(), a.descs, 40, 56, channels, mean, stddev);
+      const std::string what =
+          std::string(train ? "train" : "eval") + ", " + std::to_string(channels) + " channels";
+      for (const MemoryFormat format : {MemoryFormat::channels_last, MemoryFormat::contiguous}) {
+        const Tensor f32 = cuda::resized_crop_batch_cuda(pixels, a.descs, 40, 56, channels, mean, stddev,
+                                                         DType::f32, format);
+        if (channels == 3) {
+          EXPECT_EQ(f32.is_channels_last(), format == MemoryFormat::channels_last);
+        }
+        expect_close(f32, twin, 0.0, 0.0, what + ", f32 " + memory_format_name(format) + " (bit for bit)");
+      }
+      // 16-bit: the f32 value rounded once (half an ulp of the format).
+      expect_close(
+          cuda::resized_crop_batch_cuda(pixels, a.descs, 40, 56, channels, mean, stddev, DType::bf16), twin,
+          1.0 / 256.0, 1e-30, what + ", bf16");
+      expect_close(cuda::resized_crop_batch_cuda(pixels, a.descs, 40, 56, channels, mean, stddev, DType::f16),
+                   twin, 1.0 / 2048.0, 1e-7, what + ", f16");
+    }
+  }
+#endif
+}
+
+#if LIFTOFF_WITH_CUDA
+struct Decoded {
+  std::vector<uint8_t> pixels;  // HWC RGB
+  bool ok = false;
+};
+
+// Decodes the files in one nvJPEG batch with an engine of `backend`; empty when that engine is refused.
+std::vector<Decoded> nvjpeg_decode(const std::vector<EncodedImage>& images, NvjpegBackend backend,
+                                   cuda::JpegDecodeCounts& counts, std::string* refused) {
+  std::unique_ptr<cuda::NvjpegDecoder> decoder;
+  try {
+    decoder = std::make_unique<cuda::NvjpegDecoder>(0, backend);
+  } catch (const BackendError& e) {
+    *refused = e.what();
+    return {};
+  }
+  size_t total = 0;
+  for (const EncodedImage& im : images) total += static_cast<size_t>(im.info.width * im.info.height * 3);
+  Tensor out = Tensor::empty({static_cast<int64_t>(total)}, DType::u8, Device::cuda(0));
+  std::vector<cuda::JpegDecodeJob> jobs;
+  size_t at = 0;
+  for (const EncodedImage& im : images) {
+    cuda::JpegDecodeJob job;
+    job.data = im.bytes.data();
+    job.size = im.bytes.size();
+    job.width = static_cast<int>(im.info.width);
+    job.height = static_cast<int>(im.info.height);
+    job.hardware = im.route == GpuRoute::hardware;
+    job.dst = out.data<uint8_t>() + at;
+    jobs.push_back(job);
+    at += static_cast<size_t>(job.width * job.height * 3);
+  }
+  decoder->decode(jobs, nullptr, counts);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<uint8_t> host = out.to(Device::cpu()).to_vector<uint8_t>();
+  std::vector<Decoded> result;
+  at = 0;
+  for (const cuda::JpegDecodeJob& job : jobs) {
+    const size_t n = static_cast<size_t>(job.width * job.height * 3);
+    result.push_back(Decoded{
+        std::vector<uint8_t>(host.begin() + static_cast<long>(at), host.begin() + static_cast<long>(at + n)),
+        job.ok});
+    at += n;
+  }
+  return result;
+}
+#endif
+
+TEST(NvjpegCuda, DecodesEveryJpegKindLikeTheCpu) {
+  LIFTOFF_REQUIRE_CUDA();
+#if LIFTOFF_WITH_CUDA
+  if (!cuda::nvjpeg::loaded()) GTEST_SKIP() << "needs nvJPEG: " << cuda::nvjpeg::load_error();
+  std::vector<EncodedImage> images;
+  std::vector<std::string> names;
+  for (const std::string& name : valid_jpegs()) {
+    EncodedImage im = read_encoded_image(jpeg_fixture(name));
+    if (im.route == GpuRoute::cpu) continue;  // CMYK: the CPU's
+    images.push_back(std::move(im));
+    names.push_back(name);
+  }
+  for (const NvjpegBackend backend :
+       {NvjpegBackend::hardware, NvjpegBackend::gpu_hybrid, NvjpegBackend::hybrid}) {
+    cuda::JpegDecodeCounts counts;
+    std::string refused;
+    const std::vector<Decoded> got = nvjpeg_decode(images, backend, counts, &refused);
+    if (got.empty()) {
+      std::printf("nvJPEG %s engine refused: %s\n", decode_backend_name(backend), refused.c_str());
+      continue;
+    }
+    std::printf("nvJPEG %s: hardware %lld, gpu-hybrid %lld, retried batches %lld, failed %lld\n",
+                decode_backend_name(backend), static_cast<long long>(counts.hardware),
+                static_cast<long long>(counts.gpu_hybrid), static_cast<long long>(counts.batch_retries),
+                static_cast<long long>(counts.failed));
+    for (size_t i = 0; i < images.size(); ++i) {
+      const std::string what = str_cat(names[i], " with the ", decode_backend_name(backend), " engine");
+      ASSERT_TRUE(got[i].ok) << what << ": nvJPEG did not decode it";
+      const DecodedImage cpu = decode_encoded_image(names[i], images[i], CpuJpegDecoder::auto_);
+      int max = 0;
+      double sum = 0;
+      size_t worst = 0;
+      for (size_t k = 0; k < cpu.pixels.size(); ++k) {
+        const int e = std::abs(int{got[i].pixels[k]} - int{cpu.pixels[k]});
+        if (e > max) worst = k;
+        max = std::max(max, e);
+        sum += e;
+      }
+      const double mean = sum / static_cast<double>(cpu.pixels.size());
+      // Different IDCT and chroma upsampling than libjpeg: a few levels, more at chroma edges.
+      EXPECT_LE(max, 24) << what << ": max difference " << max << " at pixel " << worst / 3 << " channel "
+                         << worst % 3 << " (nvJPEG " << int{got[i].pixels[worst]} << ", CPU "
+                         << int{cpu.pixels[worst]} << ")";
+      EXPECT_LE(mean, 2.0) << what << ": mean difference " << mean;
+    }
+  }
+#endif
+}
+
+#if LIFTOFF_WITH_CUDA
+class DecodeLoaderCuda : public TempDirTest {
+ protected:
+  std::shared_ptr<const ImageFolder> make_folder() {
+    const struct {
+      const char* file;
+      int64_t h, w;
+      ImageFormat format;
+    } files[] = {{"a/0.jpg", 120, 160, ImageFormat::jpg},
+                 {"a/1.jpg", 150, 150, ImageFormat::jpg},
+                 {"a/2.png", 90, 135, ImageFormat::png},
+                 {"b/0.jpg", 99, 210, ImageFormat::jpg},
+                 {"b/1.jpg", 144, 120, ImageFormat::jpg}};
+    int seed = 0;
+    for (const auto& f : files) {
+      fs::create_directories((dir_ / f.file).parent_path());
+      write_image_file(path(f.file), picture(f.h, f.w, seed++).data(), 3, f.h, f.w, f.format, 92);
+    }
+    // A progressive JPEG for the GPU-hybrid engine and a CMYK one for the CPU fallback.
+    fs::copy_file(jpeg_fixture("progressive-420.jpg"), path("b/2.jpg"));
+    fs::copy_file(jpeg_fixture("cmyk.jpg"), path("b/3.jpg"));
+    return std::make_shared<const ImageFolder>(dir_.string());
+  }
+
+  static DecodeLoaderOptions options(DecodeMode mode, Device device) {
+    DecodeLoaderOptions o;
+    o.batch = 3;
+    o.workers = 2;
+    o.shuffle = true;
+    o.crop.out_height = 48;
+    o.crop.out_width = 40;
+    o.decode = mode;
+    o.dct_scaling = false;
+    o.device = device;
+    o.seed = 3;
+    return o;
+  }
+
+  static std::vector<Batch> epoch(DecodeLoader& loader, int64_t e) {
+    loader.start_epoch(e);
+    std::vector<Batch> out;
+    Batch b;
+    while (loader.next(b)) out.push_back(b);
+    return out;
+  }
+};
+#endif
+
+#if LIFTOFF_WITH_CUDA
+TEST_F(DecodeLoaderCuda, CpuDecodeOnTheGpuEqualsTheCpuTarget) {
+  LIFTOFF_REQUIRE_CUDA();
+  const auto folder = make_folder();
+  DecodeLoader gpu(folder, options(DecodeMode::cpu, Device::cuda(0)));
+  DecodeLoader cpu(folder, options(DecodeMode::cpu, Device::cpu()));
+  const std::vector<Batch> g = epoch(gpu, 1), c = epoch(cpu, 1);
+  ASSERT_EQ(g.size(), c.size());
+  for (size_t k = 0; k < g.size(); ++k) {
+    EXPECT_EQ(g[k].indices, c[k].indices);
+    EXPECT_TRUE(g[k].input.is_cuda());
+    EXPECT_TRUE(g[k].input.is_channels_last());
+    EXPECT_EQ(g[k].labels.to(Device::cpu()).to_vector<int64_t>(), c[k].labels.to_vector<int64_t>());
+    expect_close(g[k].input, c[k].input, 0.0, 0.0, "batch " + std::to_string(k) + " (bit for bit)");
+  }
+}
+
+TEST_F(DecodeLoaderCuda, GpuDecodeMatchesCpuDecode) {
+  LIFTOFF_REQUIRE_NVJPEG();
+  const auto folder = make_folder();
+  DecodeLoader gpu(folder, options(DecodeMode::gpu, Device::cuda(0)));
+  std::printf("decode: %s\n", gpu.describe().c_str());
+  DecodeLoader cpu(folder, options(DecodeMode::cpu, Device::cuda(0)));
+  for (int e = 0; e < 2; ++e) {
+    const std::vector<Batch> g = epoch(gpu, e), c = epoch(cpu, e);
+    ASSERT_EQ(g.size(), c.size());
+    for (size_t k = 0; k < g.size(); ++k) {
+      ASSERT_EQ(g[k].indices, c[k].indices);
+      // Decoders differ by a few levels: in normalised units 1 / (255 * 0.224) each.
+      expect_close(g[k].input, c[k].input, 0.0, 24.0 / (255.0 * 0.224),
+                   "epoch " + std::to_string(e) + " batch " + std::to_string(k) + " (nvJPEG vs CPU decode)");
+    }
+  }
+  const DecodeCounts counts = gpu.decode_counts();
+  std::printf("routes: hardware %lld, gpu-hybrid %lld, cpu %lld, cpu fallback %lld, retried batches %lld\n",
+              static_cast<long long>(counts.hardware), static_cast<long long>(counts.gpu_hybrid),
+              static_cast<long long>(counts.cpu), static_cast<long long>(counts.cpu_fallback),
+              static_cast<long long>(counts.batch_retries));
+  // Per epoch: 5 JPEGs nvJPEG takes, the PNG and the CMYK file on the CPU.
+  EXPECT_EQ(counts.hardware + counts.gpu_hybrid + counts.cpu_fallback, 10);
+  EXPECT_EQ(counts.cpu, 4);
+  EXPECT_EQ(counts.skipped, 0);
+}
+
+TEST_F(DecodeLoaderCuda, HalfInputIsChannelsLast) {
+  LIFTOFF_REQUIRE_CUDA();
+  const auto folder = make_folder();
+  DecodeLoaderOptions o = options(DecodeMode::auto_, Device::cuda(0));
+  o.input_dtype = DType::bf16;
+  DecodeLoader loader(folder, o);
+  const std::vector<Batch> batches = epoch(loader, 0);
+  ASSERT_FALSE(batches.empty());
+  EXPECT_EQ(batches[0].input.dtype(), DType::bf16);
+  EXPECT_TRUE(batches[0].input.is_channels_last());
+  const LoaderStats stats = loader.stats();
+  EXPECT_EQ(stats.images, 7);
+}
+#endif
+
+}  // namespace
+}  // namespace liftoff
