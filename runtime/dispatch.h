@@ -19,7 +19,24 @@ void dispatch_float(DType dtype, const char* op, Fn&& fn) {
   }
 }
 
-// Calls fn(T{}) for every storage type (host types for f16/bf16).
+// Calls fn(T{}) for the types host kernels compute directly: f32, f64, i32, i64, u8 and bool (b8); the
+// 16-bit floats throw DTypeError naming the op (the CPU computes f32/f64).
+template <class Fn>
+void dispatch_numeric(DType dtype, const char* op, Fn&& fn) {
+  switch (dtype) {
+    case DType::f32: fn(float{}); return;
+    case DType::f64: fn(double{}); return;
+    case DType::i32: fn(int32_t{}); return;
+    case DType::i64: fn(int64_t{}); return;
+    case DType::u8: fn(uint8_t{}); return;
+    case DType::b8: fn(bool{}); return;
+    default:
+      throw DTypeError(str_cat(op, ": dtype ", dtype_name(dtype),
+                               " is not supported on the CPU (f32, f64, i32, i64, u8, bool)"));
+  }
+}
+
+// Calls fn(T{}) for every storage type (host types for f16/bf16, bool for b8).
 template <class Fn>
 void dispatch_all(DType dtype, Fn&& fn) {
   switch (dtype) {
@@ -30,6 +47,7 @@ void dispatch_all(DType dtype, Fn&& fn) {
     case DType::i32: fn(int32_t{}); return;
     case DType::i64: fn(int64_t{}); return;
     case DType::u8: fn(uint8_t{}); return;
+    case DType::b8: fn(bool{}); return;
   }
 }
 

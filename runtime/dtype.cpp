@@ -13,6 +13,7 @@ size_t dtype_size(DType dtype) {
     case DType::i32: return 4;
     case DType::i64: return 8;
     case DType::u8: return 1;
+    case DType::b8: return 1;
   }
   return 0;
 }
@@ -26,6 +27,7 @@ const char* dtype_name(DType dtype) {
     case DType::i32: return "i32";
     case DType::i64: return "i64";
     case DType::u8: return "u8";
+    case DType::b8: return "bool";
   }
   return "?";
 }
@@ -38,7 +40,8 @@ DType parse_dtype(const std::string& name) {
   if (name == "i32" || name == "int32") return DType::i32;
   if (name == "i64" || name == "int64") return DType::i64;
   if (name == "u8" || name == "uint8") return DType::u8;
-  throw ValueError("unknown dtype '" + name + "'; expected one of f32, f64, f16, bf16, i32, i64, u8");
+  if (name == "bool" || name == "b8") return DType::b8;
+  throw ValueError("unknown dtype '" + name + "'; expected one of f32, f64, f16, bf16, i32, i64, u8, bool");
 }
 
 bool is_floating(DType dtype) {

@@ -93,6 +93,16 @@ template Tensor Tensor::from_vector(const std::vector<double>&, const Shape&, De
 template Tensor Tensor::from_vector(const std::vector<int32_t>&, const Shape&, Device);
 template Tensor Tensor::from_vector(const std::vector<int64_t>&, const Shape&, Device);
 template Tensor Tensor::from_vector(const std::vector<uint8_t>&, const Shape&, Device);
+// std::vector<bool> is packed bits (no data()): copy element by element.
+template <>
+Tensor Tensor::from_vector(const std::vector<bool>& values, const Shape& shape, Device device) {
+  LIFTOFF_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape), ShapeError,
+                "Tensor::from_vector: ", values.size(), " values do not fill shape ", shape_str(shape));
+  Tensor host = empty(shape, DType::b8, Device::cpu());
+  bool* p = host.data<bool>();
+  for (size_t i = 0; i < values.size(); ++i) p[i] = values[i];
+  return device.is_cpu() ? host : host.to(device);
+}
 
 Tensor Tensor::from_blob(const Storage& storage, const Shape& shape, DType dtype, int64_t offset) {
   const size_t needed = static_cast<size_t>(offset + shape_numel(shape)) * dtype_size(dtype);
@@ -262,6 +272,7 @@ template std::vector<double> Tensor::to_vector() const;
 template std::vector<int32_t> Tensor::to_vector() const;
 template std::vector<int64_t> Tensor::to_vector() const;
 template std::vector<uint8_t> Tensor::to_vector() const;
+template std::vector<bool> Tensor::to_vector() const;
 
 // ---- views -----------------------------------------------------------------------------------------------
 

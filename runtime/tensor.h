@@ -62,7 +62,7 @@ class Tensor {
   static Tensor full(const Shape& shape, double value, DType dtype = DType::f32,
                      Device device = Device::cpu());
   // Copies `values` (row-major; values.size() must equal shape_numel(shape), else ShapeError) into a tensor
-  // of T's dtype on `device`. T: float, double, int32_t, int64_t, uint8_t.
+  // of T's dtype on `device`. T: float, double, int32_t, int64_t, uint8_t, bool (a b8 mask).
   template <class T>
   static Tensor from_vector(const std::vector<T>& values, const Shape& shape, Device device = Device::cpu());
   // A contiguous view of existing memory (no copy), starting `offset` elements in; the storage must hold
@@ -120,7 +120,9 @@ class Tensor {
   const Tensor& zero_() const { return fill_(0.0); }
   const Tensor& copy_(const Tensor& src) const;  // same shape; any dtype/device
 
-  // Host reads: these synchronize with the device. item() needs a one-element tensor.
+  // Host reads: these synchronize with the device. item() needs a one-element tensor. to_vector<T> converts
+  // to T's dtype first: to_vector<bool>() of a b8 mask reads it as is, to_vector<uint8_t>() gives 0/1 bytes,
+  // and to_vector<bool>() of a numeric tensor gives x != 0.
   double item() const;
   template <class T>
   std::vector<T> to_vector() const;
@@ -151,6 +153,10 @@ class Tensor {
  private:
   std::shared_ptr<TensorImpl> impl_;
 };
+
+// std::vector<bool> holds packed bits, so its from_vector is a specialization (defined in tensor.cpp).
+template <>
+Tensor Tensor::from_vector(const std::vector<bool>& values, const Shape& shape, Device device);
 
 // Raw tensor-core kernels shared by autograd and the tensor methods (no autograd recorded).
 // dst += src (same shape, dtype and device; dst dense: contiguous or channels-last). src may have any layout;

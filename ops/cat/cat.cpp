@@ -12,6 +12,8 @@ namespace liftoff {
 namespace {
 int dtype_rank(DType t) {
   switch (t) {
+    case DType::b8:  // bool is below every other type, as PyTorch's promotion
+      return -1;
     case DType::u8:
       return 0;
     case DType::i32:

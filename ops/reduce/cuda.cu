@@ -1,5 +1,7 @@
 #include <algorithm>
 
+#include "ops/common/block_reduce.cuh"
+#include "ops/common/elementwise.cuh"
 #include "ops/reduce/kernels.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/context.h"
@@ -8,90 +10,226 @@
 namespace liftoff::cuda {
 
 namespace {
-constexpr int kMaxPartials = 1024;  // first-pass blocks; also the second pass's block size
-constexpr int kPerThread = 8;       // elements each thread adds before the block reduction
+// ---- reductions over one (possibly merged) dimension of x [outer, extent, inner] -------------------------
+// inner == 1 ("rows"): G threads per row (a warp, or the whole block for long rows), 16-byte loads where the
+// rows are aligned. inner > 1 ("columns"): a 32 x 8 block per 32 adjacent columns, lanes along inner
+// (coalesced), the 8 rows of threads striding the extent. Either may split the extent over gridDim.y blocks
+// that write partial states, merged in order by reduce_partials_kernel. All orders depend only on the shape.
+constexpr int kColumnsX = 32;
+constexpr int kColumnsY = 8;
+constexpr int kTargetBlocks = 1024;  // enough blocks to fill the GPU; fixed so results do not depend on it
 
-template <class A>
-__device__ __forceinline__ A warp_sum(A v) {
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
-  return v;
-}
+template <class T, class R>
+struct ReduceJob {
+  const T* x;
+  int64_t outer, extent, inner;
+  int64_t chunk;  // extent elements per split
+  int splits;
+  R reducer;
+  T* values;                   // may be null
+  int64_t* indices;            // may be null
+  typename R::State* partial;  // [outer * inner, splits] when splits > 1
+};
 
-// Sum over the block in a fixed order; the result is valid in thread 0. blockDim.x is a multiple of 32.
-template <class A>
-__device__ A block_sum(A v) {
-  __shared__ A warp_totals[32];
-  v = warp_sum(v);
-  const int lane = threadIdx.x % 32;
-  const int warp = threadIdx.x / 32;
-  if (lane == 0) warp_totals[warp] = v;
-  __syncthreads();
-  const int warps = blockDim.x / 32;
-  v = threadIdx.x < warps ? warp_totals[threadIdx.x] : A(0);
-  if (warp == 0) v = warp_sum(v);
-  return v;
-}
-
-template <class T, class A>
-__global__ void partial_sum_kernel(const T* x, int64_t n, A* partial) {
-  A acc = 0;
-  LIFTOFF_GRID_STRIDE_LOOP(i, n) {
-    acc += convert<A>(x[i]);
+template <class T, class R>
+__device__ __forceinline__ void write_state(const ReduceJob<T, R>& job, int64_t column, int split,
+                                            typename R::State s) {
+  if (job.splits > 1) {
+    job.partial[column * job.splits + split] = s;
+    return;
   }
-  acc = block_sum(acc);
-  if (threadIdx.x == 0) partial[blockIdx.x] = acc;
+  if (job.values != nullptr) job.values[column] = convert<T>(job.reducer.value(s));
+  if (job.indices != nullptr) job.indices[column] = job.reducer.index(s);
 }
 
-template <class T, class A>
-__global__ void final_sum_kernel(const A* partial, int count, A factor, T* y) {
-  A acc = 0;
-  for (int i = threadIdx.x; i < count; i += blockDim.x) acc += partial[i];
-  acc = block_sum(acc);
-  if (threadIdx.x == 0) y[0] = convert<T>(acc * factor);
+// G threads per row (32: a warp, 8 rows per block; kBlock: one row per block); V elements per load.
+template <int G, int V, class T, class R>
+__global__ void reduce_rows_kernel(ReduceJob<T, R> job) {
+  using A = acc_t<T>;
+  const int lane = threadIdx.x % G;
+  const int64_t row = blockIdx.x * static_cast<int64_t>(kBlock / G) + threadIdx.x / G;
+  const int split = blockIdx.y;
+  typename R::State s = job.reducer.identity();
+  if (row < job.outer) {
+    const T* p = job.x + row * job.extent;
+    const int64_t begin = split * job.chunk;
+    const int64_t end = min(job.extent, begin + job.chunk);
+    if constexpr (V > 1) {
+      // Aligned packs: begin, end (unless the row's end) and the row start are multiples of V.
+      const auto* packs = reinterpret_cast<const detail::Pack<T, V>*>(p);
+      for (int64_t k = begin / V + lane; k < end / V; k += G) {
+        const detail::Pack<T, V> pack = packs[k];
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+          s = job.reducer.combine(s, job.reducer.map(convert<A>(pack.v[j]), k * V + j));
+      }
+    } else {
+      for (int64_t r = begin + lane; r < end; r += G)
+        s = job.reducer.combine(s, job.reducer.map(convert<A>(p[r]), r));
+    }
+  }
+  s = group_combine<G>(job.reducer, s);
+  if (lane == 0 && row < job.outer) write_state(job, row, split, s);
+}
+
+template <class T, class R>
+__global__ void reduce_columns_kernel(ReduceJob<T, R> job) {
+  using A = acc_t<T>;
+  using S = typename R::State;
+  __shared__ S states[kColumnsY][kColumnsX];
+  const int64_t tiles = (job.inner + kColumnsX - 1) / kColumnsX;
+  const int64_t o = blockIdx.x / tiles;
+  const int64_t i = (blockIdx.x % tiles) * kColumnsX + threadIdx.x;
+  const int split = blockIdx.y;
+  S s = job.reducer.identity();
+  if (i < job.inner) {
+    const T* p = job.x + o * job.extent * job.inner + i;
+    const int64_t begin = split * job.chunk;
+    const int64_t end = min(job.extent, begin + job.chunk);
+    for (int64_t r = begin + threadIdx.y; r < end; r += kColumnsY) {
+      s = job.reducer.combine(s, job.reducer.map(convert<A>(p[r * job.inner]), r));
+    }
+  }
+  states[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && i < job.inner) {
+    for (int k = 1; k < kColumnsY; ++k) s = job.reducer.combine(s, states[k][threadIdx.x]);
+    write_state(job, o * job.inner + i, split, s);
+  }
+}
+
+// A warp per output merges its `splits` partial states in order.
+template <class T, class R>
+__global__ void reduce_partials_kernel(ReduceJob<T, R> job) {
+  const int64_t column = blockIdx.x * static_cast<int64_t>(kBlock / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  typename R::State s = job.reducer.identity();
+  if (column < job.outer * job.inner) {
+    for (int k = lane; k < job.splits; k += 32)
+      s = job.reducer.combine(s, job.partial[column * job.splits + k]);
+  }
+  s = warp_combine(job.reducer, s);
+  if (lane == 0 && column < job.outer * job.inner) {
+    job.splits = 1;
+    write_state(job, column, 0, s);
+  }
+}
+
+// Splits of the extent so that about kTargetBlocks blocks run, each reducing at least min_chunk elements;
+// the chunk is a multiple of `multiple`.
+void plan_splits(int64_t blocks, int64_t extent, int64_t min_chunk, int64_t multiple, int64_t* chunk,
+                 int* splits) {
+  int64_t s = 1;
+  if (blocks < kTargetBlocks) s = std::min((kTargetBlocks + blocks - 1) / blocks, extent / min_chunk);
+  s = std::max<int64_t>(1, std::min<int64_t>(s, 65535));
+  int64_t c = (extent + s - 1) / s;
+  c = (c + multiple - 1) / multiple * multiple;
+  *chunk = std::max<int64_t>(c, 1);
+  *splits = static_cast<int>(std::max<int64_t>(1, (extent + *chunk - 1) / *chunk));
+}
+
+template <class T, class R>
+void launch_reduce(const Tensor& x, int64_t outer, int64_t extent, int64_t inner, const R& reducer,
+                   const Tensor& values, const Tensor& indices, cudaStream_t stream) {
+  using S = typename R::State;
+  ReduceJob<T, R> job{static_cast<const T*>(x.raw_data()),
+                      outer,
+                      extent,
+                      inner,
+                      extent,
+                      1,
+                      reducer,
+                      values.defined() ? static_cast<T*>(values.raw_data()) : nullptr,
+                      indices.defined() ? static_cast<int64_t*>(indices.raw_data()) : nullptr,
+                      nullptr};
+  constexpr int V = 16 / sizeof(T);
+  Tensor partial;
+  auto allocate_partial = [&] {
+    if (job.splits == 1) return;
+    partial =
+        Tensor::empty({static_cast<int64_t>(outer * inner * job.splits * sizeof(S))}, DType::u8, x.device());
+    job.partial = static_cast<S*>(partial.raw_data());
+  };
+  if (inner == 1) {
+    const bool long_rows = extent > 4096;
+    const int64_t rows_per_block = kBlock / 32;
+    const int64_t blocks = long_rows ? outer : (outer + rows_per_block - 1) / rows_per_block;
+    const bool vector = extent % V == 0 && reinterpret_cast<uintptr_t>(job.x) % 16 == 0;
+    plan_splits(blocks, extent, long_rows ? 16 * kBlock : 1 << 20, vector ? V : 1, &job.chunk, &job.splits);
+    allocate_partial();
+    const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(job.splits));
+    if (long_rows && vector) {
+      reduce_rows_kernel<kBlock, V, T, R><<<grid, kBlock, 0, stream>>>(job);
+    } else if (long_rows) {
+      reduce_rows_kernel<kBlock, 1, T, R><<<grid, kBlock, 0, stream>>>(job);
+    } else if (vector) {
+      reduce_rows_kernel<32, V, T, R><<<grid, kBlock, 0, stream>>>(job);
+    } else {
+      reduce_rows_kernel<32, 1, T, R><<<grid, kBlock, 0, stream>>>(job);
+    }
+  } else {
+    const int64_t blocks = outer * ((inner + kColumnsX - 1) / kColumnsX);
+    plan_splits(blocks, extent, 16 * kColumnsY, 1, &job.chunk, &job.splits);
+    allocate_partial();
+    const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(job.splits));
+    reduce_columns_kernel<T, R><<<grid, dim3(kColumnsX, kColumnsY), 0, stream>>>(job);
+  }
+  LIFTOFF_LAUNCH_CHECK();
+  if (job.splits > 1) {
+    const int64_t outputs = outer * inner;
+    reduce_partials_kernel<T, R>
+        <<<static_cast<unsigned>((outputs + kBlock / 32 - 1) / (kBlock / 32)), kBlock, 0, stream>>>(job);
+    LIFTOFF_LAUNCH_CHECK();
+  }
 }
 
 template <class T>
-__global__ void fill_from_scalar_kernel(const T* gy, acc_t<T> factor, T* gx, int64_t n) {
-  const T value = convert<T>(convert<acc_t<T>>(gy[0]) * factor);
+__global__ void index_backward_kernel(const T* gy, const int64_t* indices, int64_t extent, int64_t inner,
+                                      T* gx, int64_t n) {
   LIFTOFF_GRID_STRIDE_LOOP(i, n) {
-    gx[i] = value;
+    const int64_t column = (i / (extent * inner)) * inner + i % inner;
+    const int64_t r = (i / inner) % extent;
+    gx[i] = indices[column] == r ? gy[column] : convert<T>(0.0f);
   }
 }
 }  // namespace
 
-void sum_forward(const Tensor& x, double factor, const Tensor& y) {
+void reduce_forward(const Tensor& x, int64_t outer, int64_t extent, int64_t inner, const ReduceParams& params,
+                    const Tensor& values, const Tensor& indices) {
   const int device = x.device().index;
   DeviceGuard guard(device);
-  cudaStream_t stream = compute_stream(device);
-  const int64_t n = x.numel();
-  dispatch_device_float(x.dtype(), "sum", [&](auto tag) {
+  if (outer * inner == 0) return;
+  dispatch_device_float(x.dtype(), "reduce", [&](auto tag) {
     using T = decltype(tag);
-    using A = acc_t<T>;
-    // The block count depends only on n, so the summation order is the same on every run.
-    const int64_t wanted = (n + kBlock * kPerThread - 1) / (kBlock * kPerThread);
-    const int blocks = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(wanted, kMaxPartials)));
-    const Tensor partial = Tensor::empty({blocks}, DTypeOf<A>::value, x.device());
-    partial_sum_kernel<T, A><<<blocks, kBlock, 0, stream>>>(static_cast<const T*>(x.raw_data()), n,
-                                                            static_cast<A*>(partial.raw_data()));
-    LIFTOFF_LAUNCH_CHECK();
-    final_sum_kernel<T, A><<<1, kMaxPartials, 0, stream>>>(static_cast<const A*>(partial.raw_data()), blocks,
-                                                           static_cast<A>(factor),
-                                                           static_cast<T*>(y.raw_data()));
+    visit_reducer<acc_t<T>>(params, [&](const auto& reducer) {
+      launch_reduce<T>(x, outer, extent, inner, reducer, values, indices, compute_stream(device));
+    });
+  });
+}
+
+void index_backward(const Tensor& gy, const Tensor& indices, int64_t outer, int64_t extent, int64_t inner,
+                    const Tensor& gx) {
+  const int device = gy.device().index;
+  DeviceGuard guard(device);
+  const int64_t n = outer * extent * inner;
+  if (n == 0) return;
+  dispatch_device_float(gy.dtype(), "max/min backward", [&](auto tag) {
+    using T = decltype(tag);
+    index_backward_kernel<T><<<grid_for(n), kBlock, 0, compute_stream(device)>>>(
+        static_cast<const T*>(gy.raw_data()), static_cast<const int64_t*>(indices.raw_data()), extent, inner,
+        static_cast<T*>(gx.raw_data()), n);
     LIFTOFF_LAUNCH_CHECK();
   });
 }
 
-void sum_backward(const Tensor& gy, double factor, const Tensor& gx) {
-  const int device = gy.device().index;
-  DeviceGuard guard(device);
-  const int64_t n = gx.numel();
-  if (n == 0) return;
-  dispatch_device_float(gy.dtype(), "sum backward", [&](auto tag) {
+void reduce_grad(ReduceGradKind kind, double param, const ElementwisePlan& plan, const Tensor& x,
+                 const Tensor& gy, const Tensor& stat, const Tensor& gx) {
+  dispatch_device_float(x.dtype(), "reduce backward", [&](auto tag) {
     using T = decltype(tag);
-    fill_from_scalar_kernel<T><<<grid_for(n), kBlock, 0, compute_stream(device)>>>(
-        static_cast<const T*>(gy.raw_data()), static_cast<acc_t<T>>(factor), static_cast<T*>(gx.raw_data()),
-        n);
-    LIFTOFF_LAUNCH_CHECK();
+    visit_reduce_grad<acc_t<T>>(kind, param, [&](const auto& f) {
+      launch_elementwise(x.device().index, plan, static_cast<T*>(gx.raw_data()), f, tensor_input<T>(x),
+                         gy.defined() ? tensor_input<T>(gy) : constant_input<T>(1.0), tensor_input<T>(stat));
+    });
   });
 }
 

@@ -19,7 +19,8 @@ struct IsHalfType<__half> : std::true_type {};
 template <>
 struct IsHalfType<__nv_bfloat16> : std::true_type {};
 
-// Converts between any two storage types, through float for the 16-bit ones.
+// Converts between any two storage types, through float for the 16-bit ones. To bool: nonzero is true (NaN
+// too), as a C++ conversion and PyTorch's .bool().
 template <class To, class From>
 __host__ __device__ __forceinline__ To convert(From v) {
   if constexpr (std::is_same_v<To, From>) {
@@ -46,6 +47,7 @@ void dispatch_device_all(DType dtype, Fn&& fn) {
     case DType::i32: fn(int32_t{}); return;
     case DType::i64: fn(int64_t{}); return;
     case DType::u8: fn(uint8_t{}); return;
+    case DType::b8: fn(bool{}); return;
   }
 }
 

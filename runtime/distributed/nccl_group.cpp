@@ -170,6 +170,7 @@ ncclDataType_t nccl_type(DType dtype) {
     case DType::i64:
       return ncclInt64;
     case DType::u8:
+    case DType::b8:  // one byte, 0 or 1
       return ncclUint8;
   }
   throw DTypeError(str_cat("nccl: unsupported dtype ", dtype_name(dtype)));

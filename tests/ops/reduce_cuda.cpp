@@ -1,15 +1,27 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "ops/reduce/reduce.h"
+#include "runtime/autocast.h"
 #include "tests/common/cuda_test.h"
 #include "tests/common/parity.h"
 
 namespace liftoff {
 namespace {
 
-TEST(ReduceCuda, MatchesCpu) {
+testing::ParityOptions options_for(DType dt, double tol32) {
+  testing::ParityOptions options;
+  options.cuda_dtype = dt;
+  const bool half = dt == DType::f16 || dt == DType::bf16;
+  options.atol = half ? 2e-2 : (dt == DType::f64 ? 1e-10 : tol32);
+  options.rtol = half ? 2e-2 : (dt == DType::f64 ? 1e-10 : tol32);
+  return options;
+}
+
+TEST(ReduceCuda, SumAndMeanOverAllElements) {
   LIFTOFF_REQUIRE_CUDA();
-  for (int64_t n : {1, 1000, 3000001}) {  // one block, a partial block, many blocks
+  for (int64_t n : {1, 1000, 3000001}) {  // one block, a partial block, many split blocks
     const Tensor x = testing::random_tensor({n}, 1, -1, 1, DType::f32).set_requires_grad(true);
     // The CPU sums in f64, CUDA in f32: relative error ~ sqrt(n) * 2^-24 of the absolute sum.
     EXPECT_TRUE(
@@ -21,14 +33,88 @@ TEST(ReduceCuda, MatchesCpu) {
   }
 }
 
-TEST(ReduceCuda, MatchesCpuInBf16) {
+// Shapes and dims that reach every kernel: short rows (a warp per row), long rows (a block per row, split
+// across blocks), columns with a small inner size and a long extent (split), columns with a wide inner size,
+// and non-adjacent dims (permuted first).
+struct Case {
+  Shape shape;
+  std::vector<int64_t> dims;
+};
+const std::vector<Case>& cases() {
+  static const std::vector<Case> all = {
+      {{64, 100}, {1}},       {{3, 50000}, {-1}},     {{20000, 12}, {0}},   {{7, 300, 130}, {1}},
+      {{4, 6, 5, 3}, {0, 2}}, {{2, 3, 4, 5}, {1, 3}}, {{1000, 33}, {0, 1}}, {{17}, {0}}};
+  return all;
+}
+
+TEST(ReduceCuda, ValueReductionsMatchCpuInEveryDtype) {
   LIFTOFF_REQUIRE_CUDA();
-  const Tensor x = testing::random_tensor({4096}, 2, 0, 1, DType::f32).set_requires_grad(true);
-  testing::ParityOptions options;
-  options.atol = 1e-2;
-  options.rtol = 1e-2;  // the result is rounded to bf16
-  options.cuda_dtype = DType::bf16;
-  EXPECT_TRUE(testing::cuda_parity([](const std::vector<Tensor>& in) { return mean(in[0]); }, {x}, options));
+  using Fn = std::function<Tensor(const Tensor&, const std::vector<int64_t>&)>;
+  const std::vector<std::pair<const char*, Fn>> ops = {
+      {"sum", [](const Tensor& x, const std::vector<int64_t>& d) { return sum(x, d); }},
+      {"mean", [](const Tensor& x, const std::vector<int64_t>& d) { return mean(x, d, true); }},
+      {"var", [](const Tensor& x, const std::vector<int64_t>& d) { return var(x, d); }},
+      {"std", [](const Tensor& x, const std::vector<int64_t>& d) { return std(x, d, 0, true); }},
+      {"norm2", [](const Tensor& x, const std::vector<int64_t>& d) { return norm(x, 2.0, d); }},
+      {"norm3", [](const Tensor& x, const std::vector<int64_t>& d) { return norm(x, 3.0, d); }},
+      {"logsumexp", [](const Tensor& x, const std::vector<int64_t>& d) { return logsumexp(x, d); }},
+      {"amax", [](const Tensor& x, const std::vector<int64_t>& d) { return amax(x, d); }},
+  };
+  for (const Case& c : cases()) {
+    const Tensor x = testing::random_tensor(c.shape, 2, -1, 1, DType::f32).set_requires_grad(true);
+    for (const auto& [name, fn] : ops) {
+      for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+        testing::ParityOptions options = options_for(dt, 2e-4);
+        // amax of rounded inputs may pick another (tied) element: compare values only in half types.
+        if (name == std::string("amax") && dt != DType::f32 && dt != DType::f64) options.check_grads = false;
+        EXPECT_TRUE(testing::cuda_parity(
+            [fn = fn, d = c.dims](const std::vector<Tensor>& in) { return fn(in[0], d); }, {x}, options))
+            << name << " " << shape_str(c.shape) << " " << dtype_name(dt);
+      }
+    }
+  }
+}
+
+TEST(ReduceCuda, MaxMinArgmaxMatchCpu) {
+  LIFTOFF_REQUIRE_CUDA();
+  for (const Case& c : cases()) {
+    const Tensor x = testing::random_tensor(c.shape, 3, -1, 1, DType::f32).set_requires_grad(true);
+    const int64_t d = c.dims[0];
+    EXPECT_TRUE(testing::cuda_parity([d](const std::vector<Tensor>& in) { return max(in[0], d).first; }, {x}))
+        << shape_str(c.shape);
+    EXPECT_TRUE(
+        testing::cuda_parity([d](const std::vector<Tensor>& in) { return min(in[0], d, true).first; }, {x}))
+        << shape_str(c.shape);
+    const Tensor cx = x.detach().to(Device::cuda());
+    EXPECT_EQ(argmax(cx, d).to_vector<int64_t>(), argmax(x, d).to_vector<int64_t>()) << shape_str(c.shape);
+    EXPECT_EQ(argmin(cx, d, true).to_vector<int64_t>(), argmin(x, d, true).to_vector<int64_t>());
+  }
+  // Ties and NaN pick the first index on the device too.
+  const Tensor tied = Tensor::from_vector<float>({1, 5, 5, NAN, 2, NAN}, {6}, Device::cuda());
+  EXPECT_EQ(argmax(tied.slice(0, 0, 3)).item(), 1);
+  EXPECT_EQ(argmax(tied).item(), 3);
+}
+
+TEST(ReduceCuda, ChannelsLastInput) {
+  LIFTOFF_REQUIRE_CUDA();
+  const Tensor x = testing::random_tensor({4, 8, 6, 5}, 4, -1, 1, DType::f32, Device::cuda())
+                       .contiguous(MemoryFormat::channels_last);
+  const Tensor ref = x.to(Device::cpu());
+  for (const std::vector<int64_t>& dims : std::vector<std::vector<int64_t>>{{0, 2, 3}, {1}, {0}, {2, 3}}) {
+    EXPECT_TRUE(testing::all_close(sum(x, dims).to(Device::cpu()), sum(ref, dims), 1e-4, 1e-5));
+    EXPECT_TRUE(
+        testing::all_close(var(x, dims, 1, true).to(Device::cpu()), var(ref, dims, 1, true), 1e-4, 1e-4));
+  }
+}
+
+TEST(ReduceCuda, AutocastReductionsReturnF32) {
+  LIFTOFF_REQUIRE_CUDA();
+  const Tensor x = Tensor::ones({4, 8}, DType::bf16, Device::cuda());
+  EXPECT_EQ(sum(x, {1}).dtype(), DType::bf16);
+  AutocastGuard autocast(DType::bf16);
+  EXPECT_EQ(sum(x, {1}).dtype(), DType::f32);
+  EXPECT_EQ(logsumexp(x, {1}).dtype(), DType::f32);
+  EXPECT_EQ(amax(x, {1}).dtype(), DType::bf16);
 }
 
 TEST(ReduceCuda, Deterministic) {
@@ -36,6 +122,11 @@ TEST(ReduceCuda, Deterministic) {
   const Tensor x = testing::random_tensor({1 << 22}, 3, -1, 1, DType::f32, Device::cuda());
   const double first = sum(x).item();
   for (int i = 0; i < 5; ++i) EXPECT_EQ(sum(x).item(), first);
+  const Tensor cols = x.view({1 << 16, 64});
+  const std::vector<float> by_column = sum(cols, {0}).to_vector<float>();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(sum(cols, {0}).to_vector<float>(), by_column);
+  const std::vector<float> v = var(cols, {1}).to_vector<float>();
+  EXPECT_EQ(var(cols, {1}).to_vector<float>(), v);
 }
 
 }  // namespace
