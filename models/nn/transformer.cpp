@@ -79,20 +79,23 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
 
   // The packed in-projection: one GEMM for self-attention, three row blocks of the weight otherwise.
   Tensor weight = in_proj_weight_, bias = in_proj_bias_;
-  Tensor q = query, k = key, v = value;
   DType half = DType::f32;
-  if (autocast_enabled(&half)) {
+  const bool autocast = autocast_enabled(&half);
+  if (autocast) {
     weight = in_weight_half_.get(in_proj_weight_, half);
     bias = in_bias_half_.get(in_proj_bias_, half);
-    q = cast(q, half), k = cast(k, half), v = cast(v, half);
   }
+  auto input = [&](const Tensor& t) { return autocast ? cast(t, half) : t; };
+  Tensor q, k, v;
   if (query.same(key) && key.same(value)) {
-    const std::vector<Tensor> qkv = chunk(linear(q, weight, bias), 3, -1);
+    const std::vector<Tensor> qkv = chunk(linear(input(query), weight, bias), 3, -1);
     q = qkv[0], k = qkv[1], v = qkv[2];
   } else {
     const std::vector<Tensor> w = chunk(weight, 3, 0);
     const std::vector<Tensor> b = bias.defined() ? chunk(bias, 3, 0) : std::vector<Tensor>(3);
-    q = linear(q, w[0], b[0]), k = linear(k, w[1], b[1]), v = linear(v, w[2], b[2]);
+    q = linear(input(query), w[0], b[0]);
+    k = linear(input(key), w[1], b[1]);
+    v = linear(input(value), w[2], b[2]);
   }
   const double p = is_training() ? dropout_p_ : 0.0;
   Tensor out = scaled_dot_product_attention(split_heads(q, num_heads_), split_heads(k, num_heads_),

@@ -34,7 +34,7 @@ Tensor VisionTransformer::forward(const Tensor& x) {
   const int64_t n = x.size(0);
   Tensor y = transpose(flatten(conv_proj_->forward(x), 2, 3), 1, 2);  // [N, patches, dim]
   y = cat({expand(class_token_, {n, 1, dim_}), y}, 1);                // [N, tokens, dim]
-  y = encoder_->forward(y + expand(pos_embedding_, y.shape()));
+  y = encoder_->forward(y + pos_embedding_);                          // broadcast over N
   return head_->forward(select(norm_->forward(y), 1, 0));
 }
 
