@@ -1,6 +1,7 @@
 #include "models/nn/layers.h"
 
 #include <cmath>
+#include <utility>
 
 #include "ops/cast/cast.h"
 #include "ops/ops.h"
@@ -21,19 +22,29 @@ void check_positive(int64_t value, const char* layer, const char* what) {
   LIFTOFF_CHECK(value > 0, ValueError, layer, ": ", what, " must be positive, got ", value);
 }
 
+void check_conv_args(const char* layer, int64_t in_channels, int64_t out_channels, int64_t kernel,
+                     int64_t stride, int64_t padding, int64_t dilation, int64_t groups) {
+  check_positive(in_channels, layer, "in_channels");
+  check_positive(out_channels, layer, "out_channels");
+  check_positive(kernel, layer, "kernel");
+  check_positive(stride, layer, "stride");
+  check_positive(dilation, layer, "dilation");
+  check_positive(groups, layer, "groups");
+  LIFTOFF_CHECK(padding >= 0, ValueError, layer, ": padding must be >= 0, got ", padding);
+  LIFTOFF_CHECK(in_channels % groups == 0 && out_channels % groups == 0, ValueError, layer, ": in_channels (",
+                in_channels, ") and out_channels (", out_channels, ") must both be divisible by groups (",
+                groups, ")");
+}
+
 }  // namespace
 
 Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t stride, int64_t padding,
-               bool bias, Generator& gen)
-    : stride_(stride), padding_(padding) {
-  check_positive(in_channels, "Conv2d", "in_channels");
-  check_positive(out_channels, "Conv2d", "out_channels");
-  check_positive(kernel, "Conv2d", "kernel");
-  check_positive(stride, "Conv2d", "stride");
-  LIFTOFF_CHECK(padding >= 0, ValueError, "Conv2d: padding must be >= 0, got ", padding);
-  const int64_t fan_in = in_channels * kernel * kernel;
-  weight_ =
-      register_parameter("weight", uniform_init({out_channels, in_channels, kernel, kernel}, fan_in, gen));
+               bool bias, Generator& gen, int64_t dilation, int64_t groups)
+    : stride_(stride), padding_(padding), dilation_(dilation), groups_(groups) {
+  check_conv_args("Conv2d", in_channels, out_channels, kernel, stride, padding, dilation, groups);
+  const int64_t fan_in = in_channels / groups * kernel * kernel;
+  weight_ = register_parameter(
+      "weight", uniform_init({out_channels, in_channels / groups, kernel, kernel}, fan_in, gen));
   if (bias) bias_ = register_parameter("bias", uniform_init({out_channels}, fan_in, gen));
 }
 
@@ -44,9 +55,9 @@ Tensor Conv2d::forward(const Tensor& x) {
     // autocast on CUDA, where activations run channels-last): conv2d then converts nothing per call.
     const MemoryFormat weight_format = conv2d_memory_format(x);
     return conv2d(cast(x, half), weight_half_.get(weight_, half, weight_format), bias_half_.get(bias_, half),
-                  stride_, padding_);
+                  stride_, padding_, dilation_, groups_);
   }
-  return conv2d(x, weight_, bias_, stride_, padding_);
+  return conv2d(x, weight_, bias_, stride_, padding_, dilation_, groups_);
 }
 
 BatchNorm2d::BatchNorm2d(int64_t channels, double eps, double momentum) : eps_(eps), momentum_(momentum) {
@@ -141,6 +152,139 @@ Tensor Sequential::forward(const Tensor& x) {
 Module& Sequential::operator[](size_t i) const {
   LIFTOFF_CHECK(i < size(), ValueError, "Sequential: index ", i, " out of range for ", size(), " modules");
   return *named_children()[i].second;
+}
+
+uint64_t draw_seed(Generator& gen) {
+  // 2^53: every integer below it is exact in a double.
+  return static_cast<uint64_t>(rand_uniform({}, gen, 0.0, 9007199254740992.0, DType::f64).item());
+}
+
+ConvTranspose2d::ConvTranspose2d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t stride,
+                                 int64_t padding, int64_t output_padding, bool bias, Generator& gen,
+                                 int64_t groups, int64_t dilation)
+    : stride_(stride),
+      padding_(padding),
+      output_padding_(output_padding),
+      groups_(groups),
+      dilation_(dilation) {
+  check_conv_args("ConvTranspose2d", in_channels, out_channels, kernel, stride, padding, dilation, groups);
+  LIFTOFF_CHECK(output_padding >= 0 && output_padding < stride, ValueError,
+                "ConvTranspose2d: output_padding must be in [0, stride = ", stride, "), got ",
+                output_padding);
+  const int64_t fan_in = out_channels / groups * kernel * kernel;  // PyTorch: weight.size(1) * k * k
+  weight_ = register_parameter(
+      "weight", uniform_init({in_channels, out_channels / groups, kernel, kernel}, fan_in, gen));
+  if (bias) bias_ = register_parameter("bias", uniform_init({out_channels}, fan_in, gen));
+}
+
+Tensor ConvTranspose2d::forward(const Tensor& x) {
+  DType half = DType::f32;
+  if (autocast_enabled(&half))
+    return conv_transpose2d(cast(x, half), weight_half_.get(weight_, half), bias_half_.get(bias_, half),
+                            stride_, padding_, output_padding_, groups_, dilation_);
+  return conv_transpose2d(x, weight_, bias_, stride_, padding_, output_padding_, groups_, dilation_);
+}
+
+LayerNorm::LayerNorm(const Shape& normalized_shape, double eps, bool elementwise_affine, bool bias)
+    : normalized_shape_(normalized_shape), eps_(eps) {
+  LIFTOFF_CHECK(!normalized_shape.empty(), ValueError, "LayerNorm: normalized_shape must not be empty");
+  for (const int64_t d : normalized_shape) check_positive(d, "LayerNorm", "every normalized_shape size");
+  LIFTOFF_CHECK(eps > 0, ValueError, "LayerNorm: eps must be positive, got ", eps);
+  if (!elementwise_affine) return;
+  weight_ = register_parameter("weight", Tensor::ones(normalized_shape));
+  if (bias) bias_ = register_parameter("bias", Tensor::zeros(normalized_shape));
+}
+
+Tensor LayerNorm::forward(const Tensor& x) {
+  return layer_norm(x, normalized_shape_, weight_, bias_, eps_);
+}
+
+GroupNorm::GroupNorm(int64_t num_groups, int64_t num_channels, double eps, bool affine)
+    : num_groups_(num_groups), eps_(eps) {
+  check_positive(num_groups, "GroupNorm", "num_groups");
+  check_positive(num_channels, "GroupNorm", "num_channels");
+  LIFTOFF_CHECK(num_channels % num_groups == 0, ValueError, "GroupNorm: num_channels (", num_channels,
+                ") must be divisible by num_groups (", num_groups, ")");
+  LIFTOFF_CHECK(eps > 0, ValueError, "GroupNorm: eps must be positive, got ", eps);
+  if (!affine) return;
+  weight_ = register_parameter("weight", Tensor::ones({num_channels}));
+  bias_ = register_parameter("bias", Tensor::zeros({num_channels}));
+}
+
+Tensor GroupNorm::forward(const Tensor& x) {
+  return group_norm(x, num_groups_, weight_, bias_, eps_);
+}
+
+Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, Generator& gen,
+                     std::optional<int64_t> padding_idx) {
+  check_positive(num_embeddings, "Embedding", "num_embeddings");
+  check_positive(embedding_dim, "Embedding", "embedding_dim");
+  if (padding_idx) {
+    LIFTOFF_CHECK(*padding_idx >= -num_embeddings && *padding_idx < num_embeddings, ValueError,
+                  "Embedding: padding_idx ", *padding_idx, " must be in [-", num_embeddings, ", ",
+                  num_embeddings, ")");
+    padding_idx_ = *padding_idx < 0 ? *padding_idx + num_embeddings : *padding_idx;
+  }
+  const Tensor weight = randn({num_embeddings, embedding_dim}, gen);
+  if (padding_idx_) weight.select(0, *padding_idx_).zero_();
+  weight_ = register_parameter("weight", weight);
+}
+
+Tensor Embedding::forward(const Tensor& indices) {
+  return embedding(indices, weight_, padding_idx_);
+}
+
+GELU::GELU(std::string approximate) : approximate_(std::move(approximate)) {
+  LIFTOFF_CHECK(approximate_ == "none" || approximate_ == "tanh", ValueError,
+                "GELU: approximate must be \"none\" or \"tanh\", got \"", approximate_, "\"");
+}
+
+Tensor GELU::forward(const Tensor& x) {
+  return gelu(x, approximate_);
+}
+Tensor SiLU::forward(const Tensor& x) {
+  return silu(x);
+}
+Tensor ReLU6::forward(const Tensor& x) {
+  return relu6(x);
+}
+Tensor Hardswish::forward(const Tensor& x) {
+  return hardswish(x);
+}
+Tensor Sigmoid::forward(const Tensor& x) {
+  return sigmoid(x);
+}
+Tensor Tanh::forward(const Tensor& x) {
+  return tanh(x);
+}
+Tensor Identity::forward(const Tensor& x) {
+  return x;
+}
+
+AdaptiveAvgPool2d::AdaptiveAvgPool2d(std::vector<int64_t> output_size)
+    : output_size_(std::move(output_size)) {
+  LIFTOFF_CHECK(output_size_.size() == 1 || output_size_.size() == 2, ValueError,
+                "AdaptiveAvgPool2d: output_size must have 1 or 2 entries, got ", output_size_.size());
+}
+
+Tensor AdaptiveAvgPool2d::forward(const Tensor& x) {
+  return adaptive_avg_pool2d(x, output_size_);
+}
+
+Upsample::Upsample(std::vector<int64_t> size, std::vector<double> scale_factor, std::string mode,
+                   std::optional<bool> align_corners)
+    : size_(std::move(size)),
+      scale_factor_(std::move(scale_factor)),
+      mode_(std::move(mode)),
+      align_corners_(align_corners) {
+  LIFTOFF_CHECK(size_.empty() != scale_factor_.empty(), ValueError,
+                "Upsample: give exactly one of size and scale_factor");
+  LIFTOFF_CHECK(mode_ == "nearest" || mode_ == "bilinear", ValueError,
+                "Upsample: mode must be \"nearest\" or \"bilinear\", got \"", mode_, "\"");
+}
+
+Tensor Upsample::forward(const Tensor& x) {
+  return interpolate(x, size_, scale_factor_, mode_, align_corners_);
 }
 
 }  // namespace liftoff

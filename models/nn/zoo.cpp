@@ -99,7 +99,8 @@ Tensor ResNet::forward(const Tensor& x) {
 }
 
 std::vector<std::string> model_names() {
-  return {"simple_cnn", "strided_cnn", "resnet20", "resnet32", "resnet44", "resnet56"};
+  return {"simple_cnn", "strided_cnn", "resnet20", "resnet32",     "resnet44",
+          "resnet56",   "resnet18",    "resnet50", "mobilenet_v2", "vit_tiny"};
 }
 
 std::unique_ptr<Module> make_model(const std::string& name, int64_t in_channels, int64_t classes,
@@ -115,6 +116,18 @@ std::unique_ptr<Module> make_model(const std::string& name, int64_t in_channels,
   for (const auto& [resnet, n] : resnets) {
     if (name == resnet) return std::make_unique<ResNet>(n, in_channels, classes, gen);
   }
+  const bool small = image_size < 64;  // CIFAR-style stems and patches below 64 px (zoo.h)
+  using Block = TorchvisionResNet::Block;
+  if (name == "resnet18")
+    return std::make_unique<TorchvisionResNet>(Block::basic, std::vector<int64_t>{2, 2, 2, 2}, in_channels,
+                                               classes, !small, gen);
+  if (name == "resnet50")
+    return std::make_unique<TorchvisionResNet>(Block::bottleneck, std::vector<int64_t>{3, 4, 6, 3},
+                                               in_channels, classes, !small, gen);
+  if (name == "mobilenet_v2") return std::make_unique<MobileNetV2>(in_channels, classes, small, gen);
+  if (name == "vit_tiny")
+    return std::make_unique<VisionTransformer>(in_channels, classes, image_size, small ? 4 : 16, 192, 6, 3,
+                                               768, gen);
   std::string known;
   for (const auto& m : model_names()) known += (known.empty() ? "" : ", ") + m;
   throw ValueError(str_cat("unknown model \"", name, "\"; known models: ", known));

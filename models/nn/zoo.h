@@ -7,6 +7,9 @@
 #include <vector>
 
 #include "models/nn/layers.h"
+#include "models/nn/mobilenet.h"
+#include "models/nn/resnet_imagenet.h"
+#include "models/nn/vit.h"
 
 namespace liftoff {
 
@@ -87,12 +90,19 @@ class ResNet : public Module {
   bool fused_;
 };
 
-// The names make_model knows: simple_cnn, strided_cnn, resnet20, resnet32, resnet44, resnet56.
+// The names make_model knows: simple_cnn, strided_cnn, resnet20, resnet32, resnet44, resnet56, resnet18,
+// resnet50, mobilenet_v2, vit_tiny.
 std::vector<std::string> model_names();
 
 // Builds a model by name, initialised from Generator(seed). image_size is the side of the (square) input;
 // simple_cnn needs it (>= 4), the ResNets accept any size (global pooling). Throws ValueError for an unknown
-// name (listing the known ones) or bad sizes.
+// name (listing the known ones) or bad sizes. The torchvision-style models (resnet_imagenet.h, mobilenet.h,
+// vit.h) adapt to small images, with image_size < 64 counting as small:
+//   resnet18, resnet50: torchvision's ResNet-18/50; small: the CIFAR stem (3x3 conv, stride 1, no max pool),
+//     else the ImageNet stem (7x7/2 conv + 3x3/2 max pool).
+//   mobilenet_v2: torchvision's MobileNetV2 (width 1.0); small: the first conv strides 1 instead of 2.
+//   vit_tiny: VisionTransformer with dim 192, depth 6, 3 heads, MLP 768; patch 4 when small, else 16;
+//     image_size must be a multiple of the patch, and the model then takes only that size.
 std::unique_ptr<Module> make_model(const std::string& name, int64_t in_channels, int64_t classes,
                                    int64_t image_size, uint64_t seed);
 

@@ -73,7 +73,7 @@ if [ -n "${CUDA_COMPILER:-}" ]; then
   [ -n "${CUDA_LAUNCHER:-}" ] && config+=(-DCMAKE_CUDA_COMPILER_LAUNCHER="$CUDA_LAUNCHER")
 fi
 built=0
-for example in custom_model custom_op training_loop; do
+for example in custom_model custom_op training_loop se_block; do
   dir=$work/$example
   if ! "$CMAKE" -S "$SOURCE/examples/$example" -B "$dir" "${config[@]}" >"$work/$example.cmake.log" 2>&1; then
     show_log "$work/$example.cmake.log"
@@ -90,7 +90,7 @@ for example in custom_model custom_op training_loop; do
     -- "-I$SOURCE" "$dir")"
   built=$((built + 1))
 done
-[ $built -eq 3 ] || { echo "FAIL not every example built"; exit 1; }
+[ $built -eq 4 ] || { echo "FAIL not every example built"; exit 1; }
 
 # 3. Run them briefly.
 "$work/custom_op/custom_op" >"$work/custom_op.log" 2>&1
@@ -125,6 +125,13 @@ check "... and the utilization report with its verdict" has_report "$work/traini
 status=$?
 check "training_loop: --amp on the CPU is a usage error (exit 2)" test $status -eq 2
 check "... that says why" grep -q "needs a CUDA device" "$work/amp_cpu.log"
+
+"$work/se_block/se_block" "${data[@]}" --device cpu --steps 20 --batch 32 --threads 2 >"$work/se_block.log" 2>&1
+status=$?
+cat "$work/se_block.log"
+check "se_block runs (SE block, custom loss, Trainer)" test $status -eq 0
+check "... prints the loss" grep -q "^step   20  loss [0-9]" "$work/se_block.log"
+check "... and the test accuracy" grep -q "^test accuracy" "$work/se_block.log"
 
 [ $fail -eq 0 ] && echo "embedding: all checks passed"
 exit $fail

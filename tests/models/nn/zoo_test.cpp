@@ -62,11 +62,11 @@ TEST(Zoo, SeedDeterminesTheModel) {
 
 TEST(Zoo, UnknownNameListsKnownModels) {
   try {
-    make_model("resnet18", 3, 10, 32, 0);
+    make_model("resnet19", 3, 10, 32, 0);
     FAIL() << "expected ValueError";
   } catch (const ValueError& e) {
     const std::string msg = e.what();
-    EXPECT_NE(msg.find("\"resnet18\""), std::string::npos) << msg;
+    EXPECT_NE(msg.find("\"resnet19\""), std::string::npos) << msg;
     for (const auto& name : model_names()) EXPECT_NE(msg.find(name), std::string::npos) << msg;
   }
   EXPECT_THROW(make_model("simple_cnn", 1, 10, 3, 0), ValueError);

@@ -1,0 +1,95 @@
+// The torchvision-style zoo models and the attention layers on CUDA against the CPU: one training step (loss
+// and every parameter gradient) in f32, and under bf16 / f16 autocast (where f32 and half tensors meet in
+// residual adds and the loss).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "models/nn/zoo.h"
+#include "ops/ops.h"
+#include "runtime/autocast.h"
+#include "tests/common/cuda_test.h"
+#include "tests/common/gradcheck.h"
+
+namespace liftoff {
+namespace {
+
+struct StepResult {
+  double loss = 0;
+  std::vector<Tensor> grads;  // per parameter, f32 on the CPU
+};
+
+StepResult train_step(const std::string& name, Device device, DType amp, int64_t size) {
+  auto model = make_model(name, 3, 5, size, 11);
+  model->to(device);
+  model->train();
+  const Tensor x = testing::random_tensor({4, 3, size, size}, 3, -1, 1, DType::f32).to(device);
+  const Tensor labels = Tensor::from_vector<int64_t>({0, 1, 4, 2}, {4}).to(device);
+  Tensor loss;
+  {
+    AutocastGuard autocast(amp);
+    loss = cross_entropy(cast(model->forward(x), DType::f32), labels);
+  }
+  loss.backward();
+  StepResult r;
+  r.loss = loss.item();
+  for (const Tensor& p : model->parameters()) r.grads.push_back(p.grad().to(Device::cpu(), DType::f32));
+  return r;
+}
+
+double relative_difference(const Tensor& a, const Tensor& b) {
+  const std::vector<float> va = a.to_vector<float>(), vb = b.to_vector<float>();
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < va.size(); ++i) {
+    diff += (static_cast<double>(va[i]) - vb[i]) * (static_cast<double>(va[i]) - vb[i]);
+    norm += static_cast<double>(vb[i]) * vb[i];
+  }
+  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-6);
+}
+
+// tol: relative error of the loss and of each gradient (as a whole, in the 2-norm).
+void expect_step_matches_cpu(const std::string& name, int64_t size, DType amp, double tol) {
+  SCOPED_TRACE(name + " amp " + dtype_name(amp));
+  const StepResult cpu = train_step(name, Device::cpu(), DType::f32, size);
+  const StepResult cuda = train_step(name, Device::cuda(), amp, size);
+  EXPECT_NEAR(cuda.loss, cpu.loss, tol * std::abs(cpu.loss));
+  ASSERT_EQ(cuda.grads.size(), cpu.grads.size());
+  for (size_t i = 0; i < cpu.grads.size(); ++i)
+    EXPECT_LT(relative_difference(cuda.grads[i], cpu.grads[i]), tol) << "parameter " << i;
+}
+
+// f32: TF32 convolutions (as PyTorch's default) bound the agreement. Half autocast: bf16 keeps 8 bits of
+// mantissa, so whole gradients agree to a few percent.
+TEST(ZooModelsCuda, TrainingStepMatchesTheCpu) {
+  LIFTOFF_REQUIRE_CUDA();
+  for (const std::string name : {"resnet18", "resnet50", "mobilenet_v2", "vit_tiny"}) {
+    expect_step_matches_cpu(name, 16, DType::f32, 2e-2);
+    expect_step_matches_cpu(name, 16, DType::bf16, 1e-1);
+    expect_step_matches_cpu(name, 16, DType::f16, 5e-2);
+  }
+}
+
+TEST(ZooModelsCuda, MultiheadAttentionMatchesTheCpu) {
+  LIFTOFF_REQUIRE_CUDA();
+  Generator gen(1);
+  MultiheadAttention cpu(16, 4, gen);
+  Generator same(1);
+  MultiheadAttention cuda(16, 4, same);
+  cuda.to(Device::cuda());
+  const Tensor q = testing::random_tensor({2, 5, 16}, 2, -1, 1, DType::f32);
+  const Tensor kv = testing::random_tensor({2, 7, 16}, 3, -1, 1, DType::f32);
+  const Tensor mask = testing::random_tensor({5, 7}, 4, -1, 0, DType::f32);
+  const Tensor expected = cpu.forward(q, kv, kv, mask);
+  const Tensor qc = q.to(Device::cuda()), kvc = kv.to(Device::cuda()), mc = mask.to(Device::cuda());
+  EXPECT_TRUE(testing::all_close(cuda.forward(qc, kvc, kvc, mc).to(Device::cpu()), expected, 1e-5, 1e-4));
+  AutocastGuard autocast(DType::bf16);
+  const Tensor half = cuda.forward(qc, kvc, kvc, mc);
+  EXPECT_EQ(half.dtype(), DType::bf16);
+  EXPECT_TRUE(testing::all_close(half.to(Device::cpu(), DType::f32), expected, 3e-2, 3e-2));
+}
+
+}  // namespace
+}  // namespace liftoff
