@@ -4,6 +4,7 @@
 #include <cstring>
 #include <utility>
 
+#include "runtime/capture.h"
 #include "runtime/error.h"
 #include "runtime/stream_backend.h"
 
@@ -124,7 +125,8 @@ void Event::record_node(const Stream& stream) {
   if (device_.is_cpu()) {
     host_ms_ = host_now_ms();
   } else {
-    device_event_->record(stream.native(), stream.device().index, true);
+    // An external event-record node only exists inside a capture; outside one it is an ordinary record.
+    device_event_->record(stream.native(), stream.device().index, graph_capture_active());
   }
   recorded_ = true;
 }

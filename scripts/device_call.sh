@@ -9,7 +9,7 @@ mkdir -p "$OUT" /tmp/bin /tmp/old
 tar -C /tmp/bin -xJf .devrun/bin.tar.xz
 [ -f .devrun/old.tar.xz ] && tar -C /tmp/old -xJf .devrun/old.tar.xz
 source .devrun/shared/device-env.sh
-export PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1 LIFTOFF_SOURCE_DIR=$PWD  # tests find their data files from the tree
 DATA=.devrun/data
 summary=()
 note() { summary+=("$1"); echo "== $1"; }
@@ -20,9 +20,11 @@ for stage in "$@"; do
     gpu_tests)
       for t in ${GTESTS:-test_ops_cuda test_models_cuda test_runtime_cuda test_data_cuda test_distributed_cuda}; do
         [ -x /tmp/bin/$t ] || continue
-        timeout 420 /tmp/bin/$t --gtest_brief=1 >"$OUT/$t.log" 2>&1
-        note "$t: rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/$t.log" | tr '\n' ' ')"
-        grep -E "^\[  FAILED  \]" "$OUT/$t.log" | head -40
+        timeout 420 /tmp/bin/$t --gtest_brief=1 >"/tmp/$t.log" 2>&1
+        note "$t: rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "/tmp/$t.log" | tr '\n' ' ')"
+        # One combined log (the device tool returns at most 8 files); failures with their first lines.
+        { echo "######## $t"; cat "/tmp/$t.log"; } >>"$OUT/gpu_tests.log"
+        grep -B1 -A6 -m 12 "Failure$" "/tmp/$t.log" | head -60
       done
       ;;
     ab_resnet20)
