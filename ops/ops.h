@@ -9,7 +9,6 @@
 #include "ops/binary/binary.h"
 #include "ops/cast/cast.h"
 #include "ops/cat/cat.h"
-#include "ops/common/broadcast.h"
 #include "ops/compare/compare.h"
 #include "ops/conv2d/conv2d.h"
 #include "ops/conv_transpose2d/conv_transpose2d.h"
