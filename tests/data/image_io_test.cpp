@@ -17,6 +17,7 @@
 #include "data/image_io.h"
 #include "data/jpeg_check.h"
 #include "runtime/error.h"
+#include "tests/data/decode_test_util.h"
 
 namespace liftoff {
 namespace {
@@ -24,37 +25,13 @@ namespace {
 namespace fs = std::filesystem;
 using Bytes = std::vector<uint8_t>;
 
-std::string source_path(const std::string& relative) {
-  if (const char* root = std::getenv("LIFTOFF_SOURCE_DIR")) return std::string(root) + "/" + relative;
-  const std::string here = __FILE__;  // <root>/tests/data/image_io_test.cpp
-  return here.substr(0, here.rfind("/tests/data/")) + "/" + relative;
-}
-
-Bytes read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << path;
-  return Bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+using decode_test::read_bytes;
+using decode_test::source_path;
 
 Bytes fixture(const std::string& name) {
   return read_bytes(source_path("tests/data/jpeg/" + name));
 }
 
-// The variants tests/data/jpeg/make_jpegs.cpp writes (all valid; arithmetic-420.jpg is tested apart).
-const char* const kValidJpegs[] = {"baseline-420.jpg",
-                                   "baseline-422.jpg",
-                                   "baseline-440.jpg",
-                                   "baseline-444.jpg",
-                                   "gray.jpg",
-                                   "cmyk.jpg",
-                                   "optimized-420.jpg",
-                                   "restart-420.jpg",
-                                   "restart-gray.jpg",
-                                   "progressive-420.jpg",
-                                   "progressive-444.jpg",
-                                   "progressive-gray.jpg",
-                                   "progressive-restart-420.jpg",
-                                   "scan-per-component-420.jpg"};
 
 // make_jpegs.cpp's pixels: 16 + 2x + 2y + 40c.
 int pattern(int x, int y, int c) {
@@ -121,7 +98,7 @@ size_t find_marker(const Bytes& bytes, uint8_t code, size_t from = 0) {
 }
 
 TEST_F(ImageIoTest, ValidJpegVariantsDecodeExactlyAsStbImage) {
-  for (const char* name : kValidJpegs) {
+  for (const std::string& name : decode_test::valid_jpegs()) {
     SCOPED_TRACE(name);
     const Bytes bytes = fixture(name);
     const std::string path = write(name, bytes);
