@@ -177,6 +177,12 @@ void set_active_lane(Device device, int lane) {
   detail::device_set_active_lane(device.index, lane);
 }
 
+void set_profiler_range(Device device, bool on) {
+  if (device.is_cpu()) return;
+  check_cuda_built(device);
+  detail::device_profiler_range(device.index, on);
+}
+
 void copy_async(void* dst, const void* src, size_t bytes, CopyKind kind, const Stream& stream) {
   if (stream.is_cpu()) {
     LIFTOFF_CHECK(kind == CopyKind::host_to_host, ValueError,

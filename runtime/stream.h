@@ -114,6 +114,10 @@ class Event {
 void prepare_lanes(Device device, int count);
 void set_active_lane(Device device, int lane);
 
+// Brackets a region for an external profiler started with profiling off (e.g. `ncu --profile-from-start off`):
+// cudaProfilerStart / cudaProfilerStop on a CUDA device; a no-op on the CPU.
+void set_profiler_range(Device device, bool on);
+
 // Asynchronous copies on a stream, for raw buffers (tensors have Tensor::copy_). The direction is explicit.
 // From page-locked host memory (allocate_pinned_host) the copy is asynchronous; from pageable memory the
 // driver stages it before returning. The CPU stream copies at once (host_to_host only).

@@ -30,6 +30,7 @@ void* device_lane_stream(int device, int lane);
 void device_stream_synchronize(int device, void* stream);
 void device_prepare_lanes(int device, int count);
 void device_set_active_lane(int device, int lane);
+void device_profiler_range(int device, bool on);
 void device_copy_async(void* dst, const void* src, size_t bytes, CopyKind kind, void* stream);
 std::shared_ptr<void> device_allocate_pinned_host(size_t bytes);
 

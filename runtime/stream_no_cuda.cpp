@@ -33,6 +33,9 @@ void device_prepare_lanes(int, int) {
 void device_set_active_lane(int, int) {
   no_cuda("CUDA lanes");
 }
+void device_profiler_range(int, bool) {
+  no_cuda("CUDA profiler range");
+}
 void device_copy_async(void*, const void*, size_t, CopyKind, void*) {
   no_cuda("device copy");
 }

@@ -79,10 +79,9 @@ Tensor batch_norm_impl(const Tensor& x_in, const Tensor& weight_in, const Tensor
                   describe(x_in));
   }
 
-  // A channels-last CUDA input is normalized in place of its layout (NHWC kernels, up to
-  // kBatchNormNhwcMaxChannels channels); y, the residual and every gradient share x's layout.
-  MemoryFormat format = op_memory_format(x_in);
-  if (x_in.size(1) > kBatchNormNhwcMaxChannels) format = MemoryFormat::contiguous;
+  // A channels-last CUDA input is normalized in place of its layout (NHWC kernels, any channel count); y, the
+  // residual and every gradient share x's layout.
+  const MemoryFormat format = op_memory_format(x_in);
   const Tensor x = x_in.contiguous(format);
   const Tensor weight = weight_in.contiguous();
   const Tensor bias = bias_in.contiguous();

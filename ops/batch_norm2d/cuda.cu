@@ -8,8 +8,9 @@
 #include <initializer_list>
 #include <map>
 #include <mutex>
+#include <type_traits>
 
-#include "ops/batch_norm2d/cuda_kernels.cuh"
+#include "ops/batch_norm2d/cuda_nhwc_kernels.cuh"
 #include "ops/batch_norm2d/kernels.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/context.h"
@@ -24,18 +25,6 @@ bool nhwc_layout(const Tensor& x) {
   return x.is_channels_last() && !x.is_contiguous();
 }
 
-// Row splits of an NHWC reduction: about 4096 elements per block, at most 4 blocks per SM (the grid's last
-// block merges every split), and at least one row per thread group.
-int nhwc_splits_for(int device, int64_t rows, int64_t channels) {
-  int sms = 0;
-  LIFTOFF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const int64_t rows_per_pass = kReduceBlock / channels;
-  int64_t splits = (rows * channels + 4095) / 4096;
-  splits = std::min<int64_t>(splits, 4 * static_cast<int64_t>(sms));
-  splits = std::min<int64_t>(splits, (rows + rows_per_pass - 1) / rows_per_pass);
-  return static_cast<int>(std::clamp<int64_t>(splits, 1, 1024));
-}
-
 // Every non-null pointer is 16-byte aligned (the vector kernels' loads and stores).
 bool aligned16(std::initializer_list<const void*> data) {
   for (const void* p : data) {
@@ -44,23 +33,51 @@ bool aligned16(std::initializer_list<const void*> data) {
   return true;
 }
 
-// The vectorized NHWC reductions apply: C / VEC a power of two dividing kReduceBlock, 16-byte aligned data.
-template <class T>
-bool nhwc_vectorizable(int64_t channels, std::initializer_list<const void*> data) {
-  constexpr int vec = kNhwcVec<T>;
-  if (channels % vec != 0) return false;
-  const int64_t lanes = channels / vec;
-  return lanes <= kReduceBlock && (lanes & (lanes - 1)) == 0 && aligned16(data);
-}
-
-// Row splits of a vectorized NHWC reduction: about 8 vector loads per thread, at most two blocks per SM (the
-// grid's last block merges every split).
-int nhwc_vec_splits_for(int device, int64_t rows, int64_t channels, int vec) {
+// The grid of an NHWC reduction (cuda_nhwc_kernels.cuh): lanes threads per tile of lanes * vec channels (a
+// power of two up to a warp), tiles across C, and row splits so the grid fills every SM about four times
+// while each thread still loads at least ~8 vectors.
+struct NhwcGrid {
+  int lanes = 1;
+  int64_t tiles = 1, splits = 1, chunk = 0;
+};
+NhwcGrid nhwc_grid(int device, int64_t rows, int64_t channels, int vec) {
   int sms = 0;
   LIFTOFF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const int64_t rows_per_block = kReduceBlock / (channels / vec) * 8;
-  const int64_t splits = std::min<int64_t>((rows + rows_per_block - 1) / rows_per_block, 2 * sms);
-  return static_cast<int>(std::clamp<int64_t>(splits, 1, 1024));
+  NhwcGrid g;
+  const int64_t vectors = channels / vec;
+  while (g.lanes < 32 && g.lanes < vectors) g.lanes *= 2;
+  g.tiles = (vectors + g.lanes - 1) / g.lanes;
+  const int64_t rows_per_pass = kReduceBlock / g.lanes;
+  const int64_t by_fill = (4 * static_cast<int64_t>(sms) + g.tiles - 1) / g.tiles;
+  const int64_t by_work = (rows + rows_per_pass * 8 - 1) / (rows_per_pass * 8);
+  g.splits = std::clamp<int64_t>(std::min(by_fill, by_work), 1, 65535);
+  g.chunk = (rows + g.splits - 1) / g.splits;
+  LIFTOFF_CHECK(g.tiles <= 65535, ShapeError, "batch_norm2d: ", channels, " channels exceed the CUDA grid");
+  return g;
+}
+
+// Launches an NHWC reduction kernel with 16-byte vectors when C allows and the data are aligned, else one
+// channel per thread: launch(vec_tag, grid) with vec_tag an std::integral_constant.
+template <class T, class Launch>
+void launch_nhwc_reduction(int device, int64_t rows, int64_t channels, std::initializer_list<const void*> data,
+                           Launch&& launch) {
+  constexpr int vec = kNhwcVec<T>;
+  if (channels % vec == 0 && aligned16(data)) {
+    launch(std::integral_constant<int, vec>{}, nhwc_grid(device, rows, channels, vec));
+  } else {
+    launch(std::integral_constant<int, 1>{}, nhwc_grid(device, rows, channels, 1));
+  }
+}
+
+// Launches an NHWC elementwise kernel the same way: launch(vec_tag).
+template <class T, class Launch>
+void launch_nhwc_elementwise(int64_t channels, std::initializer_list<const void*> data, Launch&& launch) {
+  constexpr int vec = kNhwcVec<T>;
+  if (channels % vec == 0 && aligned16(data)) {
+    launch(std::integral_constant<int, vec>{});
+  } else {
+    launch(std::integral_constant<int, 1>{});
+  }
 }
 
 // Arrival counters of last_block_of_channel, one per channel: the stream's own set (runtime/cuda/context.h),
@@ -117,26 +134,19 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
   const T* residual =
       epilogue.residual.defined() ? static_cast<const T*>(epilogue.residual.raw_data()) : nullptr;
   if (nhwc_layout(x)) {
-    LIFTOFF_CHECK(channels <= kBatchNormNhwcMaxChannels, ShapeError, "batch_norm2d: ", channels,
-                  " channels exceed the channels-last kernels' ", kBatchNormNhwcMaxChannels);
+    const T* xp = static_cast<const T*>(x.raw_data());
     if (training) {
-      const bool vectorized = nhwc_vectorizable<T>(channels, {x.raw_data()});
-      const int splits = vectorized ? nhwc_vec_splits_for(device, count, channels, kNhwcVec<T>)
-                                    : nhwc_splits_for(device, count, channels);
-      const int64_t chunk = (count + splits - 1) / splits;
-      const Tensor partial = Tensor::empty({channels, splits, 3}, DTypeOf<A>::value, x.device());
       const StatsFinalize<A, W> finalize{
           static_cast<A>(count), static_cast<A>(eps), static_cast<A>(momentum), rm, rv, sm, si, tracked};
-      if (vectorized) {
-        stats_partial_nhwc_vec_kernel<T, A, W, kNhwcVec<T>><<<splits, kReduceBlock, 0, stream>>>(
-            static_cast<const T*>(x.raw_data()), channels, count, chunk, static_cast<A*>(partial.raw_data()),
-            channel_counters(device), finalize);
-      } else {
-        stats_partial_nhwc_kernel<T, A, W><<<splits, kReduceBlock, 0, stream>>>(
-            static_cast<const T*>(x.raw_data()), channels, count, chunk, static_cast<A*>(partial.raw_data()),
-            channel_counters(device), finalize);
-      }
-      LIFTOFF_LAUNCH_CHECK();
+      launch_nhwc_reduction<T>(device, count, channels, {xp}, [&](auto vec_tag, const NhwcGrid& g) {
+        constexpr int vec = decltype(vec_tag)::value;
+        const Tensor partial = Tensor::empty({channels, g.splits, 2}, DTypeOf<A>::value, x.device());
+        stats_nhwc_kernel<T, A, W, vec><<<dim3(static_cast<unsigned>(g.tiles), static_cast<unsigned>(g.splits)),
+                                          kReduceBlock, 0, stream>>>(
+            xp, channels, count, g.chunk, g.lanes, static_cast<A*>(partial.raw_data()), channel_counters(device),
+            finalize);
+        LIFTOFF_LAUNCH_CHECK();
+      });
     } else {
       running_stats_kernel<A, W><<<channel_blocks(channels), kFinalizeBlock, 0, stream>>>(
           rm, rv, channels, static_cast<A>(eps), sm, si);
@@ -144,20 +154,13 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
     }
     const int64_t total = count * channels;
     if (total == 0) return;
-    constexpr int vec = kNhwcVec<T>;
-    if (channels % vec == 0 && aligned16({x.raw_data(), y.raw_data(), residual})) {
-      normalize_nhwc_vec_kernel<T, W, A, vec><<<grid_for(total / vec), kBlock, 0, stream>>>(
-          static_cast<const T*>(x.raw_data()), sm, si, static_cast<const W*>(weight.raw_data()),
-          static_cast<const W*>(bias.raw_data()), channels, total / vec, residual, epilogue.relu,
-          static_cast<T*>(y.raw_data()));
+    launch_nhwc_elementwise<T>(channels, {xp, y.raw_data(), residual}, [&](auto vec_tag) {
+      constexpr int vec = decltype(vec_tag)::value;
+      normalize_nhwc_kernel<T, W, A, vec><<<grid_for(total / vec), kBlock, 0, stream>>>(
+          xp, sm, si, static_cast<const W*>(weight.raw_data()), static_cast<const W*>(bias.raw_data()), channels,
+          total / vec, residual, epilogue.relu, static_cast<T*>(y.raw_data()));
       LIFTOFF_LAUNCH_CHECK();
-      return;
-    }
-    normalize_nhwc_kernel<T, W, A><<<grid_for(total), kBlock, 0, stream>>>(
-        static_cast<const T*>(x.raw_data()), sm, si, static_cast<const W*>(weight.raw_data()),
-        static_cast<const W*>(bias.raw_data()), channels, total, residual, epilogue.relu,
-        static_cast<T*>(y.raw_data()));
-    LIFTOFF_LAUNCH_CHECK();
+    });
     return;
   }
   if (training) {
@@ -201,17 +204,6 @@ void backward_typed(const Tensor& x, const Tensor& grad_y, const Tensor& weight,
   const A* si = static_cast<const A*>(save_invstd.raw_data());
   const T* mask = y_relu.defined() ? static_cast<const T*>(y_relu.raw_data()) : nullptr;
   const bool nhwc = nhwc_layout(x);
-  LIFTOFF_CHECK(!nhwc || channels <= kBatchNormNhwcMaxChannels, ShapeError,
-                "batch_norm2d backward: ", channels, " channels exceed the channels-last kernels' ",
-                kBatchNormNhwcMaxChannels);
-  const bool vectorized = nhwc && nhwc_vectorizable<T>(channels, {x.raw_data(), grad_y.raw_data(),
-                                                                  y_relu.defined() ? mask : nullptr});
-  const int splits = vectorized
-                         ? nhwc_vec_splits_for(device, std::max<int64_t>(count, 1), channels, kNhwcVec<T>)
-                     : nhwc ? nhwc_splits_for(device, std::max<int64_t>(count, 1), channels)
-                            : splits_for(device, std::max<int64_t>(count, 1), channels);
-  const int64_t chunk = (count + splits - 1) / splits;
-  const Tensor partial = Tensor::empty({channels, splits, 2}, DTypeOf<A>::value, x.device());
   const Tensor coeff = Tensor::empty({channels, 3}, DTypeOf<A>::value, x.device());
   const GradFinalize<A, W> finalize{static_cast<A>(count),
                                     si,
@@ -222,33 +214,31 @@ void backward_typed(const Tensor& x, const Tensor& grad_y, const Tensor& weight,
                                     static_cast<A*>(coeff.raw_data())};
   T* gx = grad_x.defined() ? static_cast<T*>(grad_x.raw_data()) : nullptr;
   T* gres = grad_residual.defined() ? static_cast<T*>(grad_residual.raw_data()) : nullptr;
+  const T* xp = static_cast<const T*>(x.raw_data());
+  const T* gyp = static_cast<const T*>(grad_y.raw_data());
   if (nhwc) {
-    if (vectorized) {
-      grad_partial_nhwc_vec_kernel<T, A, W, kNhwcVec<T>><<<splits, kReduceBlock, 0, stream>>>(
-          static_cast<const T*>(x.raw_data()), static_cast<const T*>(grad_y.raw_data()), mask, sm, channels,
-          count, chunk, static_cast<A*>(partial.raw_data()), channel_counters(device), finalize);
-    } else {
-      grad_partial_nhwc_kernel<T, A, W><<<splits, kReduceBlock, 0, stream>>>(
-          static_cast<const T*>(x.raw_data()), static_cast<const T*>(grad_y.raw_data()), mask, sm, channels,
-          count, chunk, static_cast<A*>(partial.raw_data()), channel_counters(device), finalize);
-    }
-    LIFTOFF_LAUNCH_CHECK();
+    launch_nhwc_reduction<T>(device, count, channels, {xp, gyp, mask}, [&](auto vec_tag, const NhwcGrid& g) {
+      constexpr int vec = decltype(vec_tag)::value;
+      const Tensor partial = Tensor::empty({channels, g.splits, 2}, DTypeOf<A>::value, x.device());
+      grad_nhwc_kernel<T, A, W, vec><<<dim3(static_cast<unsigned>(g.tiles), static_cast<unsigned>(g.splits)),
+                                       kReduceBlock, 0, stream>>>(xp, gyp, mask, sm, channels, count, g.chunk,
+                                                                  g.lanes, static_cast<A*>(partial.raw_data()),
+                                                                  channel_counters(device), finalize);
+      LIFTOFF_LAUNCH_CHECK();
+    });
     const int64_t total = count * channels;
     if ((gx == nullptr && gres == nullptr) || total == 0) return;
-    constexpr int vec = kNhwcVec<T>;
-    if (channels % vec == 0 && aligned16({x.raw_data(), grad_y.raw_data(), mask, gx, gres})) {
-      grad_input_nhwc_vec_kernel<T, A, vec><<<grid_for(total / vec), kBlock, 0, stream>>>(
-          static_cast<const T*>(x.raw_data()), static_cast<const T*>(grad_y.raw_data()), mask, sm,
-          static_cast<const A*>(coeff.raw_data()), channels, total / vec, gx, gres);
+    launch_nhwc_elementwise<T>(channels, {xp, gyp, mask, gx, gres}, [&](auto vec_tag) {
+      constexpr int vec = decltype(vec_tag)::value;
+      grad_input_nhwc_kernel<T, A, vec><<<grid_for(total / vec), kBlock, 0, stream>>>(
+          xp, gyp, mask, sm, static_cast<const A*>(coeff.raw_data()), channels, total / vec, gx, gres);
       LIFTOFF_LAUNCH_CHECK();
-      return;
-    }
-    grad_input_nhwc_kernel<T, A><<<grid_for(total), kBlock, 0, stream>>>(
-        static_cast<const T*>(x.raw_data()), static_cast<const T*>(grad_y.raw_data()), mask, sm,
-        static_cast<const A*>(coeff.raw_data()), channels, total, gx, gres);
-    LIFTOFF_LAUNCH_CHECK();
+    });
     return;
   }
+  const int splits = splits_for(device, std::max<int64_t>(count, 1), channels);
+  const int64_t chunk = (count + splits - 1) / splits;
+  const Tensor partial = Tensor::empty({channels, splits, 2}, DTypeOf<A>::value, x.device());
   grad_partial_kernel<T, A, W><<<dim3(splits, static_cast<unsigned>(channels)), kReduceBlock, 0, stream>>>(
       static_cast<const T*>(x.raw_data()), static_cast<const T*>(grad_y.raw_data()), mask, sm, channels, hw,
       count, chunk, static_cast<A*>(partial.raw_data()), channel_counters(device), finalize);

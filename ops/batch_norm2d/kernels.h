@@ -7,10 +7,6 @@
 
 namespace liftoff {
 
-// The CUDA NHWC kernels give each channel at least one thread of a 256-thread block; wider channel-last
-// inputs are made contiguous by the front.
-constexpr int64_t kBatchNormNhwcMaxChannels = 256;
-
 // A fused epilogue: y = bn(x) (+ residual) (then max(., 0) when relu). residual: x's shape and dtype, or
 // undefined. Backward then takes y_relu (the forward output, when relu was fused: gradients pass where it is
 // > 0) and fills grad_residual (the gradient reaching bn + residual), when defined.

@@ -1,5 +1,6 @@
 // The CUDA backend of runtime/stream.h (runtime/stream_backend.h): events are cuda::Event
 // (runtime/cuda/event.h), streams the per-device streams and lanes of runtime/cuda/context.h.
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include "runtime/cuda/check.h"
@@ -88,6 +89,11 @@ void device_prepare_lanes(int device, int count) {
 
 void device_set_active_lane(int device, int lane) {
   cuda::set_active_lane(device, lane);
+}
+
+void device_profiler_range(int device, bool on) {
+  cuda::DeviceGuard guard(device);
+  LIFTOFF_CUDA_CHECK(on ? cudaProfilerStart() : cudaProfilerStop());
 }
 
 void device_copy_async(void* dst, const void* src, size_t bytes, CopyKind kind, void* stream) {

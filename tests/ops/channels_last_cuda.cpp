@@ -274,13 +274,26 @@ TEST(ChannelsLastCuda, BatchNormRunningStatsMatchCpu) {
   EXPECT_TRUE(testing::all_close(rv_gpu.to(Device::cpu()), rv_cpu, 1e-5, 1e-5));
 }
 
-// More channels than the NHWC kernels take: computed in NCHW, still correct.
-TEST(ChannelsLastCuda, BatchNormWideChannelsFallBack) {
+// Any channel count stays channels-last: wide rows split into tiles of channels (several tiles per row, a
+// partial last tile), counts that the 16-byte vectors do not divide (one channel per thread), a few rows.
+TEST(ChannelsLastCuda, BatchNormWideAndOddChannels) {
   LIFTOFF_REQUIRE_CUDA();
-  EXPECT_TRUE(channels_last_parity(
-      [](const std::vector<Tensor>& t) { return batch_norm2d(t[0], t[1], t[2], Tensor(), Tensor(), true); },
-      {{rnd({4, 300, 3, 3}, 30)}, {rnd({300}, 31, 0.5, 1.5)}, {rnd({300}, 32)}}, {1e-4, 1e-4, 5e-3},
-      /*expect_channels_last=*/false));
+  auto fn = [](const std::vector<Tensor>& t) { return batch_norm2d(t[0], t[1], t[2], Tensor(), Tensor(), true); };
+  auto fused = [](const std::vector<Tensor>& t) {
+    return batch_norm2d_relu(t[0], t[1], t[2], Tensor(), Tensor(), true, 0.1, 1e-5, t[3]);
+  };
+  for (const Shape& shape : {Shape{4, 300, 3, 3}, Shape{8, 2048, 7, 7}, Shape{16, 96, 5, 5}, Shape{3, 513, 4, 4},
+                             Shape{64, 256, 14, 14}}) {
+    const int64_t c = shape[1];
+    EXPECT_TRUE(channels_last_parity(fn, {{rnd(shape, 30, -1, 3)}, {rnd({c}, 31, 0.5, 1.5)}, {rnd({c}, 32)}},
+                                     {1e-4, 1e-4, 5e-3}))
+        << shape_str(shape);
+    EXPECT_TRUE(channels_last_parity(
+        fused,
+        {{rnd(shape, 33, -1, 3), DType::bf16}, {rnd({c}, 34, 0.5, 1.5)}, {rnd({c}, 35)}, {rnd(shape, 36), DType::bf16}},
+        {3e-2, 3e-2, 5e-2}))
+        << "bf16 " << shape_str(shape);
+  }
 }
 
 // ---- elementwise ops, cast, global average pool ---------------------------------------------------------

@@ -62,6 +62,11 @@ int main(int argc, char** argv) {
   app.add_option("--cuda-graphs", graphs, "auto, on or off")->capture_default_str();
   app.add_option("--steps", steps, "timed optimizer steps")->capture_default_str();
   app.add_option("--warmup", warmup, "optimizer steps before the timing starts")->capture_default_str();
+  int64_t profile_steps = 0;
+  app.add_option("--profile-steps", profile_steps,
+                 "after the timing, this many more steps inside a profiler range (run under "
+                 "`ncu --profile-from-start off` to see their kernels)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
     const Device device = Device::parse(device_name);
@@ -88,6 +93,12 @@ int main(int argc, char** argv) {
                 static_cast<long long>(accum), amp.c_str(), static_cast<long long>(params),
                 gs.used ? "captured" : ("eager (" + gs.reason + ")").c_str(),
                 static_cast<double>(r.images) / seconds, 1e3 * seconds / static_cast<double>(r.steps));
+    if (profile_steps > 0) {
+      DeviceBatches profiled(batch, channels, image_size, classes, device, profile_steps * accum);
+      set_profiler_range(device, true);
+      trainer.train_epoch(profiled, 2);
+      set_profiler_range(device, false);
+    }
   } catch (const Error& e) {
     std::fprintf(stderr, "model_panel: %s\n", e.what());
     return 1;

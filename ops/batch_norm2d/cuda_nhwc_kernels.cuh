@@ -1,0 +1,286 @@
+// Channels-last (NHWC) batch-norm kernels for any channel count. x is [rows = N * H * W][C] in memory: a
+// channel is a column. The reductions run on a 2-D grid: blockIdx.x picks a tile of lanes * VEC channels
+// (lanes threads, VEC consecutive channels each, 16-byte loads when VEC > 1), blockIdx.y a chunk of rows; the
+// block's kReduceBlock / lanes row groups stride over the chunk, so a warp reads whole rows (or 512-byte spans
+// of wide rows). Per block the groups' sums are added in a fixed tree order, one partial per (channel, split);
+// the tile's last block to finish merges the splits in a fixed order and finalizes: deterministic, no float
+// atomics, one launch, and no cap on C (the tiles keep the register and shared-memory use of a block fixed).
+// Internal to ops/batch_norm2d: cuda.cu is the only includer.
+#pragma once
+#include <cstdint>
+
+#include "ops/batch_norm2d/cuda_kernels.cuh"
+
+namespace liftoff::cuda {
+namespace {  // NOLINT: included by one translation unit
+
+template <class T>
+constexpr int kNhwcVec = static_cast<int>(16 / sizeof(T));
+
+template <class T, class A, int VEC>
+__device__ __forceinline__ void load_vec(const T* p, A (&out)[VEC]) {
+  if constexpr (VEC * sizeof(T) == 16) {
+    const uint4 packed = *reinterpret_cast<const uint4*>(p);
+    const T* v = reinterpret_cast<const T*>(&packed);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) out[j] = convert<A>(v[j]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) out[j] = convert<A>(p[j]);
+  }
+}
+
+template <class T, class A, int VEC>
+__device__ __forceinline__ void store_vec(T* p, const A (&v)[VEC]) {
+  if constexpr (VEC * sizeof(T) == 16) {
+    uint4 packed;
+    T* out = reinterpret_cast<T*>(&packed);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) out[j] = convert<T>(v[j]);
+    *reinterpret_cast<uint4*>(p) = packed;
+  } else {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) p[j] = convert<T>(v[j]);
+  }
+}
+
+// Adds the per-thread values a[t * VEC + j] (and b) over the row groups of the block into group 0's threads;
+// the pairing is fixed, so the result is deterministic. groups is a power of two.
+template <class A, int VEC>
+__device__ __forceinline__ void tree_add_rows(A* a, A* b, int lanes, int groups) {
+  const int t = threadIdx.x;
+  const int group = t / lanes;
+  for (int half = groups / 2; half > 0; half /= 2) {
+    __syncthreads();
+    if (group < half) {
+      const int other = (t + half * lanes) * VEC;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        a[t * VEC + j] += a[other + j];
+        b[t * VEC + j] += b[other + j];
+      }
+    }
+  }
+  __syncthreads();
+}
+
+// The last block of this grid column (tile) to finish gets true and resets the column's counter.
+__device__ __forceinline__ bool last_block_of_column(unsigned* done) {
+  __shared__ bool last;
+  __syncthreads();  // every thread's partial writes (each followed by its __threadfence) are done
+  if (threadIdx.x == 0) {
+    const unsigned finished = atomicAdd(done, 1u) + 1u;
+    last = finished == gridDim.y;
+    if (last) {
+      *done = 0u;
+      __threadfence();
+    }
+  }
+  __syncthreads();
+  return last;
+}
+
+// The block's per-thread sums (a, b of VEC channels each) -> one partial per (channel, split); the tile's
+// last block then adds each channel's splits (group g of the tile's channels takes splits g, g + groups, ...,
+// then the groups are added in tree order) and calls finish(a, b, c). s_a, s_b: kReduceBlock * VEC scratch.
+template <class A, int VEC, class Finish>
+__device__ void reduce_tile(const A (&a)[VEC], const A (&b)[VEC], A* s_a, A* s_b, int lanes, int64_t channels,
+                            A* partial, unsigned* done, const Finish& finish) {
+  const int t = threadIdx.x;
+  const int groups = kReduceBlock / lanes;
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) {
+    s_a[t * VEC + j] = a[j];
+    s_b[t * VEC + j] = b[j];
+  }
+  tree_add_rows<A, VEC>(s_a, s_b, lanes, groups);
+  const int64_t tile_first = static_cast<int64_t>(blockIdx.x) * lanes * VEC;
+  const int64_t splits = gridDim.y;
+  if (t < lanes) {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      const int64_t c = tile_first + t * VEC + j;
+      if (c < channels) {
+        A* out = partial + (c * splits + blockIdx.y) * 2;
+        out[0] = s_a[t * VEC + j];
+        out[1] = s_b[t * VEC + j];
+      }
+    }
+    __threadfence();
+  }
+  if (!last_block_of_column(done + blockIdx.x)) return;
+  const int tile_channels = lanes * VEC;  // a power of two <= kReduceBlock
+  const int merge_groups = kReduceBlock / tile_channels;
+  const int k = t % tile_channels, g = t / tile_channels;
+  const int64_t c = tile_first + k;
+  A sum_a = 0, sum_b = 0;
+  if (c < channels) {
+    const volatile A* p = partial + c * splits * 2;
+    for (int64_t s = g; s < splits; s += merge_groups) {
+      sum_a += p[s * 2];
+      sum_b += p[s * 2 + 1];
+    }
+  }
+  s_a[t] = sum_a;  // the tree above ended with a barrier: the scratch is free
+  s_b[t] = sum_b;
+  for (int half = merge_groups / 2; half > 0; half /= 2) {
+    __syncthreads();
+    if (g < half) {
+      s_a[t] += s_a[t + half * tile_channels];
+      s_b[t] += s_b[t + half * tile_channels];
+    }
+  }
+  __syncthreads();
+  if (g == 0 && c < channels) finish(s_a[t], s_b[t], c);
+}
+
+// Statistics: sums of (x - shift) and its square, shift = the channel's value in row 0 (keeps the
+// cancellation of the sum of squares small), then mean and M2 for StatsFinalize.
+template <class T, class A, class W>
+struct StatsTileFinish {
+  const T* x;
+  StatsFinalize<A, W> finalize;
+  __device__ void operator()(A sum, A sum_sq, int64_t c) const {
+    const A mean_shifted = sum / finalize.count;
+    const A m2 = max(A(0), sum_sq - sum * mean_shifted);
+    finalize.finish(convert<A>(x[c]) + mean_shifted, m2, c);
+  }
+};
+
+template <class T, class A, class W, int VEC>
+__global__ void stats_nhwc_kernel(const T* x, int64_t channels, int64_t rows, int64_t chunk, int lanes,
+                                  A* partial, unsigned* done, StatsFinalize<A, W> finalize) {
+  __shared__ A s_a[kReduceBlock * VEC], s_b[kReduceBlock * VEC];
+  const int groups = kReduceBlock / lanes;
+  const int64_t first = (static_cast<int64_t>(blockIdx.x) * lanes + threadIdx.x % lanes) * VEC;
+  const int64_t begin = blockIdx.y * chunk;
+  const int64_t end = min(rows, begin + chunk);
+  A sum[VEC], sum_sq[VEC];
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) sum[j] = sum_sq[j] = A(0);
+  if (first < channels) {
+    A shift[VEC];
+    load_vec<T, A, VEC>(x + first, shift);
+    for (int64_t r = begin + threadIdx.x / lanes; r < end; r += groups) {
+      A v[VEC];
+      load_vec<T, A, VEC>(x + r * channels + first, v);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const A d = v[j] - shift[j];
+        sum[j] += d;
+        sum_sq[j] += d * d;
+      }
+    }
+  }
+  reduce_tile<A, VEC>(sum, sum_sq, s_a, s_b, lanes, channels, partial, done,
+                      StatsTileFinish<T, A, W>{x, finalize});
+}
+
+// Gradients: sums of g and g * (x - mean), g = gy masked by the fused ReLU's output when there is one.
+template <class A, class W>
+struct GradTileFinish {
+  GradFinalize<A, W> finalize;
+  __device__ void operator()(A sum_dy, A sum_dy_xmu, int64_t c) const { finalize.finish(sum_dy, sum_dy_xmu, c); }
+};
+
+template <class T, class A, class W, int VEC>
+__global__ void grad_nhwc_kernel(const T* x, const T* gy, const T* y_relu, const A* mean, int64_t channels,
+                                 int64_t rows, int64_t chunk, int lanes, A* partial, unsigned* done,
+                                 GradFinalize<A, W> finalize) {
+  __shared__ A s_a[kReduceBlock * VEC], s_b[kReduceBlock * VEC];
+  const int groups = kReduceBlock / lanes;
+  const int64_t first = (static_cast<int64_t>(blockIdx.x) * lanes + threadIdx.x % lanes) * VEC;
+  const int64_t begin = blockIdx.y * chunk;
+  const int64_t end = min(rows, begin + chunk);
+  A sum_dy[VEC], sum_dy_xmu[VEC];
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) sum_dy[j] = sum_dy_xmu[j] = A(0);
+  if (first < channels) {
+    A m[VEC];
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) m[j] = mean[first + j];
+    for (int64_t r = begin + threadIdx.x / lanes; r < end; r += groups) {
+      const int64_t i = r * channels + first;
+      A g[VEC], xv[VEC];
+      load_vec<T, A, VEC>(gy + i, g);
+      load_vec<T, A, VEC>(x + i, xv);
+      if (y_relu != nullptr) {
+        A yv[VEC];
+        load_vec<T, A, VEC>(y_relu + i, yv);
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) g[j] = yv[j] > A(0) ? g[j] : A(0);  // as masked_grad
+      }
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        sum_dy[j] += g[j];
+        sum_dy_xmu[j] += g[j] * (xv[j] - m[j]);
+      }
+    }
+  }
+  reduce_tile<A, VEC>(sum_dy, sum_dy_xmu, s_a, s_b, lanes, channels, partial, done,
+                      GradTileFinish<A, W>{finalize});
+}
+
+// y = x * scale[c] + shift[c] (+ residual) (ReLU), VEC consecutive channels per thread (C % VEC == 0; VEC > 1
+// needs 16-byte aligned data).
+template <class T, class W, class A, int VEC>
+__global__ void normalize_nhwc_kernel(const T* x, const A* mean, const A* invstd, const W* weight,
+                                          const W* bias, int64_t channels, int64_t vectors, const T* residual,
+                                          bool relu, T* y) {
+  LIFTOFF_GRID_STRIDE_LOOP(v, vectors) {
+    const int64_t i = v * VEC;
+    const int64_t c0 = i % channels;
+    A xv[VEC], out[VEC];
+    load_vec<T, A, VEC>(x + i, xv);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      const A scale = convert<A>(weight[c0 + j]) * invstd[c0 + j];
+      out[j] = xv[j] * scale + (convert<A>(bias[c0 + j]) - mean[c0 + j] * scale);
+    }
+    if (residual != nullptr) {
+      A rv[VEC];
+      load_vec<T, A, VEC>(residual + i, rv);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) out[j] += rv[j];
+    }
+    if (relu) {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) out[j] = out[j] > A(0) ? out[j] : A(0);
+    }
+    store_vec<T, A, VEC>(y + i, out);
+  }
+}
+
+// gx = k1 * (g - k2 - (x - mean) * k3) with g the (ReLU-masked) gy, VEC consecutive channels per thread.
+template <class T, class A, int VEC>
+__global__ void grad_input_nhwc_kernel(const T* x, const T* gy, const T* y_relu, const A* mean,
+                                           const A* coeff, int64_t channels, int64_t vectors, T* gx,
+                                           T* g_residual) {
+  LIFTOFF_GRID_STRIDE_LOOP(v, vectors) {
+    const int64_t i = v * VEC;
+    const int64_t c0 = i % channels;
+    A g[VEC];
+    load_vec<T, A, VEC>(gy + i, g);
+    if (y_relu != nullptr) {
+      A yv[VEC];
+      load_vec<T, A, VEC>(y_relu + i, yv);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) g[j] = yv[j] > A(0) ? g[j] : A(0);  // as masked_grad
+    }
+    if (g_residual != nullptr) store_vec<T, A, VEC>(g_residual + i, g);
+    if (gx != nullptr) {
+      A xv[VEC], out[VEC];
+      load_vec<T, A, VEC>(x + i, xv);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const A* k = coeff + (c0 + j) * 3;
+        out[j] = k[0] * (g[j] - k[1] - (xv[j] - mean[c0 + j]) * k[2]);
+      }
+      store_vec<T, A, VEC>(gx + i, out);
+    }
+  }
+}
+
+
+}  // namespace
+}  // namespace liftoff::cuda

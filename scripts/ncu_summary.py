@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+"""Summarises `ncu --csv --metrics gpu__time_duration.sum --print-units base` output: device time per step by
+kernel (name shortened), the kernel count and the total, largest first.
+  ncu_summary.py FILE.csv STEPS [TOP]"""
+import collections
+import csv
+import re
+import sys
+
+
+def short(name):
+    name = re.sub(r"\(.*", "", name)            # parameters
+    name = re.sub(r"<.*", "", name)             # template arguments
+    return name.split("::")[-1][:70]
+
+
+def main():
+    path, steps = sys.argv[1], int(sys.argv[2])
+    top = int(sys.argv[3]) if len(sys.argv) > 3 else 25
+    lines = [l for l in open(path, errors="replace") if l.startswith('"')]
+    total, count = collections.Counter(), collections.Counter()
+    for row in csv.DictReader(lines):
+        if row.get("Metric Name") != "gpu__time_duration.sum":
+            continue
+        ns = float(row["Metric Value"].replace(",", ""))
+        unit = row.get("Metric Unit", "nsecond")
+        scale = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3}.get(unit, 1e-6)
+        k = short(row["Kernel Name"])
+        total[k] += ns * scale / steps
+        count[k] += 1.0 / steps
+    all_ms = sum(total.values())
+    print(f"total {all_ms:.3f} ms/step device time, {sum(count.values()):.0f} kernels/step")
+    for k, ms in total.most_common(top):
+        print(f"{ms:8.3f} ms {100 * ms / all_ms:5.1f}% x{count[k]:5.0f}  {k}")
+
+
+if __name__ == "__main__":
+    main()
