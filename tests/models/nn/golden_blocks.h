@@ -28,7 +28,9 @@ struct GoldenBlock {
   std::string file;  // under tests/models/nn/data
   std::function<std::shared_ptr<Module>(Generator&)> build;
   // CUDA f32 against the f64 dump: cuBLAS matmuls run in plain f32, but cuDNN convolutions may use TF32
-  // (10-bit mantissa, as PyTorch allows by default), so the conv blocks get a looser bound.
+  // (10-bit mantissa, as PyTorch allows by default), so the conv blocks get a looser bound. Calibration:
+  // PyTorch with every conv operand rounded to TF32 (forward and both backward convs) is off the f64 dump by
+  // 1.5e-3 (output) and 5.6e-3 (worst gradient, a BN weight) on the MobileNet blocks.
   GoldenTolerances cuda;
 };
 
@@ -41,7 +43,7 @@ inline std::vector<GoldenBlock> golden_blocks() {
   // The shapes golden_blocks.py uses: d_model 16, 4 heads, feed-forward 32;
   // InvertedResidual(8, 8, 2, 6) followed by InvertedResidual(8, 8, 1, 6) (with its residual).
   const GoldenTolerances plain_f32{1e-4, 1e-4, 1e-3, 1e-4};
-  const GoldenTolerances tf32{5e-3, 5e-3, 1e-2, 5e-3};
+  const GoldenTolerances tf32{5e-3, 5e-3, 2e-2, 5e-3};
   return {
       {"TransformerPreNorm", "golden_transformer_prenorm.bin",
        [](Generator& gen) {
