@@ -14,7 +14,8 @@ Dumps (the file format is golden_resnet20.py's, dtype code 2 = f64):
                                    batch_first=True, norm_first=True): the block Liftoff's vit_tiny stacks.
   golden_transformer_postnorm.bin  the same with PyTorch's defaults activation="relu", norm_first=False.
   golden_mobilenet_blocks.bin      nn.Sequential(InvertedResidual(8, 8, 2, 6), InvertedResidual(8, 8, 1, 6)) as
-                                   torchvision's mobilenetv2 (and Liftoff's models/nn/mobilenet.h) builds them:
+                                   torchvision's mobilenetv2 and Liftoff's models/nn/mobilenet.h build them
+                                   (the twin is model_panel.py's, the panel's mobilenet_v2 is made of it):
                                    expand 1x1 conv + BN + ReLU6, depthwise 3x3 + BN + ReLU6, project 1x1 + BN,
                                    residual when stride 1 and in == out. The residual block comes last: a block
                                    followed by a 1x1 conv and a training-mode BN would give its last BN bias a
@@ -33,28 +34,7 @@ import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from golden_resnet20 import write  # noqa: E402  (the LFGD writer)
-
-
-def conv_bn_relu6(cin, cout, kernel, stride, groups):
-    """torchvision's Conv2dNormActivation(cin, cout, kernel, stride, groups, activation_layer=nn.ReLU6)."""
-    return nn.Sequential(nn.Conv2d(cin, cout, kernel, stride, (kernel - 1) // 2, groups=groups, bias=False),
-                         nn.BatchNorm2d(cout), nn.ReLU6())
-
-
-class InvertedResidual(nn.Module):
-    """torchvision.models.mobilenetv2.InvertedResidual (same submodule names)."""
-
-    def __init__(self, inp, oup, stride, expand_ratio):
-        super().__init__()
-        hidden = inp * expand_ratio
-        self.use_res_connect = stride == 1 and inp == oup
-        layers = [conv_bn_relu6(inp, hidden, 1, 1, 1)] if expand_ratio != 1 else []
-        layers += [conv_bn_relu6(hidden, hidden, 3, stride, hidden), nn.Conv2d(hidden, oup, 1, 1, 0, bias=False),
-                   nn.BatchNorm2d(oup)]
-        self.conv = nn.Sequential(*layers)
-
-    def forward(self, x):
-        return x + self.conv(x) if self.use_res_connect else self.conv(x)
+from model_panel import InvertedResidual  # noqa: E402  (the zoo's twins)
 
 
 def perturb(model):
