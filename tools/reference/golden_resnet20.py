@@ -8,7 +8,8 @@ The model is He et al. 2016's CIFAR ResNet-20 with projection shortcuts (1x1 con
 the module names liftoff's models/nn/zoo.h uses. Input: 4 random 1x28x28 images, 10 classes, label smoothing 0.1.
 
 File format (little-endian): b"LFGD", u32 version (1), u32 tensor count, then per tensor:
-u32 name length, name bytes (UTF-8), u32 dtype code (0 = f32, 1 = i64), u32 ndim, i64 dims[ndim], raw data.
+u32 name length, name bytes (UTF-8), u32 dtype code (0 = f32, 1 = i64, 2 = f64), u32 ndim, i64 dims[ndim],
+raw data.
 Tensors: "param.<name>" and "buffer.<name>" (the state before the forward), "input", "labels", "logits",
 "loss", "grad.<name>" for every parameter, and "after.<name>" for every buffer after the forward.
 """
@@ -28,7 +29,7 @@ from resnet_cifar import ResNet  # noqa: E402
 
 
 def write(path, tensors):
-    codes = {torch.float32: (0, "<f4"), torch.int64: (1, "<i8")}
+    codes = {torch.float32: (0, "<f4"), torch.int64: (1, "<i8"), torch.float64: (2, "<f8")}
     with open(path, "wb") as f:
         f.write(b"LFGD")
         f.write(struct.pack("<II", 1, len(tensors)))
@@ -44,8 +45,8 @@ def write(path, tensors):
 
 
 def main():
-    default_out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "models", "data",
-                               "golden_resnet20.bin")
+    here = os.path.dirname(os.path.abspath(__file__))
+    default_out = os.path.join(here, "..", "..", "tests", "models", "nn", "data", "golden_resnet20.bin")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.normpath(default_out))
     args = parser.parse_args()

@@ -2,8 +2,11 @@
 """PyTorch twin of tools/bench/model_panel: the same models (as Liftoff's zoo builds them from public layers), batch,
 precision and optimizer (SGD momentum 0.9 Nesterov, wd 5e-4), random inputs already on the GPU; PyTorch at its
 best: cudnn.benchmark, channels_last and autocast for bf16, eager and whole-step CUDA graph (--mode graph).
-Throughput: images between two torch.cuda.synchronize() marks over wall time.
+Throughput: images between two torch.cuda.synchronize() marks over wall time. Models: resnet18, resnet50,
+strided_cnn, mobilenet_v2, vit_tiny, each with the parameter count Liftoff's make_model prints (params=).
   python3 tools/reference/model_panel.py --model resnet18 --image-size 32 --batch 128 --amp bf16 --mode graph
+  python3 tools/reference/model_panel.py --model vit_tiny --device cpu --amp off --batch 2 --steps 1 --warmup 0
+(--device cpu: to check a twin where no GPU is, e.g. its params= against model_panel --device cpu.)
 """
 import argparse
 import time
@@ -94,6 +97,73 @@ class StridedCNN(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(self.features(x), 1), 1))
 
 
+def conv_bn_relu6(cin, cout, kernel, stride, groups):
+    """torchvision's Conv2dNormActivation(cin, cout, kernel, stride, groups, activation_layer=nn.ReLU6)."""
+    return nn.Sequential(nn.Conv2d(cin, cout, kernel, stride, (kernel - 1) // 2, groups=groups, bias=False),
+                         nn.BatchNorm2d(cout), nn.ReLU6())
+
+
+class InvertedResidual(nn.Module):
+    """torchvision.models.mobilenetv2.InvertedResidual (same submodule names): [expand 1x1 conv + BN + ReLU6 when
+    expand_ratio != 1], depthwise 3x3 + BN + ReLU6, project 1x1 + BN; x + conv(x) when stride 1 and in == out."""
+
+    def __init__(self, inp, oup, stride, expand_ratio):
+        super().__init__()
+        hidden = inp * expand_ratio
+        self.use_res_connect = stride == 1 and inp == oup
+        layers = [conv_bn_relu6(inp, hidden, 1, 1, 1)] if expand_ratio != 1 else []
+        layers += [conv_bn_relu6(hidden, hidden, 3, stride, hidden), nn.Conv2d(hidden, oup, 1, 1, 0, bias=False),
+                   nn.BatchNorm2d(oup)]
+        self.conv = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return x + self.conv(x) if self.use_res_connect else self.conv(x)
+
+
+class MobileNetV2(nn.Module):
+    """Liftoff's models/nn/mobilenet.h (torchvision's MobileNetV2 at width 1.0 and its names): stem stride 1 below
+    64 px (the CIFAR adaptation), 2 from 64 px; classifier Dropout(0.2) + Linear(1280, classes)."""
+
+    def __init__(self, cin, classes, image_size):
+        super().__init__()
+        stages = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
+                  (6, 320, 1, 1)]
+        layers, c = [conv_bn_relu6(cin, 32, 3, 1 if image_size < 64 else 2, 1)], 32
+        for t, out, n, s in stages:
+            for i in range(n):
+                layers.append(InvertedResidual(c, out, s if i == 0 else 1, t))
+                c = out
+        layers.append(conv_bn_relu6(c, 1280, 1, 1, 1))
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(1280, classes))
+
+    def forward(self, x):
+        return self.classifier(torch.flatten(F.adaptive_avg_pool2d(self.features(x), 1), 1))
+
+
+class VisionTransformer(nn.Module):
+    """Liftoff's models/nn/vit.h (same names and registration order): patch-embedding conv, class token, learned
+    positions, depth pre-norm GELU encoder layers without dropout, final LayerNorm, head on the class token."""
+
+    def __init__(self, cin, classes, image_size, patch, dim, depth, heads, mlp_dim):
+        super().__init__()
+        tokens = (image_size // patch) ** 2 + 1
+        self.class_token = nn.Parameter(torch.zeros(1, 1, dim))
+        self.pos_embedding = nn.Parameter(torch.randn(1, tokens, dim) * 0.02)
+        self.conv_proj = nn.Conv2d(cin, dim, patch, patch)
+        self.encoder = nn.Sequential(*[
+            nn.TransformerEncoderLayer(dim, heads, mlp_dim, dropout=0.0, activation="gelu", batch_first=True,
+                                       norm_first=True) for _ in range(depth)])
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, x):
+        y = self.conv_proj(x).flatten(2).transpose(1, 2)
+        y = torch.cat([self.class_token.expand(x.shape[0], -1, -1), y], 1)
+        y = self.encoder(y + self.pos_embedding)
+        return self.head(self.norm(y)[:, 0])
+
+
 def make_model(name, cin, classes, size):
     if name == "resnet18":
         return ResNet(BasicBlock, [2, 2, 2, 2], cin, classes, size)
@@ -101,6 +171,10 @@ def make_model(name, cin, classes, size):
         return ResNet(Bottleneck, [3, 4, 6, 3], cin, classes, size)
     if name == "strided_cnn":
         return StridedCNN(cin, classes)
+    if name == "mobilenet_v2":
+        return MobileNetV2(cin, classes, size)
+    if name == "vit_tiny":  # dim 192, depth 6, 3 heads, MLP 768; patch 4 below 64 px, 16 from 64 px
+        return VisionTransformer(cin, classes, size, 4 if size < 64 else 16, 192, 6, 3, 768)
     raise SystemExit(f"model_panel.py: unknown model {name}")
 
 
@@ -115,9 +189,13 @@ def main():
     p.add_argument("--mode", default="eager", choices=["eager", "graph"])
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     a = p.parse_args()
+    if a.device == "cpu" and a.mode == "graph":
+        p.error("--mode graph needs --device cuda (CUDA graphs)")
     torch.backends.cudnn.benchmark = True
-    dev = torch.device("cuda")
+    dev = torch.device(a.device)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     model = make_model(a.model, a.channels, a.classes, a.image_size).to(dev)
     fmt = torch.channels_last if a.amp == "bf16" else torch.contiguous_format
     model = model.to(memory_format=fmt)
@@ -130,7 +208,7 @@ def main():
              torch.randint(0, a.classes, (a.batch,), device=dev, generator=g)) for _ in range(4)]
 
     def body(x, y):
-        with torch.autocast("cuda", dtype=amp, enabled=amp is not None):
+        with torch.autocast(dev.type, dtype=amp, enabled=amp is not None):
             loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
@@ -161,11 +239,11 @@ def main():
 
     for i in range(a.warmup):
         step(i)
-    torch.cuda.synchronize()
+    sync()
     t0 = time.perf_counter()
     for i in range(a.steps):
         step(i)
-    torch.cuda.synchronize()
+    sync()
     dt = time.perf_counter() - t0
     print(f"RESULT model={a.model} size={a.image_size} batch={a.batch} amp={a.amp} mode={a.mode} params={params} "
           f"images_per_s={a.batch * a.steps / dt:.1f} ms_per_step={1e3 * dt / a.steps:.3f}")

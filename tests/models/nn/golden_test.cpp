@@ -6,11 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <string>
@@ -18,6 +14,7 @@
 
 #include "models/nn/zoo.h"
 #include "ops/cross_entropy/cross_entropy.h"
+#include "tests/models/nn/golden_file.h"
 
 namespace liftoff {
 namespace {
@@ -27,64 +24,11 @@ constexpr double kLossTol = 1e-4;
 constexpr double kGradTol = 1e-3;
 constexpr double kRunningStatTol = 1e-4;
 
+using testing::read_golden;
+using testing::relative_error;
+
 std::string golden_path() {
-  const std::string relative = "tests/models/nn/data/golden_resnet20.bin";
-  if (const char* root = std::getenv("LIFTOFF_SOURCE_DIR")) return std::string(root) + "/" + relative;
-  std::string here = __FILE__;
-  return here.substr(0, here.find_last_of('/')) + "/data/golden_resnet20.bin";
-}
-
-// The file format is described in tools/reference/golden_resnet20.py.
-NamedTensors read_golden(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IOError("cannot open " + path + " (run tools/reference/golden_resnet20.py)");
-  auto read = [&](void* dst, size_t n) {
-    in.read(static_cast<char*>(dst), static_cast<std::streamsize>(n));
-    if (!in) throw IOError(path + ": truncated file");
-  };
-  auto u32 = [&] {
-    uint32_t v;
-    read(&v, 4);
-    return v;
-  };
-  char magic[4];
-  read(magic, 4);
-  if (std::memcmp(magic, "LFGD", 4) != 0) throw IOError(path + ": bad magic");
-  if (u32() != 1) throw IOError(path + ": unsupported version");
-  const uint32_t count = u32();
-  NamedTensors out;
-  for (uint32_t i = 0; i < count; ++i) {
-    std::string name(u32(), '\0');
-    read(name.data(), name.size());
-    const uint32_t code = u32();
-    Shape shape(u32());
-    for (auto& d : shape) read(&d, 8);
-    const size_t n = static_cast<size_t>(shape_numel(shape));
-    if (code == 0) {
-      std::vector<float> v(n);
-      read(v.data(), n * 4);
-      out.emplace_back(name, Tensor::from_vector(v, shape));
-    } else if (code == 1) {
-      std::vector<int64_t> v(n);
-      read(v.data(), n * 8);
-      out.emplace_back(name, Tensor::from_vector(v, shape));
-    } else {
-      throw IOError(path + ": unknown dtype code " + std::to_string(code));
-    }
-  }
-  return out;
-}
-
-// max |a - e| / max |e|.
-double relative_error(const Tensor& actual, const Tensor& expected) {
-  const std::vector<double> a = actual.to_vector<double>();
-  const std::vector<double> e = expected.to_vector<double>();
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, std::abs(a[i] - e[i]));
-    scale = std::max(scale, std::abs(e[i]));
-  }
-  return diff / std::max(scale, 1e-30);
+  return testing::golden_path("golden_resnet20.bin");
 }
 
 class GoldenResNet20 : public ::testing::Test {
