@@ -8,10 +8,24 @@ import re
 import sys
 
 
+def strip_nested(name, open_ch, close_ch):
+    out, depth = [], 0
+    for ch in name:
+        if ch == open_ch:
+            depth += 1
+        elif ch == close_ch:
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            out.append(ch)
+    return "".join(out)
+
+
 def short(name):
-    name = re.sub(r"\(.*", "", name)            # parameters
-    name = re.sub(r"<.*", "", name)             # template arguments
-    return name.split("::")[-1][:70]
+    name = name.replace("(anonymous namespace)::", "")
+    name = strip_nested(name, "(", ")")          # parameters
+    name = strip_nested(name, "<", ">")          # template arguments
+    name = re.sub(r"^void ", "", name.strip())
+    return name.split("::")[-1][:70] or "?"
 
 
 def main():
