@@ -2,6 +2,7 @@
 
 #include <unordered_map>
 
+#include "runtime/deferred.h"
 #include "runtime/error.h"
 
 namespace liftoff {
@@ -113,6 +114,8 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
   LIFTOFF_CHECK(seed.shape() == root.shape(), ShapeError, "backward: gradient of shape ",
                 shape_str(seed.shape()), " for a tensor of shape ", shape_str(root.shape()));
   std::shared_ptr<Node> root_node = gradient_edge(root);
+  // Deferred kernels of the forward read parameters; issue them while those still hold the forward's values.
+  flush_deferred_writes();
 
   // Count, for every reachable node, how many edges point at it.
   std::unordered_map<Node*, int> pending_inputs;

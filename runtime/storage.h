@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <memory>
 
+#include "runtime/deferred.h"
 #include "runtime/device.h"
 
 namespace liftoff {
@@ -15,7 +16,21 @@ class Storage {
   // Wraps memory owned elsewhere; `owner` keeps it alive (e.g. a pinned host buffer of the loader).
   static Storage wrap(void* data, size_t nbytes, Device device, std::shared_ptr<void> owner);
 
-  void* data() const { return data_.get(); }
+  // The memory; a deferred write into it (runtime/deferred.h) is issued first.
+  void* data() const {
+    if (deferred_ && deferred_->pending()) deferred_->run();
+    return data_.get();
+  }
+  // The contents come from `write`, issued on the first data() of this storage or any copy made from now on.
+  void defer(std::shared_ptr<DeferredWrite> write) { deferred_ = std::move(write); }
+  // The deferred write, or null (pending or not: check pending()).
+  DeferredWrite* deferred() const { return deferred_.get(); }
+  // The same memory without the deferred write: for the writer itself.
+  Storage without_deferred() const {
+    Storage copy = *this;
+    copy.deferred_.reset();
+    return copy;
+  }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
   bool defined() const { return data_ != nullptr || nbytes_ == 0; }
@@ -24,6 +39,7 @@ class Storage {
 
  private:
   std::shared_ptr<void> data_;
+  std::shared_ptr<DeferredWrite> deferred_;
   size_t nbytes_ = 0;
   Device device_;
 };

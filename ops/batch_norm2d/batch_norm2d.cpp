@@ -1,5 +1,6 @@
 #include "ops/batch_norm2d/batch_norm2d.h"
 
+#include "ops/batch_norm2d/fusion.h"
 #include "ops/batch_norm2d/kernels.h"
 #include "ops/common/layout.h"
 #include "runtime/autograd.h"
@@ -103,32 +104,17 @@ Tensor batch_norm_impl(const Tensor& x_in, const Tensor& weight_in, const Tensor
   // Training updates the running statistics in place: concurrent branches (a step's micro-batches on their
   // own streams) take turns, in branch order.
   const bool updates_running = training && has_running;
+  // On CUDA a plain batch norm defers its normalize pass, so that a following relu / residual add folds into
+  // it (fusion.h); the zoo's explicit batch_norm2d_relu calls run it at once.
+  epilogue.skip_normalize = x.device().is_cuda() && !relu && !residual_in.defined();
   if (updates_running) order_shared_state(running_mean.raw_data());
   LIFTOFF_DISPATCH(x.device(), batch_norm_forward, x, weight, bias, running_mean, running_var, training,
                    momentum, eps, epilogue, y, save_mean, save_invstd);
   if (updates_running) record_shared_state(running_mean.raw_data());
-  std::vector<Tensor> inputs{x, weight, bias};
-  if (epilogue.residual.defined()) inputs.push_back(epilogue.residual);
-  if (should_record(inputs)) {
-    // With the ReLU fused, backward needs the output (its mask), which the node keeps instead of an extra
-    // pre-activation tensor.
-    record(y, relu ? "batch_norm2d_relu" : "batch_norm2d", inputs,
-           [x_saved = x.detach(), w_saved = weight.detach(), y_saved = relu ? y.detach() : Tensor(),
-            save_mean, save_invstd, training, format](const Tensor& gy, const NeedsGrad& needs) {
-             const Tensor grad_y = gy.to(x_saved.dtype()).contiguous(format);
-             Tensor gx, gw, gb, gres;
-             if (needs[0]) gx = Tensor::empty(x_saved.shape(), x_saved.dtype(), x_saved.device(), format);
-             if (needs[1]) gw = Tensor::empty(w_saved.shape(), w_saved.dtype(), w_saved.device());
-             if (needs[2]) gb = Tensor::empty(w_saved.shape(), w_saved.dtype(), w_saved.device());
-             if (needs.size() > 3 && needs[3])
-               gres = Tensor::empty(x_saved.shape(), x_saved.dtype(), x_saved.device(), format);
-             LIFTOFF_DISPATCH(x_saved.device(), batch_norm_backward, x_saved, grad_y, w_saved, save_mean,
-                              save_invstd, training, y_saved, gx, gw, gb, gres);
-             std::vector<Tensor> grads{gx, gw, gb};
-             if (needs.size() > 3) grads.push_back(gres);
-             return grads;
-           });
-  }
+  if (epilogue.skip_normalize)
+    detail::defer_batch_norm_output(y, x, weight, bias, save_mean, save_invstd, training);
+  detail::record_batch_norm_node(y, x, weight, bias, epilogue.residual, save_mean, save_invstd, training,
+                                 relu);
   return y;
 }
 }  // namespace

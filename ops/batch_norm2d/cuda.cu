@@ -59,8 +59,8 @@ NhwcGrid nhwc_grid(int device, int64_t rows, int64_t channels, int vec) {
 // Launches an NHWC reduction kernel with 16-byte vectors when C allows and the data are aligned, else one
 // channel per thread: launch(vec_tag, grid) with vec_tag an std::integral_constant.
 template <class T, class Launch>
-void launch_nhwc_reduction(int device, int64_t rows, int64_t channels, std::initializer_list<const void*> data,
-                           Launch&& launch) {
+void launch_nhwc_reduction(int device, int64_t rows, int64_t channels,
+                           std::initializer_list<const void*> data, Launch&& launch) {
   constexpr int vec = kNhwcVec<T>;
   if (channels % vec == 0 && aligned16(data)) {
     launch(std::integral_constant<int, vec>{}, nhwc_grid(device, rows, channels, vec));
@@ -114,6 +114,38 @@ unsigned channel_blocks(int64_t channels) {
   return static_cast<unsigned>((channels + kFinalizeBlock - 1) / kFinalizeBlock);
 }
 
+// y = bn(x) with the saved statistics (+ residual) (ReLU): the normalize pass alone.
+template <class T, class W>
+void apply_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& save_mean,
+                 const Tensor& save_invstd, const BnEpilogue& epilogue, const Tensor& y) {
+  using A = acc_t<T>;
+  cudaStream_t stream = compute_stream(x.device().index);
+  const int64_t batch = x.size(0), channels = x.size(1), hw = x.size(2) * x.size(3);
+  const A* sm = static_cast<const A*>(save_mean.raw_data());
+  const A* si = static_cast<const A*>(save_invstd.raw_data());
+  const T* xp = static_cast<const T*>(x.raw_data());
+  const W* w = static_cast<const W*>(weight.raw_data());
+  const W* b = static_cast<const W*>(bias.raw_data());
+  const T* residual =
+      epilogue.residual.defined() ? static_cast<const T*>(epilogue.residual.raw_data()) : nullptr;
+  T* out = static_cast<T*>(y.raw_data());
+  const int64_t total = batch * hw * channels;
+  if (total == 0) return;
+  if (nhwc_layout(x)) {
+    launch_nhwc_elementwise<T>(channels, {xp, out, residual}, [&](auto vec_tag) {
+      constexpr int vec = decltype(vec_tag)::value;
+      normalize_nhwc_kernel<T, W, A, vec><<<grid_for(total / vec), kBlock, 0, stream>>>(
+          xp, sm, si, w, b, channels, total / vec, residual, epilogue.relu, out);
+      LIFTOFF_LAUNCH_CHECK();
+    });
+    return;
+  }
+  const PlaneGrid pg = plane_grid(batch * channels, hw);
+  normalize_kernel<T, W, A>
+      <<<pg.grid, pg.block, 0, stream>>>(xp, sm, si, w, b, channels, hw, residual, epilogue.relu, out);
+  LIFTOFF_LAUNCH_CHECK();
+}
+
 template <class T, class W>
 void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                    const Tensor& running_var, bool training, double momentum, double eps,
@@ -122,8 +154,8 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
   using A = acc_t<T>;
   const int device = x.device().index;
   cudaStream_t stream = compute_stream(device);
-  const int64_t batch = x.size(0), channels = x.size(1), hw = x.size(2) * x.size(3);
-  const int64_t count = batch * hw;
+  const int64_t channels = x.size(1);
+  const int64_t count = x.size(0) * x.size(2) * x.size(3);
   W* rm = running_mean.defined() ? static_cast<W*>(running_mean.raw_data()) : nullptr;
   W* rv = running_var.defined() ? static_cast<W*>(running_var.raw_data()) : nullptr;
   A* sm = static_cast<A*>(save_mean.raw_data());
@@ -131,39 +163,24 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
   int64_t* tracked = epilogue.batches_tracked.defined()
                          ? static_cast<int64_t*>(epilogue.batches_tracked.raw_data())
                          : nullptr;
-  const T* residual =
-      epilogue.residual.defined() ? static_cast<const T*>(epilogue.residual.raw_data()) : nullptr;
-  if (nhwc_layout(x)) {
+  if (!training) {
+    running_stats_kernel<A, W><<<channel_blocks(channels), kFinalizeBlock, 0, stream>>>(
+        rm, rv, channels, static_cast<A>(eps), sm, si);
+    LIFTOFF_LAUNCH_CHECK();
+  } else if (nhwc_layout(x)) {
     const T* xp = static_cast<const T*>(x.raw_data());
-    if (training) {
-      const StatsFinalize<A, W> finalize{
-          static_cast<A>(count), static_cast<A>(eps), static_cast<A>(momentum), rm, rv, sm, si, tracked};
-      launch_nhwc_reduction<T>(device, count, channels, {xp}, [&](auto vec_tag, const NhwcGrid& g) {
-        constexpr int vec = decltype(vec_tag)::value;
-        const Tensor partial = Tensor::empty({channels, g.splits, 2}, DTypeOf<A>::value, x.device());
-        stats_nhwc_kernel<T, A, W, vec><<<dim3(static_cast<unsigned>(g.tiles), static_cast<unsigned>(g.splits)),
-                                          kReduceBlock, 0, stream>>>(
-            xp, channels, count, g.chunk, g.lanes, static_cast<A*>(partial.raw_data()), channel_counters(device),
-            finalize);
-        LIFTOFF_LAUNCH_CHECK();
-      });
-    } else {
-      running_stats_kernel<A, W><<<channel_blocks(channels), kFinalizeBlock, 0, stream>>>(
-          rm, rv, channels, static_cast<A>(eps), sm, si);
-      LIFTOFF_LAUNCH_CHECK();
-    }
-    const int64_t total = count * channels;
-    if (total == 0) return;
-    launch_nhwc_elementwise<T>(channels, {xp, y.raw_data(), residual}, [&](auto vec_tag) {
+    const StatsFinalize<A, W> finalize{
+        static_cast<A>(count), static_cast<A>(eps), static_cast<A>(momentum), rm, rv, sm, si, tracked};
+    launch_nhwc_reduction<T>(device, count, channels, {xp}, [&](auto vec_tag, const NhwcGrid& g) {
       constexpr int vec = decltype(vec_tag)::value;
-      normalize_nhwc_kernel<T, W, A, vec><<<grid_for(total / vec), kBlock, 0, stream>>>(
-          xp, sm, si, static_cast<const W*>(weight.raw_data()), static_cast<const W*>(bias.raw_data()), channels,
-          total / vec, residual, epilogue.relu, static_cast<T*>(y.raw_data()));
+      const Tensor partial = Tensor::empty({channels, g.splits, 2}, DTypeOf<A>::value, x.device());
+      stats_nhwc_kernel<T, A, W, vec><<<dim3(static_cast<unsigned>(g.tiles), static_cast<unsigned>(g.splits)),
+                                        kReduceBlock, 0, stream>>>(xp, channels, count, g.chunk, g.lanes,
+                                                                   static_cast<A*>(partial.raw_data()),
+                                                                   channel_counters(device), finalize);
       LIFTOFF_LAUNCH_CHECK();
     });
-    return;
-  }
-  if (training) {
+  } else {
     LIFTOFF_CHECK(channels <= 65535, ShapeError, "batch_norm2d: ", channels,
                   " channels exceed the CUDA grid");
     const int splits = splits_for(device, count, channels);
@@ -172,21 +189,11 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
     const StatsFinalize<A, W> finalize{
         static_cast<A>(count), static_cast<A>(eps), static_cast<A>(momentum), rm, rv, sm, si, tracked};
     stats_partial_kernel<T, A, W><<<dim3(splits, static_cast<unsigned>(channels)), kReduceBlock, 0, stream>>>(
-        static_cast<const T*>(x.raw_data()), channels, hw, count, chunk, static_cast<A*>(partial.raw_data()),
-        channel_counters(device), finalize);
-    LIFTOFF_LAUNCH_CHECK();
-  } else {
-    running_stats_kernel<A, W><<<channel_blocks(channels), kFinalizeBlock, 0, stream>>>(
-        rm, rv, channels, static_cast<A>(eps), sm, si);
+        static_cast<const T*>(x.raw_data()), channels, x.size(2) * x.size(3), count, chunk,
+        static_cast<A*>(partial.raw_data()), channel_counters(device), finalize);
     LIFTOFF_LAUNCH_CHECK();
   }
-  if (count == 0) return;
-  const PlaneGrid pg = plane_grid(batch * channels, hw);
-  normalize_kernel<T, W, A><<<pg.grid, pg.block, 0, stream>>>(
-      static_cast<const T*>(x.raw_data()), sm, si, static_cast<const W*>(weight.raw_data()),
-      static_cast<const W*>(bias.raw_data()), channels, hw, residual, epilogue.relu,
-      static_cast<T*>(y.raw_data()));
-  LIFTOFF_LAUNCH_CHECK();
+  if (!epilogue.skip_normalize) apply_typed<T, W>(x, weight, bias, save_mean, save_invstd, epilogue, y);
 }
 
 template <class T, class W>
@@ -220,10 +227,10 @@ void backward_typed(const Tensor& x, const Tensor& grad_y, const Tensor& weight,
     launch_nhwc_reduction<T>(device, count, channels, {xp, gyp, mask}, [&](auto vec_tag, const NhwcGrid& g) {
       constexpr int vec = decltype(vec_tag)::value;
       const Tensor partial = Tensor::empty({channels, g.splits, 2}, DTypeOf<A>::value, x.device());
-      grad_nhwc_kernel<T, A, W, vec><<<dim3(static_cast<unsigned>(g.tiles), static_cast<unsigned>(g.splits)),
-                                       kReduceBlock, 0, stream>>>(xp, gyp, mask, sm, channels, count, g.chunk,
-                                                                  g.lanes, static_cast<A*>(partial.raw_data()),
-                                                                  channel_counters(device), finalize);
+      grad_nhwc_kernel<T, A, W, vec>
+          <<<dim3(static_cast<unsigned>(g.tiles), static_cast<unsigned>(g.splits)), kReduceBlock, 0,
+             stream>>>(xp, gyp, mask, sm, channels, count, g.chunk, g.lanes,
+                       static_cast<A*>(partial.raw_data()), channel_counters(device), finalize);
       LIFTOFF_LAUNCH_CHECK();
     });
     const int64_t total = count * channels;
@@ -276,6 +283,15 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
   dispatch_bn(x, weight, "batch_norm2d", [&](auto t, auto w) {
     forward_typed<decltype(t), decltype(w)>(x, weight, bias, running_mean, running_var, training, momentum,
                                             eps, epilogue, y, save_mean, save_invstd);
+  });
+}
+
+void batch_norm_apply(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& save_mean,
+                      const Tensor& save_invstd, const BnEpilogue& epilogue, const Tensor& y) {
+  DeviceGuard guard(x.device().index);
+  if (x.size(1) == 0) return;
+  dispatch_bn(x, weight, "batch_norm2d", [&](auto t, auto w) {
+    apply_typed<decltype(t), decltype(w)>(x, weight, bias, save_mean, save_invstd, epilogue, y);
   });
 }
 

@@ -1,7 +1,7 @@
 // The batch-norm CUDA kernels: per-channel moments (split over blocks, merged by the last block), the
-// normalize pass and the gradient passes, for NCHW and channels-last (scalar and 16-byte vectorised), with the
-// fused residual add + ReLU epilogue. Internal to ops/batch_norm2d: cuda.cu (the launches) is its only includer,
-// so the kernels keep internal linkage.
+// normalize pass and the gradient passes, for NCHW and channels-last (scalar and 16-byte vectorised), with
+// the fused residual add + ReLU epilogue. Internal to ops/batch_norm2d: cuda.cu (the launches) is its only
+// includer, so the kernels keep internal linkage.
 #pragma once
 #include <cstdint>
 

@@ -1,11 +1,11 @@
 // Channels-last (NHWC) batch-norm kernels for any channel count. x is [rows = N * H * W][C] in memory: a
 // channel is a column. The reductions run on a 2-D grid: blockIdx.x picks a tile of lanes * VEC channels
 // (lanes threads, VEC consecutive channels each, 16-byte loads when VEC > 1), blockIdx.y a chunk of rows; the
-// block's kReduceBlock / lanes row groups stride over the chunk, so a warp reads whole rows (or 512-byte spans
-// of wide rows). Per block the groups' sums are added in a fixed tree order, one partial per (channel, split);
-// the tile's last block to finish merges the splits in a fixed order and finalizes: deterministic, no float
-// atomics, one launch, and no cap on C (the tiles keep the register and shared-memory use of a block fixed).
-// Internal to ops/batch_norm2d: cuda.cu is the only includer.
+// block's kReduceBlock / lanes row groups stride over the chunk, so a warp reads whole rows (or 512-byte
+// spans of wide rows). Per block the groups' sums are added in a fixed tree order, one partial per (channel,
+// split); the tile's last block to finish merges the splits in a fixed order and finalizes: deterministic, no
+// float atomics, one launch, and no cap on C (the tiles keep the register and shared-memory use of a block
+// fixed). Internal to ops/batch_norm2d: cuda.cu is the only includer.
 #pragma once
 #include <cstdint>
 
@@ -180,7 +180,9 @@ __global__ void stats_nhwc_kernel(const T* x, int64_t channels, int64_t rows, in
 template <class A, class W>
 struct GradTileFinish {
   GradFinalize<A, W> finalize;
-  __device__ void operator()(A sum_dy, A sum_dy_xmu, int64_t c) const { finalize.finish(sum_dy, sum_dy_xmu, c); }
+  __device__ void operator()(A sum_dy, A sum_dy_xmu, int64_t c) const {
+    finalize.finish(sum_dy, sum_dy_xmu, c);
+  }
 };
 
 template <class T, class A, class W, int VEC>
@@ -225,8 +227,8 @@ __global__ void grad_nhwc_kernel(const T* x, const T* gy, const T* y_relu, const
 // needs 16-byte aligned data).
 template <class T, class W, class A, int VEC>
 __global__ void normalize_nhwc_kernel(const T* x, const A* mean, const A* invstd, const W* weight,
-                                          const W* bias, int64_t channels, int64_t vectors, const T* residual,
-                                          bool relu, T* y) {
+                                      const W* bias, int64_t channels, int64_t vectors, const T* residual,
+                                      bool relu, T* y) {
   LIFTOFF_GRID_STRIDE_LOOP(v, vectors) {
     const int64_t i = v * VEC;
     const int64_t c0 = i % channels;
@@ -254,8 +256,8 @@ __global__ void normalize_nhwc_kernel(const T* x, const A* mean, const A* invstd
 // gx = k1 * (g - k2 - (x - mean) * k3) with g the (ReLU-masked) gy, VEC consecutive channels per thread.
 template <class T, class A, int VEC>
 __global__ void grad_input_nhwc_kernel(const T* x, const T* gy, const T* y_relu, const A* mean,
-                                           const A* coeff, int64_t channels, int64_t vectors, T* gx,
-                                           T* g_residual) {
+                                       const A* coeff, int64_t channels, int64_t vectors, T* gx,
+                                       T* g_residual) {
   LIFTOFF_GRID_STRIDE_LOOP(v, vectors) {
     const int64_t i = v * VEC;
     const int64_t c0 = i % channels;
@@ -280,7 +282,6 @@ __global__ void grad_input_nhwc_kernel(const T* x, const T* gy, const T* y_relu,
     }
   }
 }
-
 
 }  // namespace
 }  // namespace liftoff::cuda

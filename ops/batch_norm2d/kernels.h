@@ -16,6 +16,9 @@ struct BnEpilogue {
   // An i64 scalar (a layer's num_batches_tracked) that a CUDA training forward increments where it finalizes
   // the statistics; on the CPU the front increments it. Undefined: none.
   Tensor batches_tracked;
+  // CUDA: compute the statistics only; the normalize pass comes later from batch_norm_apply (deferred, so
+  // that a following relu or residual add folds into it: ops/batch_norm2d/fusion.h).
+  bool skip_normalize = false;
 };
 
 namespace cpu {
@@ -33,6 +36,9 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
                         const Tensor& running_var, bool training, double momentum, double eps,
                         const BnEpilogue& epilogue, const Tensor& y, const Tensor& save_mean,
                         const Tensor& save_invstd);
+// The normalize pass alone, with the statistics a forward with skip_normalize saved.
+void batch_norm_apply(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& save_mean,
+                      const Tensor& save_invstd, const BnEpilogue& epilogue, const Tensor& y);
 void batch_norm_backward(const Tensor& x, const Tensor& grad_y, const Tensor& weight, const Tensor& save_mean,
                          const Tensor& save_invstd, bool training, const Tensor& y_relu, const Tensor& grad_x,
                          const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_residual);

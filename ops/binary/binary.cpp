@@ -1,5 +1,6 @@
 #include "ops/binary/binary.h"
 
+#include "ops/batch_norm2d/fusion.h"
 #include "ops/binary/kernels.h"
 #include "ops/cast/cast.h"
 #include "ops/common/broadcast.h"
@@ -137,6 +138,8 @@ Tensor binary_scalar(BinaryOp op, const Tensor& x_in, double s, bool scalar_firs
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b, double alpha) {
+  // batch_norm2d(x) + residual on CUDA: folded into the normalize pass (ops/batch_norm2d/fusion.h).
+  if (Tensor folded = fold_add_into_batch_norm(a, b, alpha); folded.defined()) return folded;
   return binary(BinaryOp::add, a, b, alpha);
 }
 Tensor add(const Tensor& a, double b, double alpha) {

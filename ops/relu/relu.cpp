@@ -1,5 +1,6 @@
 #include "ops/relu/relu.h"
 
+#include "ops/batch_norm2d/fusion.h"
 #include "ops/common/layout.h"
 #include "ops/relu/kernels.h"
 #include "runtime/autograd.h"
@@ -8,6 +9,8 @@
 namespace liftoff {
 
 Tensor relu(const Tensor& input) {
+  // relu(batch_norm2d(x)) on CUDA: one normalize pass with the ReLU (ops/batch_norm2d/fusion.h).
+  if (Tensor folded = fold_relu_into_batch_norm(input); folded.defined()) return folded;
   // Elementwise over the storage: a channels-last CUDA input stays channels-last (output and gradient).
   const MemoryFormat format = op_memory_format(input);
   const Tensor x = input.contiguous(format);

@@ -1,0 +1,144 @@
+#include "ops/batch_norm2d/fusion.h"
+
+#include <memory>
+#include <utility>
+
+#include "ops/batch_norm2d/kernels.h"
+#include "ops/common/layout.h"
+#include "runtime/autograd.h"
+#include "runtime/deferred.h"
+#include "runtime/dispatch.h"
+
+namespace liftoff {
+
+namespace {
+// The normalize pass of one batch-norm output, not issued yet.
+class PendingBatchNorm final : public DeferredWrite {
+ public:
+  PendingBatchNorm(Tensor target, Tensor x, Tensor weight, Tensor bias, Tensor save_mean, Tensor save_invstd,
+                   Tensor residual, bool training)
+      : target(std::move(target)),
+        x(std::move(x)),
+        weight(std::move(weight)),
+        bias(std::move(bias)),
+        save_mean(std::move(save_mean)),
+        save_invstd(std::move(save_invstd)),
+        residual(std::move(residual)),
+        training(training) {}
+
+  // Writes bn(x) (+ residual) (ReLU) into out.
+  void normalize_into(const Tensor& out, bool relu) const {
+    BnEpilogue epilogue;
+    epilogue.residual = residual;
+    epilogue.relu = relu;
+    LIFTOFF_CHECK(x.device().is_cuda(), DeviceError,
+                  "batch_norm2d: a deferred normalize pass must be on CUDA");
+#if LIFTOFF_WITH_CUDA
+    cuda::batch_norm_apply(x, weight, bias, save_mean, save_invstd, epilogue, out);
+#endif
+  }
+
+  // y is this pending output itself (not a view of part of it).
+  bool is_whole(const Tensor& y) const {
+    return y.offset() == target.offset() && y.shape() == target.shape() && y.strides() == target.strides() &&
+           y.dtype() == target.dtype();
+  }
+
+  const Tensor target;  // the output's memory, without the deferred hook
+  const Tensor x, weight, bias, save_mean, save_invstd, residual;
+  const bool training;
+
+ protected:
+  void issue() override {
+    normalize_into(target, false);
+  }
+};
+
+PendingBatchNorm* pending_batch_norm(const Tensor& y) {
+  if (!y.defined()) return nullptr;
+  auto* pending = dynamic_cast<PendingBatchNorm*>(y.storage().deferred());
+  return pending != nullptr && pending->pending() && pending->is_whole(y) ? pending : nullptr;
+}
+
+// A fresh output in x's layout whose normalize pass is `pending`.
+Tensor make_pending_output(const Tensor& like, std::shared_ptr<PendingBatchNorm> pending) {
+  register_deferred_write(pending);
+  like.impl().storage.defer(std::move(pending));
+  return like;
+}
+}  // namespace
+
+namespace detail {
+void defer_batch_norm_output(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                             const Tensor& save_mean, const Tensor& save_invstd, bool training) {
+  // The writer's handle shares the memory but not the hook (detach() copies the storage before defer()).
+  make_pending_output(y, std::make_shared<PendingBatchNorm>(y.detach(), x, weight, bias, save_mean,
+                                                            save_invstd, Tensor(), training));
+}
+
+void record_batch_norm_node(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                            const Tensor& residual, const Tensor& save_mean, const Tensor& save_invstd,
+                            bool training, bool relu) {
+  std::vector<Tensor> inputs{x, weight, bias};
+  if (residual.defined()) inputs.push_back(residual);
+  if (!should_record(inputs)) return;
+  const MemoryFormat format =
+      x.is_channels_last() && !x.is_contiguous() ? MemoryFormat::channels_last : MemoryFormat::contiguous;
+  // With the ReLU fused, backward needs the output (its mask), which the node keeps instead of an extra
+  // pre-activation tensor.
+  record(out, relu ? "batch_norm2d_relu" : "batch_norm2d", inputs,
+         [x_saved = x.detach(), w_saved = weight.detach(), y_saved = relu ? out.detach() : Tensor(),
+          save_mean, save_invstd, training, format](const Tensor& gy, const NeedsGrad& needs) {
+           const Tensor grad_y = gy.to(x_saved.dtype()).contiguous(format);
+           Tensor gx, gw, gb, gres;
+           if (needs[0]) gx = Tensor::empty(x_saved.shape(), x_saved.dtype(), x_saved.device(), format);
+           if (needs[1]) gw = Tensor::empty(w_saved.shape(), w_saved.dtype(), w_saved.device());
+           if (needs[2]) gb = Tensor::empty(w_saved.shape(), w_saved.dtype(), w_saved.device());
+           if (needs.size() > 3 && needs[3])
+             gres = Tensor::empty(x_saved.shape(), x_saved.dtype(), x_saved.device(), format);
+           LIFTOFF_DISPATCH(x_saved.device(), batch_norm_backward, x_saved, grad_y, w_saved, save_mean,
+                            save_invstd, training, y_saved, gx, gw, gb, gres);
+           std::vector<Tensor> grads{gx, gw, gb};
+           if (needs.size() > 3) grads.push_back(gres);
+           return grads;
+         });
+}
+}  // namespace detail
+
+Tensor fold_relu_into_batch_norm(const Tensor& y) {
+  const PendingBatchNorm* pending = pending_batch_norm(y);
+  if (pending == nullptr) return Tensor();
+  const Tensor& x = pending->x;
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device(), op_memory_format(x));
+  pending->normalize_into(out, true);
+  detail::record_batch_norm_node(out, x, pending->weight, pending->bias, pending->residual,
+                                 pending->save_mean, pending->save_invstd, pending->training, true);
+  return out;
+}
+
+Tensor fold_add_into_batch_norm(const Tensor& a, const Tensor& b, double alpha) {
+  if (alpha != 1.0) return Tensor();
+  const PendingBatchNorm* pending = pending_batch_norm(a);
+  const Tensor* other = &b;
+  if (pending == nullptr || pending->residual.defined()) {
+    pending = pending_batch_norm(b);
+    other = &a;
+  }
+  if (pending == nullptr || pending->residual.defined()) return Tensor();
+  const Tensor& x = pending->x;
+  const Tensor& o = *other;
+  // The other operand becomes the residual: same shape, dtype and device, and not y itself (y + y).
+  if (!o.defined() || o.shape() != x.shape() || o.dtype() != x.dtype() || o.device() != x.device() ||
+      o.storage().deferred() == static_cast<const DeferredWrite*>(pending))
+    return Tensor();
+  const Tensor residual = o.contiguous(op_memory_format(x));
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device(), op_memory_format(x));
+  auto fused =
+      std::make_shared<PendingBatchNorm>(out.detach(), x, pending->weight, pending->bias, pending->save_mean,
+                                         pending->save_invstd, residual, pending->training);
+  detail::record_batch_norm_node(out, x, pending->weight, pending->bias, residual, pending->save_mean,
+                                 pending->save_invstd, pending->training, false);
+  return make_pending_output(out, std::move(fused));
+}
+
+}  // namespace liftoff

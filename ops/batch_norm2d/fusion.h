@@ -1,0 +1,35 @@
+// Folding a user's relu and residual add into batch norm's normalize pass, without special calls.
+//
+// On CUDA, batch_norm2d() computes the statistics at once but defers the normalize pass (runtime/deferred.h):
+// its output is handed out unwritten. relu(y) and y + residual look at their operand first: when it is such
+// a pending output, they launch one normalize pass with the epilogue (bn + residual, then ReLU) and record
+// one autograd node for the fused chain, exactly what batch_norm2d_relu() computes; the unfused output is
+// never written. Anyone else who reads y (a view, another op, a copy to the host) issues the plain normalize
+// pass first and sees bn(x). So `relu(bn2(conv2(y)) + shortcut)` in a user's block costs one pass over the
+// activation instead of three, forward and backward (the fused node's backward applies the ReLU mask inside
+// the batch-norm gradient pass). The CPU path stays unfused: it is the reference.
+#pragma once
+#include "runtime/tensor.h"
+
+namespace liftoff {
+
+// relu(y) when y is a pending batch-norm output (whole, not a view): the fused result; undefined otherwise.
+Tensor fold_relu_into_batch_norm(const Tensor& y);
+// a + alpha * b when one operand is a pending batch-norm output without a residual yet and the other can be
+// its residual (same shape, dtype and device; alpha 1): a pending output of bn + residual; undefined
+// otherwise.
+Tensor fold_add_into_batch_norm(const Tensor& a, const Tensor& b, double alpha);
+
+namespace detail {
+// For the batch_norm2d front: y (already allocated, x's shape and layout) becomes the pending output of
+// bn(x) with the statistics the forward saved.
+void defer_batch_norm_output(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                             const Tensor& save_mean, const Tensor& save_invstd, bool training);
+// The autograd node of batch norm with an optional residual and ReLU (backward: one batch-norm gradient
+// pass with the ReLU mask taken from `out`).
+void record_batch_norm_node(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                            const Tensor& residual, const Tensor& save_mean, const Tensor& save_invstd,
+                            bool training, bool relu);
+}  // namespace detail
+
+}  // namespace liftoff

@@ -1,0 +1,91 @@
+// A user's relu / residual add folded into batch norm's normalize pass on CUDA (ops/batch_norm2d/fusion.h),
+// checked against the unfused CPU reference: values and every gradient, and that the fusion happened.
+#include <gtest/gtest.h>
+
+#include "ops/batch_norm2d/batch_norm2d.h"
+#include "ops/binary/binary.h"
+#include "ops/reduce/reduce.h"
+#include "ops/relu/relu.h"
+#include "runtime/autograd.h"
+#include "tests/common/cuda_test.h"
+#include "tests/common/parity.h"
+
+namespace liftoff {
+namespace {
+
+Tensor rnd(const Shape& shape, uint64_t seed, double lo = -1, double hi = 1) {
+  return testing::random_tensor(shape, seed, lo, hi, DType::f32);
+}
+
+Tensor bn(const Tensor& x, const Tensor& w, const Tensor& b) {
+  return batch_norm2d(x, w, b, Tensor(), Tensor(), true);
+}
+
+const testing::ParityOptions kTol{/*atol=*/2e-3, /*rtol=*/1e-3};
+
+TEST(BatchNormFusionCuda, ReluFoldsIntoTheNormalizePass) {
+  LIFTOFF_REQUIRE_CUDA();
+  auto fn = [](const std::vector<Tensor>& t) { return relu(bn(t[0], t[1], t[2])); };
+  const std::vector<Tensor> in{rnd({8, 16, 5, 5}, 1).set_requires_grad(true),
+                               rnd({16}, 2, 0.5, 1.5).set_requires_grad(true),
+                               rnd({16}, 3).set_requires_grad(true)};
+  EXPECT_TRUE(testing::cuda_parity(fn, in, kTol));
+  std::vector<Tensor> dev;
+  for (const Tensor& t : in) dev.push_back(t.detach().to(Device::cuda()).set_requires_grad(true));
+  const Tensor y = fn(dev);
+  ASSERT_TRUE(y.grad_fn() != nullptr);
+  EXPECT_EQ(y.grad_fn()->name(), "batch_norm2d_relu");
+}
+
+TEST(BatchNormFusionCuda, ResidualAddAndReluFoldOnEitherSide) {
+  LIFTOFF_REQUIRE_CUDA();
+  auto right = [](const std::vector<Tensor>& t) { return relu(bn(t[0], t[1], t[2]) + t[3]); };
+  auto left = [](const std::vector<Tensor>& t) { return relu(t[3] + bn(t[0], t[1], t[2])); };
+  auto no_relu = [](const std::vector<Tensor>& t) { return bn(t[0], t[1], t[2]) + t[3]; };
+  // Two batch norms meeting in the add (a projection shortcut): one folds, the other is issued as input.
+  auto both = [](const std::vector<Tensor>& t) { return relu(bn(t[0], t[1], t[2]) + bn(t[3], t[1], t[2])); };
+  const std::vector<Tensor> in{
+      rnd({4, 8, 6, 6}, 4).set_requires_grad(true), rnd({8}, 5, 0.5, 1.5).set_requires_grad(true),
+      rnd({8}, 6).set_requires_grad(true), rnd({4, 8, 6, 6}, 7).set_requires_grad(true)};
+  for (const auto& fn : {right, left, no_relu, both}) EXPECT_TRUE(testing::cuda_parity(fn, in, kTol));
+  std::vector<Tensor> dev;
+  for (const Tensor& t : in) dev.push_back(t.detach().to(Device::cuda()).set_requires_grad(true));
+  EXPECT_EQ(right(dev).grad_fn()->name(), "batch_norm2d_relu");
+  EXPECT_EQ(left(dev).grad_fn()->name(), "batch_norm2d_relu");
+  EXPECT_EQ(no_relu(dev).grad_fn()->name(), "batch_norm2d");
+}
+
+// The batch norm's own output, when someone keeps and reads it, holds bn(x): the fused consumer does not
+// change it, and it is written before backward (after which the parameters may change).
+TEST(BatchNormFusionCuda, AKeptOutputStillReadsAsBatchNorm) {
+  LIFTOFF_REQUIRE_CUDA();
+  const Tensor x = rnd({4, 8, 3, 3}, 8), w = rnd({8}, 9, 0.5, 1.5), b = rnd({8}, 10);
+  const Tensor expected_y = bn(x, w, b);
+  const Tensor expected_z = relu(expected_y);
+  const Device cuda = Device::cuda();
+  const Tensor wd = w.to(cuda).set_requires_grad(true);
+  const Tensor y = bn(x.to(cuda), wd, b.to(cuda));
+  const Tensor z = relu(y);
+  sum(z).backward();
+  wd.detach().fill_(100.0);  // what an optimizer step does to the parameters after backward
+  EXPECT_TRUE(testing::all_close(y.to(Device::cpu()), expected_y, 1e-4, 1e-4));
+  EXPECT_TRUE(testing::all_close(z.to(Device::cpu()), expected_z, 1e-4, 1e-4));
+}
+
+// Views, other dtypes and evaluation take the ordinary path (and stay right).
+TEST(BatchNormFusionCuda, ViewsAndEvaluationStayCorrect) {
+  LIFTOFF_REQUIRE_CUDA();
+  auto view = [](const std::vector<Tensor>& t) { return relu(bn(t[0], t[1], t[2]).slice(1, 0, 4)); };
+  const std::vector<Tensor> in{rnd({4, 8, 3, 3}, 11).set_requires_grad(true), rnd({8}, 12, 0.5, 1.5),
+                               rnd({8}, 13)};
+  EXPECT_TRUE(testing::cuda_parity(view, in, kTol));
+  auto eval = [](const std::vector<Tensor>& t) {
+    return relu(batch_norm2d(t[0], t[1], t[2], t[3], t[4], false) + t[0]);
+  };
+  EXPECT_TRUE(testing::cuda_parity(
+      eval, {rnd({4, 8, 3, 3}, 14), rnd({8}, 15, 0.5, 1.5), rnd({8}, 16), rnd({8}, 17), rnd({8}, 18, 0.5, 2)},
+      {1e-4, 1e-4, DType::f32, /*check_grads=*/false}));
+}
+
+}  // namespace
+}  // namespace liftoff
