@@ -5,11 +5,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <numeric>
 
 #include "data/augment.h"
 #include "data/augment_launch.h"
-#include "runtime/random.h"
 #include "runtime/stream.h"
 
 namespace liftoff {
@@ -59,13 +57,7 @@ const char* augment_mode_name(AugmentMode mode) {
   return "?";
 }
 
-struct DataLoader::Slot {
-  enum class State { free, filling, ready };
-  State state = State::free;
-  int64_t batch = -1;
-  uint64_t generation = 0;
-  int64_t epoch = 0;
-  std::exception_ptr error;
+struct DataLoader::Slot : RingSlot {
   std::vector<int64_t> indices;  // the samples that made it into the batch (all, unless skipped)
   int64_t count = 0;
   // CPU target: fresh tensors per batch, moved into the Batch. CUDA target: fixed host buffers of a full
@@ -134,7 +126,8 @@ void DataLoader::init_device_buffers() {
     return Tensor::from_blob(Storage::wrap(ptr, bytes, Device::cpu(), std::move(block)), {numel}, dtype);
   };
   const int64_t b = o.batch;
-  for (auto& slot : slots_) {
+  for (int i = 0; i < ring_->size(); ++i) {
+    Slot* slot = &ring_->slot_at(i);
     if (mode_ == AugmentMode::cpu) {
       slot->images_u8 = Tensor::empty({b, channels_, height_, width_}, DType::u8, Device::cpu());  // scratch
       slot->input = host(b * sample, DType::f32).view({b, channels_, height_, width_});
@@ -188,8 +181,7 @@ void DataLoader::init() {
                 " needs the GPU augmentation (f32 otherwise)");
   if (mode_ == AugmentMode::gpu || mode_ == AugmentMode::cpu) validate_augment_config(o.augment_config);
 
-  slots_.reserve(static_cast<size_t>(o.prefetch));
-  for (int i = 0; i < o.prefetch; ++i) slots_.push_back(std::make_unique<Slot>());
+  ring_ = std::make_unique<BatchRing<Slot>>(o.prefetch);
   if (cuda_target) init_device_buffers();
   stats_.worker_busy_seconds.assign(static_cast<size_t>(o.workers), 0.0);
   worker_busy_ns_ = std::make_unique<std::atomic<int64_t>[]>(static_cast<size_t>(o.workers));
@@ -199,19 +191,14 @@ void DataLoader::init() {
 }
 
 DataLoader::~DataLoader() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
-  }
-  work_cv_.notify_all();
-  ready_cv_.notify_all();
+  ring_->stop();
   for (std::thread& t : threads_) t.join();
   // The device may still read the pinned buffers (copies) and staging buffers (kernel): wait for exactly
   // those events before the buffers go back to their caches (no-ops for a CPU target). Shutdown, not a step.
-  for (auto& slot : slots_) {
+  for (int i = 0; i < ring_->size(); ++i) {
     try {
-      slot->copy_done.synchronize();
-      slot->consumed.synchronize();
+      ring_->slot_at(i).copy_done.synchronize();
+      ring_->slot_at(i).consumed.synchronize();
     } catch (const std::exception&) {
       // A failed device cannot be waited for; nothing better to do in a destructor.
     }
@@ -225,72 +212,29 @@ int64_t DataLoader::batches_per_epoch() const {
 
 void DataLoader::start_epoch(int64_t epoch) {
   LIFTOFF_CHECK(epoch >= 0, ValueError, "DataLoader: epoch ", epoch, " is negative");
-  std::vector<int64_t> order;
-  if (options_.shuffle) {
-    Generator gen(shuffle_seed(options_.seed, epoch));
-    order = randperm(size_, gen);
-  } else {
-    order.resize(static_cast<size_t>(size_));
-    std::iota(order.begin(), order.end(), int64_t{0});
-  }
-  if (options_.world_size > 1) {
-    // Every rank computed the same order; keep positions rank, rank + W, ... (padded from the start when
-    // even shards are asked for).
-    const auto world = static_cast<size_t>(options_.world_size);
-    const size_t padded = options_.even_shards ? static_cast<size_t>(shard_size_) * world : order.size();
-    std::vector<int64_t> shard;
-    shard.reserve(static_cast<size_t>(shard_size_));
-    for (size_t pos = static_cast<size_t>(options_.rank); pos < padded; pos += world) {
-      shard.push_back(order[pos % order.size()]);
-    }
-    order = std::move(shard);
-  }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++generation_;
+  const LoaderOptions& o = options_;
+  std::vector<int64_t> order =
+      epoch_sample_order(size_, shard_size_, o.shuffle, o.seed, epoch, o.rank, o.world_size, o.even_shards);
+  ring_->start_epoch(epoch, batches_per_epoch(), [&] {
     order_ = std::move(order);
     epoch_ = epoch;
-    batches_ = batches_per_epoch();
-    step_ = 0;
-    next_claim_ = 0;
-    // Ready batches of an older epoch are discarded; slots being filled are discarded by their worker.
-    for (auto& slot : slots_) {
-      if (slot->state == Slot::State::ready) release_slot_locked(*slot);
-    }
-  }
-  work_cv_.notify_all();
-}
-
-void DataLoader::release_slot_locked(Slot& slot) {
-  slot.state = Slot::State::free;
-  slot.batch = -1;
-  slot.error = nullptr;
+  });
 }
 
 void DataLoader::worker_loop(int worker) {
   // Named for the report's per-thread CPU use and the trace.
   const platform::ThreadRegistration registration("loader-" + std::to_string(worker));
-  const int64_t k = static_cast<int64_t>(slots_.size());
-  std::unique_lock<std::mutex> lock(mutex_);
+  BatchRing<Slot>& ring = *ring_;
+  std::unique_lock<std::mutex> lock(ring.mutex());
   while (true) {
     // In order: the next batch is claimable once the consumer has released its slot (batch - prefetch).
-    work_cv_.wait(lock, [&] {
-      return stop_ || (next_claim_ < batches_ &&
-                       slots_[static_cast<size_t>(next_claim_ % k)]->state == Slot::State::free);
-    });
-    if (stop_) return;
-    const int64_t b = next_claim_++;
-    Slot& slot = *slots_[static_cast<size_t>(b % k)];
-    slot.state = Slot::State::filling;
-    slot.batch = b;
-    slot.generation = generation_;
-    slot.epoch = epoch_;
-    slot.error = nullptr;
-    const uint64_t generation = generation_;
-    const int64_t epoch = epoch_;
-    const int64_t begin = b * options_.batch;
+    ring.work_cv.wait(lock, [&] { return ring.stopped() || ring.claimable(); });
+    if (ring.stopped()) return;
+    Slot& slot = ring.claim();
+    const int64_t begin = slot.batch * options_.batch;
     const int64_t end = std::min<int64_t>(begin + options_.batch, shard_size_);
     const std::vector<int64_t> indices(order_.begin() + begin, order_.begin() + end);
+    const int64_t epoch = slot.epoch;
     const bool wait_copy = slot.copy_pending;
     lock.unlock();
 
@@ -310,14 +254,7 @@ void DataLoader::worker_loop(int worker) {
 
     lock.lock();
     if (copy_waited) slot.copy_pending = false;
-    if (generation != generation_ || stop_) {
-      release_slot_locked(slot);
-      work_cv_.notify_all();
-      continue;
-    }
-    slot.error = error;
-    slot.state = Slot::State::ready;
-    ready_cv_.notify_all();
+    ring.hand_on(slot, RingSlot::State::ready, error);
   }
 }
 
@@ -378,21 +315,15 @@ void DataLoader::fill(Slot& slot, const std::vector<int64_t>& indices, int64_t e
 
 bool DataLoader::next(Batch& out) {
   LIFTOFF_CHECK(epoch_ >= 0, ValueError, "DataLoader: call start_epoch() before next()");
-  const int64_t k = static_cast<int64_t>(slots_.size());
   while (true) {
-    if (step_ >= batches_) return false;
-    Slot& slot = *slots_[static_cast<size_t>(step_ % k)];
+    double waited = 0.0;
+    Slot* ready = ring_->wait_ready(&waited);
     {
-      std::unique_lock<std::mutex> lock(mutex_);
-      const auto start = Clock::now();
-      ready_cv_.wait(lock, [&] {
-        return slot.state == Slot::State::ready && slot.batch == step_ && slot.generation == generation_;
-      });
-      stats_.wait_seconds += static_cast<double>(ns_since(start)) * 1e-9;
-      // The batch stays in its slot, so calling next() again rethrows the same error.
-      if (slot.error) std::rethrow_exception(slot.error);
+      std::lock_guard<std::mutex> lock(ring_->mutex());
+      stats_.wait_seconds += waited;
     }
-    const int64_t step = step_;
+    if (ready == nullptr) return false;
+    Slot& slot = *ready;
     if (slot.count > 0) {
       if (options_.device.is_cuda()) {
         hand_out_cuda(slot, out);
@@ -401,21 +332,19 @@ bool DataLoader::next(Batch& out) {
       }
       out.indices = slot.indices;
       out.epoch = slot.epoch;
-      out.step_in_epoch = step;
+      out.step_in_epoch = slot.batch;
     }
+    const int64_t count = slot.count;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (options_.device.is_cuda() && slot.count > 0) slot.copy_pending = true;
-      if (slot.count > 0) {
+      std::lock_guard<std::mutex> lock(ring_->mutex());
+      if (options_.device.is_cuda() && count > 0) slot.copy_pending = true;
+      if (count > 0) {
         ++stats_.batches;
-        stats_.images += slot.count;
+        stats_.images += count;
       }
-      const int64_t count = slot.count;
-      release_slot_locked(slot);
-      ++step_;
-      work_cv_.notify_all();
-      if (count > 0) return true;
     }
+    ring_->consume(slot);
+    if (count > 0) return true;
   }
 }
 
@@ -449,7 +378,7 @@ void DataLoader::hand_out_cuda(Slot& slot, Batch& out) {
   const int64_t n = slot.count;
   const int64_t sample = channels_ * height_ * width_;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(ring_->mutex());
     resolve_timings(slot);  // the events are about to be recorded again; an unfinished timing is dropped
     slot.copy_timing_pending = false;
     slot.aug_timing_pending = false;
@@ -487,7 +416,7 @@ void DataLoader::hand_out_cuda(Slot& slot, Batch& out) {
   }
   slot.consumed.record(compute);
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(ring_->mutex());
     stats_.h2d_bytes += static_cast<int64_t>(pixel_bytes + meta_bytes);
     stats_.h2d_issue_seconds += issue_seconds;
     slot.copy_timing_pending = true;
@@ -521,8 +450,8 @@ cuda::AugmentLaunch DataLoader::augment_launch(const Slot& slot, const int64_t* 
 }
 
 LoaderStats DataLoader::stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (const auto& slot : slots_) resolve_timings(*slot);
+  std::lock_guard<std::mutex> lock(ring_->mutex());
+  for (int i = 0; i < ring_->size(); ++i) resolve_timings(ring_->slot_at(i));
   LoaderStats s = stats_;
   for (size_t w = 0; w < s.worker_busy_seconds.size(); ++w) {
     s.worker_busy_seconds[w] = static_cast<double>(worker_busy_ns_[w].load()) * 1e-9;
@@ -533,15 +462,15 @@ LoaderStats DataLoader::stats() const {
 }
 
 void DataLoader::reset_stats() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(ring_->mutex());
   const size_t workers = stats_.worker_busy_seconds.size();
   stats_ = LoaderStats();
   stats_.worker_busy_seconds.assign(workers, 0.0);
   for (size_t w = 0; w < workers; ++w) worker_busy_ns_[w].store(0);
   cpu_augment_ns_.store(0);
-  for (auto& slot : slots_) {
-    slot->copy_timing_pending = false;
-    slot->aug_timing_pending = false;
+  for (int i = 0; i < ring_->size(); ++i) {
+    ring_->slot_at(i).copy_timing_pending = false;
+    ring_->slot_at(i).aug_timing_pending = false;
   }
 }
 

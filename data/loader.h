@@ -14,6 +14,8 @@
 // CPU target: workers also run the augmentation (data/augment.h) and each batch gets fresh host tensors, so a
 // batch the caller keeps is never overwritten; images_u8 is set.
 //
+// The ring of slots and its ordering are data/batch_ring.h's BatchRing (shared with DecodeLoader).
+//
 // Errors in a worker (a corrupt image, ...) are carried to the consumer and rethrown from next() for the
 // batch they belong to. The destructor stops and joins the workers, also mid-epoch.
 #pragma once
@@ -30,6 +32,7 @@
 #include "data/augment_launch.h"
 #include "data/augment_params.h"
 #include "data/batch_iterator.h"
+#include "data/batch_ring.h"
 #include "data/dataset.h"
 #include "data/image_folder.h"
 
@@ -118,7 +121,6 @@ class DataLoader : public BatchSource {
   void init_device_buffers();  // CUDA target: pinned host buffers, device staging, events per slot
   void worker_loop(int worker);
   void fill(Slot& slot, const std::vector<int64_t>& indices, int64_t epoch, int worker);
-  void release_slot_locked(Slot& slot);
   void resolve_timings(Slot& slot) const;
   void hand_out_cuda(Slot& slot, Batch& out);
   cuda::AugmentLaunch augment_launch(const Slot& slot, const int64_t* staged_meta, const Tensor& input) const;
@@ -134,19 +136,10 @@ class DataLoader : public BatchSource {
 
   std::vector<int64_t> order_;
   int64_t epoch_ = -1;
-  int64_t batches_ = 0;  // in the current epoch
-  int64_t step_ = 0;     // next batch next() hands out
-
-  mutable std::mutex mutex_;
-  std::condition_variable work_cv_;   // workers wait for a claimable batch
-  std::condition_variable ready_cv_;  // the consumer waits for its batch
-  bool stop_ = false;
-  uint64_t generation_ = 0;  // bumped by start_epoch: work of an older epoch is discarded
-  int64_t next_claim_ = 0;   // next batch number a worker may take
-  std::vector<std::unique_ptr<Slot>> slots_;
+  std::unique_ptr<BatchRing<Slot>> ring_;  // its mutex also guards stats_
   std::vector<std::thread> threads_;
 
-  // Stats: host counters under mutex_ (or atomics for the workers); device timings resolved late.
+  // Stats: host counters under the ring's mutex (or atomics for the workers); device timings resolved late.
   mutable LoaderStats stats_;
   std::unique_ptr<std::atomic<int64_t>[]> worker_busy_ns_;
   std::atomic<int64_t> cpu_augment_ns_{0};

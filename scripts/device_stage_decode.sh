@@ -1,11 +1,36 @@
 # Stage "decode" of scripts/device_call.sh: a JPEG folder made from the carried photographs (.devrun/photos),
-# then the decode tests and bench_loader's GPU/CPU decode rows.
+# the decode tests, bench_loader's GPU decode at 224 px with 1, 2 and 4 batches in flight (decode lanes) per
+# nvJPEG backend, the hardware engine's call size and share, the CPU decode row, torchvision's batched nvJPEG
+# decode on the same files, then ResNet-50 trained from the JPEG folder next to the same model on synthetic
+# on-GPU data (model_panel). Logs in $OUT/decode.log; the note lines are the summary.
 /tmp/bin/make_jpeg_folder --out /tmp/jf --photos .devrun/photos/*.jpg --train 3000 --test 64 --min-side 256 \
   --max-side 500 >"$OUT/decode.log" 2>&1
 timeout 200 /tmp/bin/test_data_cuda --gtest_brief=1 --gtest_filter='*Decode*:*Nvjpeg*' >>"$OUT/decode.log" 2>&1
 note "decode tests: rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/decode.log" | tr '\n' ' ')"
-timeout 240 /tmp/bin/bench_loader --fashion-dir '' --device cuda --folder /tmp/jf/train --workers 14 --batch 256 \
-  --batches 10 --decode gpu cpu --nvjpeg-backend auto hardware gpu-hybrid --no-fixed-size >>"$OUT/decode.log" 2>&1
-note "bench_loader rc=$?: $(grep -iE 'images/s' "$OUT/decode.log" | tail -8 | tr '\n' ';' | head -c 1200)"
+bench() {  # bench_loader rows at 224 px, 14 workers, batch 256; prints the rows' "name | images/s" lines
+  timeout 240 /tmp/bin/bench_loader --fashion-dir '' --device cuda --folder /tmp/jf/train --workers 14 --batch 256 \
+    --batches ${DECODE_BATCHES:-40} --no-fixed-size "$@" >/tmp/decode_bench.log 2>&1
+  local rc=$?
+  cat /tmp/decode_bench.log >>"$OUT/decode.log"
+  [ $rc = 0 ] || echo "bench_loader rc=$rc: $(tail -1 /tmp/decode_bench.log)"
+  grep -E '^  decode ' /tmp/decode_bench.log | sed -E 's/ +\| +/ | /; s/  +/ /g'
+}
+while read -r line; do note "$line"; done < <(bench --decode gpu --nvjpeg-backend auto hardware gpu-hybrid \
+  --decode-lanes 1 2 4)
+while read -r line; do note "$line"; done < <(bench --decode gpu --nvjpeg-backend auto --decode-lanes 2 4 \
+  --hardware-batch 0 -1 --hardware-share 1 0.65)
+while read -r line; do note "$line"; done < <(bench --decode cpu --decode-lanes 2)
 timeout 200 python3 tools/reference/decode_reference.py /tmp/jf/train --batch 256 --size 224 >>"$OUT/decode.log" 2>&1
 note "torchvision: $(grep RESULT "$OUT/decode.log" | tail -1)"
+# ResNet-50 from the JPEG folder (default loader flags: --decode auto, 4 workers) vs synthetic on-GPU data.
+classes=$(ls /tmp/jf/train | wc -l)
+timeout 300 /tmp/bin/train --device cuda --model resnet50 --image-size 224 --data folder --data-dir /tmp/jf \
+  --amp bf16 --batch 256 --max-steps ${DECODE_STEPS:-60} --timing-warmup 10 --epochs 100 --no-eval \
+  >/tmp/decode_train.log 2>&1
+note "train resnet50 folder: rc=$? $(steady /tmp/decode_train.log) | $(grep -m1 -iE '^ *decode' /tmp/decode_train.log | cut -c1-160)"
+note "  $(grep 'verdict' /tmp/decode_train.log | tail -1 | cut -c1-300)"
+cat /tmp/decode_train.log >>"$OUT/decode.log"
+timeout 240 /tmp/bin/model_panel --model resnet50 --image-size 224 --batch 256 --amp bf16 --classes "$classes" \
+  --steps 30 --warmup 15 >/tmp/decode_panel.log 2>&1
+note "resnet50 synthetic on-GPU (model_panel): rc=$? $(grep -oE 'images_per_s=[0-9.]+' /tmp/decode_panel.log)"
+cat /tmp/decode_panel.log >>"$OUT/decode.log"

@@ -4,11 +4,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <numeric>
 
 #include "data/decode/decode_loader_internal.h"
 #include "runtime/platform/cpu_usage.h"
-#include "runtime/random.h"
+#include "runtime/stream.h"
 
 namespace liftoff {
 
@@ -20,42 +19,68 @@ int64_t ns_since(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
 }
 
-// The epoch's sample order on this rank, as the DataLoader computes it (same permutation, same shards).
-std::vector<int64_t> epoch_order(int64_t size, int64_t shard_size, const DecodeLoaderOptions& o,
-                                 int64_t epoch) {
-  std::vector<int64_t> order;
-  if (o.shuffle) {
-    Generator gen(shuffle_seed(o.seed, epoch));
-    order = randperm(size, gen);
-  } else {
-    order.resize(static_cast<size_t>(size));
-    std::iota(order.begin(), order.end(), int64_t{0});
-  }
-  if (o.world_size <= 1) return order;
-  const auto world = static_cast<size_t>(o.world_size);
-  const size_t padded = o.even_shards ? static_cast<size_t>(shard_size) * world : order.size();
-  std::vector<int64_t> shard;
-  for (size_t pos = static_cast<size_t>(o.rank); pos < padded; pos += world)
-    shard.push_back(order[pos % order.size()]);
-  return shard;
+std::shared_ptr<void> allocate_pageable(size_t bytes) {
+  return std::shared_ptr<void>(new uint8_t[bytes], std::default_delete<uint8_t[]>());
 }
 
 }  // namespace
 
+namespace decode_detail {
+
+void StagingPool::reset() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (Chunk& chunk : chunks_) chunk.used = chunk.start = 0;
+  current_ = total_ = 0;
+}
+
+StagingPool::Region StagingPool::reserve(size_t n) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // The current chunk, else the next kept one with room (skipped ones stay out of this batch's layout),
+  // else a new one at the end.
+  while (current_ < chunks_.size() && chunks_[current_].capacity - chunks_[current_].used < n) ++current_;
+  if (current_ == chunks_.size()) {
+    Chunk chunk;
+    chunk.capacity = std::max(n, kChunkBytes);
+    chunk.block = allocate_(chunk.capacity);
+    chunks_.push_back(std::move(chunk));
+  }
+  Chunk& chunk = chunks_[current_];
+  if (chunk.used == 0) chunk.start = total_;
+  Region region{chunk.data() + chunk.used, chunk.start + chunk.used};
+  chunk.used += n;
+  total_ = chunk.start + chunk.used;
+  return region;
+}
+
+size_t StagingPool::total() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return total_;
+}
+
+std::vector<const StagingPool::Chunk*> StagingPool::used_chunks() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<const Chunk*> used;
+  for (const Chunk& chunk : chunks_) {
+    if (chunk.used > 0) used.push_back(&chunk);
+  }
+  return used;
+}
+
+}  // namespace decode_detail
+
 #if !LIFTOFF_WITH_CUDA
 // CPU-only build: the device side does not exist (the constructor refuses CUDA targets first).
 void DecodeLoader::init_device() {}
-void DecodeLoader::decode_loop() {}
-void DecodeLoader::decode_on_device(Slot&) {}
-void DecodeLoader::issue_decode(Slot&) {}
+void DecodeLoader::lane_loop(int) {}
+void DecodeLoader::decode_on_device(Slot&, Lane&) {}
+void DecodeLoader::issue_decode(Slot&, Lane&) {}
 void DecodeLoader::resolve_timings(Slot&) const {}
 void DecodeLoader::hand_out_cuda(Slot&, Batch&) {
   throw DeviceError("DecodeLoader: built without CUDA");
 }
 #endif
 
-DecodeLoader::DecodeLoader(std::shared_ptr<const ImageFolder> folder, DecodeLoaderOptions options)
-    : folder_(std::move(folder)), options_(std::move(options)) {
+void DecodeLoader::validate_options() const {
   const DecodeLoaderOptions& o = options_;
   LIFTOFF_CHECK(folder_ != nullptr && folder_->size() > 0, ValueError, "DecodeLoader: empty image folder");
   LIFTOFF_CHECK(o.batch >= 1, ValueError, "DecodeLoader: batch size ", o.batch,
@@ -64,11 +89,34 @@ DecodeLoader::DecodeLoader(std::shared_ptr<const ImageFolder> folder, DecodeLoad
                 " must be in [1, 256]");
   LIFTOFF_CHECK(o.prefetch >= 1 && o.prefetch <= 256, ValueError, "DecodeLoader: --prefetch ", o.prefetch,
                 " must be in [1, 256]");
+  LIFTOFF_CHECK(o.decode_lanes >= 1 && o.decode_lanes <= 16, ValueError, "DecodeLoader: --decode-lanes ",
+                o.decode_lanes, " must be in [1, 16]");
+  LIFTOFF_CHECK(o.hardware_batch >= -1, ValueError, "DecodeLoader: hardware batch ", o.hardware_batch,
+                " must be -1 (the decoder's engines x cores), 0 (whole batches) or positive");
+  LIFTOFF_CHECK(o.hardware_share >= 0.0 && o.hardware_share <= 1.0, ValueError,
+                "DecodeLoader: hardware share ", o.hardware_share, " must be in [0, 1]");
   LIFTOFF_CHECK(o.world_size >= 1 && o.rank >= 0 && o.rank < o.world_size, ValueError, "DecodeLoader: rank ",
                 o.rank, " is outside [0, world size ", o.world_size, ")");
   LIFTOFF_CHECK(o.channels == 1 || o.channels == 3, ValueError, "DecodeLoader: ", o.channels,
                 " output channels; 1 or 3 are supported");
   validate_crop_config(o.crop);
+  const bool cuda_target = o.device.is_cuda();
+#if !LIFTOFF_WITH_CUDA
+  LIFTOFF_CHECK(!cuda_target, DeviceError, "DecodeLoader: cannot load to ", o.device.str(),
+                ": this Liftoff was built without CUDA; rebuild with -DLIFTOFF_CUDA=ON or use --device cpu");
+#endif
+  LIFTOFF_CHECK(o.input_dtype == DType::f32 ||
+                    (cuda_target && (o.input_dtype == DType::bf16 || o.input_dtype == DType::f16)),
+                DTypeError, "DecodeLoader: input dtype ", dtype_name(o.input_dtype),
+                " needs a CUDA device (f32 on the CPU)");
+  LIFTOFF_CHECK(o.decode != DecodeMode::gpu || cuda_target, ValueError,
+                "DecodeLoader: --decode gpu needs a CUDA device, got ", o.device.str(), "; use --decode cpu");
+}
+
+DecodeLoader::DecodeLoader(std::shared_ptr<const ImageFolder> folder, DecodeLoaderOptions options)
+    : folder_(std::move(folder)), options_(std::move(options)) {
+  validate_options();
+  const DecodeLoaderOptions& o = options_;
   const int64_t size = folder_->size(), world = o.world_size;
   shard_size_ = o.even_shards ? (size + world - 1) / world : (size - o.rank + world - 1) / world;
   LIFTOFF_CHECK(!o.drop_last || o.batch <= shard_size_, ValueError, "DecodeLoader: batch size ", o.batch,
@@ -90,19 +138,17 @@ DecodeLoader::DecodeLoader(std::shared_ptr<const ImageFolder> folder, DecodeLoad
   }
   cpu_decoder_ = resolve_cpu_jpeg_decoder(o.cpu_decoder);
   const bool cuda_target = o.device.is_cuda();
-#if !LIFTOFF_WITH_CUDA
-  LIFTOFF_CHECK(!cuda_target, DeviceError, "DecodeLoader: cannot load to ", o.device.str(),
-                ": this Liftoff was built without CUDA; rebuild with -DLIFTOFF_CUDA=ON or use --device cpu");
-#endif
-  LIFTOFF_CHECK(o.input_dtype == DType::f32 ||
-                    (cuda_target && (o.input_dtype == DType::bf16 || o.input_dtype == DType::f16)),
-                DTypeError, "DecodeLoader: input dtype ", dtype_name(o.input_dtype),
-                " needs a CUDA device (f32 on the CPU)");
-  LIFTOFF_CHECK(o.decode != DecodeMode::gpu || cuda_target, ValueError,
-                "DecodeLoader: --decode gpu needs a CUDA device, got ", o.device.str(), "; use --decode cpu");
   mode_ = o.decode == DecodeMode::auto_ ? (cuda_target ? DecodeMode::gpu : DecodeMode::cpu) : o.decode;
-  slots_.reserve(static_cast<size_t>(o.prefetch));
-  for (int i = 0; i < o.prefetch; ++i) slots_.push_back(std::make_unique<Slot>());
+  // A slot always goes to the same lane (batch b: slot b % slots, lane b % lanes), so its device blocks stay
+  // on that lane's stream.
+  const int lanes = cuda_target ? o.decode_lanes : 1;
+  ring_ = std::make_unique<Ring>((o.prefetch + lanes - 1) / lanes * lanes);
+  for (int i = 0; i < ring_->size(); ++i) {
+    Slot& slot = ring_->slot_at(i);
+    const auto allocate = cuda_target ? &allocate_pinned_host : &allocate_pageable;
+    slot.bytes.set_allocator(allocate);
+    slot.pixels.set_allocator(allocate);
+  }
   if (cuda_target) init_device();
   if (mode_ == DecodeMode::cpu) {
     description_.insert(
@@ -114,25 +160,21 @@ DecodeLoader::DecodeLoader(std::shared_ptr<const ImageFolder> folder, DecodeLoad
   for (int w = 0; w < o.workers; ++w) worker_busy_ns_[static_cast<size_t>(w)].store(0);
   stats_.worker_busy_seconds.assign(static_cast<size_t>(o.workers), 0.0);
   for (int w = 0; w < o.workers; ++w) threads_.emplace_back([this, w] { worker_loop(w); });
-  if (device_) decode_thread_ = std::thread([this] { decode_loop(); });
+  for (size_t l = 0; l < lanes_.size(); ++l)
+    lane_threads_.emplace_back([this, l] { lane_loop(static_cast<int>(l)); });
 }
 
 DecodeLoader::~DecodeLoader() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
-  }
-  work_cv_.notify_all();
-  decode_cv_.notify_all();
-  ready_cv_.notify_all();
+  ring_->stop();
   for (std::thread& t : threads_) t.join();
-  if (decode_thread_.joinable()) decode_thread_.join();
+  for (std::thread& t : lane_threads_) t.join();
 #if LIFTOFF_WITH_CUDA
   // The device may still read the staging buffers: wait for exactly those events (shutdown, not a step).
-  for (auto& slot : slots_) {
+  for (int i = 0; i < ring_->size(); ++i) {
+    Slot& slot = ring_->slot_at(i);
     try {
-      if (slot->decoded) slot->decoded->synchronize();
-      if (slot->consumed) slot->consumed->synchronize();
+      if (slot.decoded) slot.decoded->synchronize();
+      if (slot.consumed) slot.consumed->synchronize();
     } catch (const std::exception&) {
       // A failed device cannot be waited for; nothing better to do in a destructor.
     }
@@ -147,27 +189,14 @@ int64_t DecodeLoader::batches_per_epoch() const {
 
 void DecodeLoader::start_epoch(int64_t epoch) {
   LIFTOFF_CHECK(epoch >= 0, ValueError, "DecodeLoader: epoch ", epoch, " is negative");
-  std::vector<int64_t> order = epoch_order(folder_->size(), shard_size_, options_, epoch);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++generation_;
+  const DecodeLoaderOptions& o = options_;
+  std::vector<int64_t> order = epoch_sample_order(folder_->size(), shard_size_, o.shuffle, o.seed, epoch,
+                                                  o.rank, o.world_size, o.even_shards);
+  ring_->start_epoch(epoch, batches_per_epoch(), [&] {
     order_ = std::move(order);
     epoch_ = epoch;
-    batches_ = batches_per_epoch();
-    step_ = next_claim_ = next_decode_ = 0;
-    // Finished or queued batches of an older epoch are dropped; busy ones are dropped by their thread.
-    for (auto& slot : slots_) {
-      if (slot->state == Slot::State::ready || slot->state == Slot::State::filled) release_slot_locked(*slot);
-    }
-  }
-  work_cv_.notify_all();
-  decode_cv_.notify_all();
-}
-
-void DecodeLoader::release_slot_locked(Slot& slot) {
-  slot.state = Slot::State::free;
-  slot.batch = -1;
-  slot.error = nullptr;
+    for (auto& lane : lanes_) lane->next_batch = lane->number;
+  });
 }
 
 bool DecodeLoader::is_bad(int64_t index) const {
@@ -186,75 +215,141 @@ std::vector<std::string> DecodeLoader::skipped_files() const {
   return bad_files_;
 }
 
-void DecodeLoader::worker_loop(int worker) {
-  const platform::ThreadRegistration registration("decode-" + std::to_string(worker));
-  const auto k = static_cast<int64_t>(slots_.size());
-  std::unique_lock<std::mutex> lock(mutex_);
-  while (true) {
-    work_cv_.wait(lock, [&] {
-      return stop_ || (next_claim_ < batches_ &&
-                       slots_[static_cast<size_t>(next_claim_ % k)]->state == Slot::State::free);
-    });
-    if (stop_) return;
-    const int64_t b = next_claim_++;
-    Slot& slot = *slots_[static_cast<size_t>(b % k)];
-    slot.state = Slot::State::filling;
-    slot.batch = b;
-    slot.generation = generation_;
-    slot.epoch = epoch_;
-    slot.error = nullptr;
-    const uint64_t generation = generation_;
-    const int64_t epoch = epoch_;
-    const int64_t begin = b * options_.batch, end = std::min<int64_t>(begin + options_.batch, shard_size_);
-    const std::vector<int64_t> indices(order_.begin() + begin, order_.begin() + end);
-    lock.unlock();
-    std::exception_ptr error;
-    try {
-      const auto start = Clock::now();
-      fill(slot, indices, epoch);
-      worker_busy_ns_[static_cast<size_t>(worker)].fetch_add(ns_since(start));
-    } catch (...) {
-      error = std::current_exception();
-    }
-    lock.lock();
-    if (generation != generation_ || stop_) {
-      release_slot_locked(slot);
-      work_cv_.notify_all();
+// Under the ring's lock: a position of the oldest open batch of this generation, else a newly claimed batch
+// to open (*position = -1), else null. Positions of a batch whose generation is over are given up at once.
+DecodeLoader::Slot* DecodeLoader::next_work_locked(int64_t* position) {
+  Ring& ring = *ring_;
+  Slot* oldest = nullptr;
+  for (int i = 0; i < ring.size(); ++i) {
+    Slot& slot = ring.slot_at(i);
+    if (slot.state != RingSlot::State::filling || !slot.open) continue;
+    const auto n = static_cast<int64_t>(slot.indices.size());
+    if (slot.generation != ring.generation() || ring.stopped()) {
+      slot.next_position = n;  // its remaining positions are given up; dropped once no worker holds one
+      if (slot.busy == 0) ring.hand_on(slot, RingSlot::State::ready, nullptr);
       continue;
     }
-    slot.error = error;
-    // A CUDA target's batch goes through the decode thread, in order (also an erroneous one, to keep order).
-    slot.state = device_ ? Slot::State::filled : Slot::State::ready;
-    decode_cv_.notify_all();
-    ready_cv_.notify_all();
+    if (slot.next_position < n && (oldest == nullptr || slot.batch < oldest->batch)) oldest = &slot;
+  }
+  if (oldest != nullptr) {
+    *position = oldest->next_position++;
+    ++oldest->busy;
+    return oldest;
+  }
+  if (!ring.claimable()) return nullptr;
+  Slot& slot = ring.claim();
+  const int64_t begin = slot.batch * options_.batch;
+  const int64_t end = std::min<int64_t>(begin + options_.batch, shard_size_);
+  slot.indices.assign(order_.begin() + begin, order_.begin() + end);
+  slot.next_position = slot.done = slot.busy = 0;
+  slot.open = false;
+  *position = -1;
+  return &slot;
+}
+
+bool DecodeLoader::stale(const Slot& slot) const {
+  return slot.generation != ring_->generation() || ring_->stopped();
+}
+
+void DecodeLoader::worker_loop(int worker) {
+  const platform::ThreadRegistration registration("decode-" + std::to_string(worker));
+  Ring& ring = *ring_;
+  std::unique_lock<std::mutex> lock(ring.mutex());
+  while (true) {
+    Slot* slot = nullptr;
+    int64_t position = 0;
+    ring.work_cv.wait(lock,
+                      [&] { return ring.stopped() || (slot = next_work_locked(&position)) != nullptr; });
+    if (ring.stopped()) return;
+    lock.unlock();
+    const auto start = Clock::now();
+    if (position < 0) {
+      open_batch(*slot);
+      lock.lock();
+      slot->open = true;  // the other workers may now fill its positions
+      ring.work_cv.notify_all();
+    } else {
+      fill_item(*slot, position);
+      lock.lock();
+      const bool last = ++slot->done == static_cast<int64_t>(slot->indices.size());
+      if (last && !stale(*slot)) {
+        lock.unlock();
+        finish_batch(*slot);
+        lock.lock();
+      }
+      --slot->busy;
+      // The batch moves on (a CUDA target's through its decode lane, in order, also an erroneous one), or,
+      // of an old generation, is dropped once no worker holds a position (hand_on drops it).
+      const auto n = static_cast<int64_t>(slot->indices.size());
+      if (last || (stale(*slot) && slot->busy == 0 && slot->next_position == n)) {
+        ring.hand_on(*slot, lanes_.empty() ? RingSlot::State::ready : RingSlot::State::filled, slot->error);
+      }
+    }
+    worker_busy_ns_[static_cast<size_t>(worker)].fetch_add(ns_since(start));
   }
 }
 
-bool DecodeLoader::read_item(int64_t index, int64_t epoch, Item& item, std::vector<uint8_t>& data) {
+void DecodeLoader::open_batch(Slot& slot) {
+#if LIFTOFF_WITH_CUDA
+  // The staging is rewritten only once the device has finished reading it (a wait on this slot's event only,
+  // on a worker, never on the training thread).
+  if (slot.device_busy) {
+    slot.decoded->synchronize();
+    slot.device_busy = false;
+  }
+#endif
+  slot.bytes.reset();
+  slot.pixels.reset();
+  slot.items.assign(slot.indices.size(), Item());
+  slot.error = nullptr;
+}
+
+void DecodeLoader::fill_item(Slot& slot, int64_t position) {
+  Item& item = slot.items[static_cast<size_t>(position)];
+  item.index = slot.indices[static_cast<size_t>(position)];
+  if (is_bad(item.index)) return;
+  try {
+    item.kept = read_item(item.index, slot.epoch, item);
+  } catch (...) {
+    item.error = std::current_exception();
+  }
+  if (!item.kept || item.error) return;
+  // Staged where the lane copies from (pinned on a CUDA target): file bytes for nvJPEG, pixels otherwise.
+  decode_detail::StagingPool& pool = item.gpu ? slot.bytes : slot.pixels;
+  const decode_detail::StagingPool::Region region = pool.reserve(std::max<size_t>(item.size, 1));
+  std::memcpy(region.data, item.data, item.size);
+  item.data = region.data;
+  item.at = region.at;
+}
+
+bool DecodeLoader::read_item(int64_t index, int64_t epoch, Item& item) {
   const std::string& path = folder_->path(index);
   const DecodeLoaderOptions& o = options_;
+  // The bytes live here until fill_item staged them.
+  thread_local std::vector<uint8_t> data;
   try {
     EncodedImage image = read_encoded_image(path, o.limits);
     const auto h = static_cast<int32_t>(image.info.height), w = static_cast<int32_t>(image.info.width);
-    item.index = index;
     item.label = folder_->label(index);
     if (mode_ == DecodeMode::gpu && image.route != GpuRoute::cpu) {
       item.gpu = true;
       item.hardware = image.route == GpuRoute::hardware;
       item.desc = make_crop_desc(o.train, o.seed, epoch, index, h, w, h, w, o.crop);
       data = std::move(image.bytes);
-      return true;
+    } else {
+      int eighths = 8;
+      if (o.dct_scaling && image.jpeg.is_jpeg && cpu_decoder_ == CpuJpegDecoder::turbo) {
+        double region_h = h, region_w = w;
+        crop_source_extent(o.train, o.seed, epoch, index, h, w, o.crop, &region_h, &region_w);
+        eighths = jpeg_scale_eighths(region_h, region_w, o.crop.out_height, o.crop.out_width);
+      }
+      DecodedImage decoded = decode_encoded_image(path, image, cpu_decoder_, eighths);
+      item.desc = make_crop_desc(o.train, o.seed, epoch, index, h, w, static_cast<int32_t>(decoded.height),
+                                 static_cast<int32_t>(decoded.width), o.crop);
+      data = std::move(decoded.pixels);
     }
-    int eighths = 8;
-    if (o.dct_scaling && image.jpeg.is_jpeg && cpu_decoder_ == CpuJpegDecoder::turbo) {
-      double region_h = h, region_w = w;
-      crop_source_extent(o.train, o.seed, epoch, index, h, w, o.crop, &region_h, &region_w);
-      eighths = jpeg_scale_eighths(region_h, region_w, o.crop.out_height, o.crop.out_width);
-    }
-    DecodedImage decoded = decode_encoded_image(path, image, cpu_decoder_, eighths);
-    item.desc = make_crop_desc(o.train, o.seed, epoch, index, h, w, static_cast<int32_t>(decoded.height),
-                               static_cast<int32_t>(decoded.width), o.crop);
-    data = std::move(decoded.pixels);
+    item.data = data.data();
+    item.size = data.size();
     return true;
   } catch (const IOError&) {
     if (o.on_bad_sample == BadSamplePolicy::error) throw;
@@ -262,60 +357,42 @@ bool DecodeLoader::read_item(int64_t index, int64_t epoch, Item& item, std::vect
   }
 }
 
-void DecodeLoader::fill(Slot& slot, const std::vector<int64_t>& indices, int64_t epoch) {
-#if LIFTOFF_WITH_CUDA
-  // The staging buffers are refilled only once the device has finished reading them.
-  if (slot.device_busy) {
-    slot.decoded->synchronize();
-    slot.device_busy = false;
-  }
-#endif
-  slot.items.clear();
-  std::vector<std::vector<uint8_t>> blobs;
+// The last worker of a batch: the first failed position's error, the kept items in batch order, and on a
+// CPU target the finished tensors.
+void DecodeLoader::finish_batch(Slot& slot) {
+  std::vector<Item> kept;
   int64_t cpu_decoded = 0;
-  for (const int64_t index : indices) {
-    if (is_bad(index)) continue;
-    Item item;
-    std::vector<uint8_t> data;
-    if (!read_item(index, epoch, item, data)) continue;
-    item.size = data.size();
-    cpu_decoded += item.gpu ? 0 : 1;
-    slot.items.push_back(item);
-    blobs.push_back(std::move(data));
-  }
-  // Layout: file bytes (nvJPEG's input) and host-decoded pixels, each packed in batch order.
-  slot.file_bytes = slot.pixel_bytes = 0;
   for (Item& item : slot.items) {
-    size_t& used = item.gpu ? slot.file_bytes : slot.pixel_bytes;
-    item.at = used;
-    item.desc.offset = static_cast<int64_t>(used);
-    used += item.size;
+    if (item.error && !slot.error) slot.error = item.error;
+    if (!item.kept) continue;
+    item.desc.offset = static_cast<int64_t>(item.at);  // host pixels: their place in the layout
+    cpu_decoded += item.gpu ? 0 : 1;
+    kept.push_back(item);
   }
+  slot.items = std::move(kept);
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(ring_->mutex());
     counts_.cpu += cpu_decoded;
   }
-  if (!device_) return finish_cpu_batch(slot, blobs);
-#if LIFTOFF_WITH_CUDA
-  uint8_t* bytes = slot.bytes.ensure(std::max<size_t>(slot.file_bytes, 1));
-  uint8_t* pixels = slot.pixels.ensure(std::max<size_t>(slot.pixel_bytes, 1));
-  for (size_t i = 0; i < slot.items.size(); ++i) {
-    const Item& item = slot.items[i];
-    std::memcpy((item.gpu ? bytes : pixels) + item.at, blobs[i].data(), item.size);
+  if (lanes_.empty() && !slot.error) {
+    try {
+      finish_cpu_batch(slot);
+    } catch (...) {
+      slot.error = std::current_exception();
+    }
   }
-#endif
 }
 
-void DecodeLoader::finish_cpu_batch(Slot& slot, const std::vector<std::vector<uint8_t>>& blobs) {
+void DecodeLoader::finish_cpu_batch(Slot& slot) {
   slot.input = Tensor();
   slot.labels = Tensor();
   if (slot.items.empty()) return;
-  std::vector<uint8_t> arena(slot.pixel_bytes);
+  std::vector<uint8_t> arena(slot.pixels.total());
+  for (const auto* chunk : slot.pixels.used_chunks())
+    std::memcpy(arena.data() + chunk->start, chunk->data(), chunk->used);
   std::vector<CropDesc> descs;
   std::vector<int64_t> labels;
-  for (size_t i = 0; i < slot.items.size(); ++i) {
-    const Item& item = slot.items[i];
-    std::memcpy(arena.data() + item.at, blobs[i].data(), item.size);
+  for (const Item& item : slot.items) {
     descs.push_back(item.desc);
     labels.push_back(item.label);
   }
@@ -326,23 +403,18 @@ void DecodeLoader::finish_cpu_batch(Slot& slot, const std::vector<std::vector<ui
 
 bool DecodeLoader::next(Batch& out) {
   LIFTOFF_CHECK(epoch_ >= 0, ValueError, "DecodeLoader: call start_epoch() before next()");
-  const auto k = static_cast<int64_t>(slots_.size());
   while (true) {
-    if (step_ >= batches_) return false;
-    Slot& slot = *slots_[static_cast<size_t>(step_ % k)];
+    double waited = 0.0;
+    Slot* ready = ring_->wait_ready(&waited);
     {
-      std::unique_lock<std::mutex> lock(mutex_);
-      const auto start = Clock::now();
-      ready_cv_.wait(lock, [&] {
-        return slot.state == Slot::State::ready && slot.batch == step_ && slot.generation == generation_;
-      });
-      stats_.wait_seconds += static_cast<double>(ns_since(start)) * 1e-9;
-      // The batch stays in its slot, so calling next() again rethrows the same error.
-      if (slot.error) std::rethrow_exception(slot.error);
+      std::lock_guard<std::mutex> lock(ring_->mutex());
+      stats_.wait_seconds += waited;
     }
+    if (ready == nullptr) return false;
+    Slot& slot = *ready;
     const auto count = static_cast<int64_t>(slot.items.size());
     if (count > 0) {
-      if (device_) {
+      if (!lanes_.empty()) {
         hand_out_cuda(slot, out);
       } else {
         out.images_u8 = Tensor();
@@ -353,23 +425,19 @@ bool DecodeLoader::next(Batch& out) {
       out.indices.clear();
       for (const Item& item : slot.items) out.indices.push_back(item.index);
       out.epoch = slot.epoch;
-      out.step_in_epoch = step_;
-    }
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (count > 0) {
+      out.step_in_epoch = slot.batch;
+      std::lock_guard<std::mutex> lock(ring_->mutex());
       ++stats_.batches;
       stats_.images += count;
     }
-    release_slot_locked(slot);
-    ++step_;
-    work_cv_.notify_all();
+    ring_->consume(slot);
     if (count > 0) return true;
   }
 }
 
 LoaderStats DecodeLoader::stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (const auto& slot : slots_) resolve_timings(*slot);
+  std::lock_guard<std::mutex> lock(ring_->mutex());
+  for (int i = 0; i < ring_->size(); ++i) resolve_timings(ring_->slot_at(i));
   LoaderStats s = stats_;
   for (size_t w = 0; w < s.worker_busy_seconds.size(); ++w) {
     s.worker_busy_seconds[w] = static_cast<double>(worker_busy_ns_[w].load()) * 1e-9;
@@ -380,8 +448,8 @@ LoaderStats DecodeLoader::stats() const {
 }
 
 DecodeCounts DecodeLoader::decode_counts() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (const auto& slot : slots_) resolve_timings(*slot);
+  std::lock_guard<std::mutex> lock(ring_->mutex());
+  for (int i = 0; i < ring_->size(); ++i) resolve_timings(ring_->slot_at(i));
   DecodeCounts c = counts_;
   std::lock_guard<std::mutex> bad_lock(bad_mutex_);
   c.skipped = static_cast<int64_t>(bad_.size());

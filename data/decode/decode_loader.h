@@ -1,20 +1,28 @@
 // DecodeLoader: the ImageNet-style BatchSource for image folders of any image sizes. `workers` threads read
-// the files of a batch and check them on the host (data/decode/image_decode.h: size bound, JPEG structure
-// walk, header, dimension limits) before any decoder sees the bytes, then, per file:
-//  - gpu decode: JPEG bytes go to a pinned buffer; a decode thread hands the batch to nvJPEG (batched, the
-//    hardware engine for baseline files, GPU-hybrid for the rest: data/decode/nvjpeg_decoder.h) on its own
-//    stream, straight into a device arena. What nvJPEG cannot decode as stb_image does (CMYK, PNG, BMP), or
-//    refuses, is decoded on the CPU and copied; each route is counted (decode_counts()).
+// the files and check them on the host (data/decode/image_decode.h: size bound, JPEG structure walk, header,
+// dimension limits) before any decoder sees the bytes. Workers share the files of the oldest batches (a batch
+// is not one worker's job), so the first batch of an epoch is ready after its files' share of the work. Per
+// file:
+//  - gpu decode: the worker stages the JPEG bytes in the slot's pinned pool; `decode_lanes` decode lanes
+//  (each
+//    a thread with its own nvJPEG decoder states and streams) issue whole batches round-robin: batch b goes
+//    to lane b % lanes, so several batches decode at once and the host phases of nvJPEG (parsing, Huffman
+//    decoding of the CPU-assisted engines) run on several threads. nvJPEG takes baseline files on the
+//    hardware engine (in calls of `hardware_batch` images) and the rest on GPU-hybrid, on two streams of the
+//    lane (data/decode/nvjpeg_decoder.h), straight into the slot's device arena. What nvJPEG cannot decode as
+//    stb_image does (CMYK, PNG, BMP), or refuses, is decoded on the CPU and copied; each route is counted.
 //  - cpu decode: the workers decode (libjpeg-turbo at reduced DCT scale where the crop is much larger than
-//    the output, or stb_image) into a pinned buffer, copied to the device arena by the decode thread.
-// next() then makes the compute stream wait for the batch and runs ONE kernel (data/decode/crop_cuda.h):
-// random resized crop + flip (training) or resize + centre crop (evaluation), bilinear, normalise, cast to
-// input_dtype, channels-last. Parameters come from Philox(seed, epoch, sample index) (data/decode/crop.h).
+//    the output, or stb_image) into the slot's pinned pool, copied to the device arena by its lane.
+// next() then makes the compute stream wait for the batch's event (never the host) and runs ONE kernel
+// (data/decode/crop_cuda.h): random resized crop + flip (training) or resize + centre crop (evaluation),
+// bilinear, normalise, cast to input_dtype, channels-last; it overlaps the lanes decoding the next batches.
+// Parameters come from Philox(seed, epoch, sample index) (data/decode/crop.h), whatever the timing.
 // On a CPU device the workers run the CPU twin instead and next() hands out f32 NCHW tensors.
 //
-// Order, sharding, skipping and errors as the DataLoader's (data/loader.h): batches come in sampler order;
-// with BadSamplePolicy::skip a file that cannot be read, checked or decoded is left out of its batch and
-// remembered (counted once, not read again); otherwise next() throws the IOError naming it.
+// Order, sharding, skipping and errors as the DataLoader's (data/loader.h; the same BatchRing): batches come
+// in sampler order; with BadSamplePolicy::skip a file that cannot be read, checked or decoded is left out of
+// its batch and remembered (counted once, not read again); otherwise next() throws the IOError naming the
+// first bad file of the batch.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -27,6 +35,7 @@
 #include <vector>
 
 #include "data/batch_iterator.h"
+#include "data/batch_ring.h"
 #include "data/decode/crop.h"
 #include "data/decode/decode_options.h"
 #include "data/decode/image_decode.h"
@@ -35,12 +44,22 @@
 
 namespace liftoff {
 
+namespace cuda {
+struct JpegDecodeJob;
+}
+
 struct DecodeLoaderOptions {
   int64_t batch = 64;
   bool shuffle = true;
   bool drop_last = false;
   int workers = 2;
-  int prefetch = 2;
+  int prefetch = 2;      // batches in flight (rounded up to a multiple of decode_lanes on a CUDA target)
+  int decode_lanes = 2;  // CUDA target: batches issued to the GPU at once, one thread + nvJPEG states each
+  // gpu decode: images per call of the hardware decoder (0: all of a batch's at once; -1: its engines x
+  // cores, as nvJPEG reports them), and the share of the hardware-decodable images it gets (the rest go to
+  // the GPU-hybrid engine, which then decodes at the same time on its own stream).
+  int hardware_batch = 0;
+  double hardware_share = 1.0;
   DecodeMode decode = DecodeMode::auto_;
   NvjpegBackend nvjpeg_backend = NvjpegBackend::auto_;
   CpuJpegDecoder cpu_decoder = CpuJpegDecoder::auto_;
@@ -95,19 +114,27 @@ class DecodeLoader : public BatchSource {
  private:
   struct Slot;
   struct Item;
+  struct Lane;
+  using Ring = BatchRing<Slot>;
+  void validate_options() const;
   void init_device();
   void worker_loop(int worker);
-  void decode_loop();
-  void fill(Slot& slot, const std::vector<int64_t>& indices, int64_t epoch);
-  bool read_item(int64_t index, int64_t epoch, Item& item, std::vector<uint8_t>& data);
-  void decode_on_device(Slot& slot);
-  void issue_decode(Slot& slot);
-  void finish_cpu_batch(Slot& slot, const std::vector<std::vector<uint8_t>>& blobs);
+  Slot* next_work_locked(int64_t* position);
+  bool stale(const Slot& slot) const;  // under the ring's lock: its generation is over
+  void open_batch(Slot& slot);
+  void fill_item(Slot& slot, int64_t position);
+  void finish_batch(Slot& slot);
+  bool read_item(int64_t index, int64_t epoch, Item& item);
+  void finish_cpu_batch(Slot& slot);
+  void lane_loop(int lane);
+  void decode_on_device(Slot& slot, Lane& lane);
+  void issue_decode(Slot& slot, Lane& lane);
+  int64_t rescue_refused(Slot& slot, Lane& lane, const std::vector<cuda::JpegDecodeJob>& jobs,
+                         const std::vector<size_t>& job_item);
   void resolve_timings(Slot& slot) const;
   void hand_out_cuda(Slot& slot, Batch& out);
   bool skip_bad(int64_t index, const std::string& path);
   bool is_bad(int64_t index) const;
-  void release_slot_locked(Slot& slot);
 
   std::shared_ptr<const ImageFolder> folder_;
   DecodeLoaderOptions options_;
@@ -118,17 +145,11 @@ class DecodeLoader : public BatchSource {
   std::vector<float> mean_, stddev_;
 
   std::vector<int64_t> order_;
-  int64_t epoch_ = -1, batches_ = 0, step_ = 0;
-  mutable std::mutex mutex_;
-  std::condition_variable work_cv_, decode_cv_, ready_cv_;
-  bool stop_ = false;
-  uint64_t generation_ = 0;
-  int64_t next_claim_ = 0, next_decode_ = 0;
-  std::vector<std::unique_ptr<Slot>> slots_;
+  int64_t epoch_ = -1;
+  std::unique_ptr<Ring> ring_;  // its mutex also guards stats_ and counts_
   std::vector<std::thread> threads_;
-  std::thread decode_thread_;
-  struct Device_;
-  std::unique_ptr<Device_> device_;  // CUDA state (decoder, stream), null on a CPU target
+  std::vector<std::unique_ptr<Lane>> lanes_;  // CUDA target: the decode lanes; empty on a CPU target
+  std::vector<std::thread> lane_threads_;
 
   mutable std::mutex bad_mutex_;
   std::unordered_set<int64_t> bad_;

@@ -7,18 +7,21 @@
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/context.h"
 #include "runtime/platform/cpu_usage.h"
+#include "runtime/stream.h"
 
 namespace liftoff {
 
 namespace {
 
-// One decode stream per device, made once and kept: cached device blocks stay keyed to it.
-cudaStream_t decode_stream(int device) {
+// The decode streams of a device (one per lane), made once and kept: cached device blocks stay keyed to them.
+cudaStream_t lane_stream(int device, int lane) {
   static std::mutex mutex;
-  static std::vector<cudaStream_t> streams;
+  static std::vector<std::vector<cudaStream_t>> streams;
   std::lock_guard<std::mutex> lock(mutex);
-  if (streams.size() <= static_cast<size_t>(device)) streams.resize(static_cast<size_t>(device) + 1, nullptr);
-  cudaStream_t& s = streams[static_cast<size_t>(device)];
+  if (streams.size() <= static_cast<size_t>(device)) streams.resize(static_cast<size_t>(device) + 1);
+  std::vector<cudaStream_t>& of_device = streams[static_cast<size_t>(device)];
+  if (of_device.size() <= static_cast<size_t>(lane)) of_device.resize(static_cast<size_t>(lane) + 1, nullptr);
+  cudaStream_t& s = of_device[static_cast<size_t>(lane)];
   if (s == nullptr) {
     cuda::DeviceGuard guard(device);
     LIFTOFF_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -26,67 +29,86 @@ cudaStream_t decode_stream(int device) {
   return s;
 }
 
+// Device memory ordered on `stream` that grows (the old block goes back to that stream's cache).
+uint8_t* ensure_device(std::shared_ptr<void>& block, size_t& capacity, size_t n, int device,
+                       cudaStream_t stream) {
+  if (n > capacity || block == nullptr) {
+    block.reset();
+    capacity = std::max({n, capacity + capacity / 2, size_t{256}});
+    block = cuda::CachingAllocator::get().allocate_shared(capacity, device, stream);
+  }
+  return static_cast<uint8_t*>(block.get());
+}
+
 }  // namespace
 
 void DecodeLoader::init_device() {
-  device_ = std::make_unique<Device_>();
-  device_->device = options_.device.index;
-  cuda::DeviceGuard guard(device_->device);
-  device_->stream = decode_stream(device_->device);
+  const DecodeLoaderOptions& o = options_;
+  const int device = o.device.index;
+  cuda::DeviceGuard guard(device);
+  std::vector<std::unique_ptr<cuda::NvjpegDecoder>> decoders;
   if (mode_ == DecodeMode::gpu) {
+    cuda::NvjpegOptions nv;
+    nv.hardware_batch = o.hardware_batch;
+    nv.hardware_share = o.hardware_share;
     try {
-      device_->nvjpeg = std::make_unique<cuda::NvjpegDecoder>(device_->device, options_.nvjpeg_backend);
-      description_ = "gpu: " + device_->nvjpeg->describe();
+      for (int l = 0; l < o.decode_lanes; ++l)
+        decoders.push_back(std::make_unique<cuda::NvjpegDecoder>(device, o.nvjpeg_backend, nv));
+      description_ = str_cat("gpu: ", decoders[0]->describe(), "; ", o.decode_lanes, " decode lane",
+                             o.decode_lanes > 1 ? "s" : "");
     } catch (const BackendError& e) {
-      if (options_.decode == DecodeMode::gpu) throw;
+      if (o.decode == DecodeMode::gpu) throw;
       mode_ = DecodeMode::cpu;  // auto: the CPU decodes, and the header says why
       description_ = str_cat(" (auto: nvJPEG unavailable: ", e.what(), ")");
+      decoders.clear();
     }
   }
-  for (auto& slot : slots_) {
-    slot->decode_start = std::make_unique<cuda::Event>(true);
-    slot->decoded = std::make_unique<cuda::Event>(true, true);  // workers sleep on it
-    slot->crop_start = std::make_unique<cuda::Event>(true);
-    slot->crop_end = std::make_unique<cuda::Event>(true);
-    slot->consumed = std::make_unique<cuda::Event>(false);
+  for (int l = 0; l < o.decode_lanes; ++l) {
+    auto lane = std::make_unique<Lane>();
+    lane->number = lane->next_batch = l;
+    lane->device = device;
+    lane->stream = lane_stream(device, l);
+    if (!decoders.empty()) lane->nvjpeg = std::move(decoders[static_cast<size_t>(l)]);
+    lanes_.push_back(std::move(lane));
+  }
+  for (int i = 0; i < ring_->size(); ++i) {
+    Slot& slot = ring_->slot_at(i);
+    slot.decode_start = std::make_unique<cuda::Event>(true);
+    slot.decoded = std::make_unique<cuda::Event>(true, true);  // workers sleep on it
+    slot.crop_start = std::make_unique<cuda::Event>(true);
+    slot.crop_end = std::make_unique<cuda::Event>(true);
+    slot.consumed = std::make_unique<cuda::Event>(false);
   }
 }
 
-void DecodeLoader::decode_loop() {
-  const platform::ThreadRegistration registration("decode-gpu");
-  cuda::DeviceGuard guard(device_->device);
-  const auto k = static_cast<int64_t>(slots_.size());
-  std::unique_lock<std::mutex> lock(mutex_);
+void DecodeLoader::lane_loop(int number) {
+  const platform::ThreadRegistration registration("decode-gpu-" + std::to_string(number));
+  Lane& lane = *lanes_[static_cast<size_t>(number)];
+  cuda::DeviceGuard guard(lane.device);
+  Ring& ring = *ring_;
+  const auto lanes = static_cast<int64_t>(lanes_.size());
+  std::unique_lock<std::mutex> lock(ring.mutex());
   while (true) {
-    decode_cv_.wait(lock, [&] {
-      if (stop_) return true;
-      if (next_decode_ >= batches_) return false;
-      const Slot& s = *slots_[static_cast<size_t>(next_decode_ % k)];
-      return s.state == Slot::State::filled && s.batch == next_decode_ && s.generation == generation_;
+    ring.stage_cv.wait(lock, [&] {
+      return ring.stopped() ||
+             (lane.next_batch < ring.batches() &&
+              ring.holds(ring.slot_of(lane.next_batch), lane.next_batch, RingSlot::State::filled));
     });
-    if (stop_) return;
-    Slot& slot = *slots_[static_cast<size_t>(next_decode_ % k)];
-    ++next_decode_;
-    slot.state = Slot::State::decoding;
-    const uint64_t generation = generation_;
+    if (ring.stopped()) return;
+    Slot& slot = ring.slot_of(lane.next_batch);
+    lane.next_batch += lanes;
+    slot.state = RingSlot::State::decoding;
     std::exception_ptr error = slot.error;
     lock.unlock();
     if (!error) {
       try {
-        decode_on_device(slot);
+        decode_on_device(slot, lane);
       } catch (...) {
         error = std::current_exception();
       }
     }
     lock.lock();
-    if (generation != generation_ || stop_) {
-      release_slot_locked(slot);
-      work_cv_.notify_all();
-      continue;
-    }
-    slot.error = error;
-    slot.state = Slot::State::ready;
-    ready_cv_.notify_all();
+    ring.hand_on(slot, RingSlot::State::ready, error);
   }
 }
 
@@ -111,68 +133,49 @@ bool decode_refused_on_cpu(const std::string& path, const uint8_t* bytes, size_t
 
 }  // namespace
 
-void DecodeLoader::decode_on_device(Slot& slot) {
+void DecodeLoader::decode_on_device(Slot& slot, Lane& lane) {
   {
     // The events are recorded again below: finish (or drop) the previous use's timing first.
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(ring_->mutex());
     resolve_timings(slot);
     slot.decode_timing = false;
   }
-  const cudaStream_t stream = device_->stream;
   try {
-    issue_decode(slot);
+    issue_decode(slot, lane);
   } catch (...) {
-    // Work may be queued that reads the staging buffers: the worker refilling them must wait for it.
-    slot.decoded->record(stream);
-    std::lock_guard<std::mutex> lock(mutex_);
+    // Work may be queued that reads the staging: the worker refilling it must wait for it.
+    slot.decoded->record(lane.stream);
+    std::lock_guard<std::mutex> lock(ring_->mutex());
     slot.device_busy = true;
     throw;
   }
 }
 
-void DecodeLoader::issue_decode(Slot& slot) {
-  const int dev = device_->device;
-  const cudaStream_t stream = device_->stream;
-  // The previous batch of this slot must be fully read by its kernel before its arena is reused.
-  slot.consumed->wait(stream);
-  size_t gpu_bytes = 0;
-  for (const Item& item : slot.items) {
-    if (item.gpu) gpu_bytes += static_cast<size_t>(item.desc.height) * item.desc.width * 3;
-  }
-  uint8_t* arena = slot.arena.ensure(slot.pixel_bytes + gpu_bytes, dev, stream);
-  slot.decode_start->record(stream);
-  if (slot.pixel_bytes > 0) {
+namespace {
+
+// The host-staged pixels into the start of the arena, one copy per staging chunk.
+size_t copy_staged(const decode_detail::StagingPool& pool, uint8_t* arena, cudaStream_t stream) {
+  size_t bytes = 0;
+  for (const auto* chunk : pool.used_chunks()) {
     LIFTOFF_CUDA_CHECK(
-        cudaMemcpyAsync(arena, slot.pixels.data(), slot.pixel_bytes, cudaMemcpyHostToDevice, stream));
+        cudaMemcpyAsync(arena + chunk->start, chunk->data(), chunk->used, cudaMemcpyHostToDevice, stream));
+    bytes += chunk->used;
   }
-  // nvJPEG's outputs follow the host-decoded pixels.
-  std::vector<cuda::JpegDecodeJob> jobs;
-  std::vector<size_t> job_item;
-  size_t at = slot.pixel_bytes;
-  for (size_t i = 0; i < slot.items.size(); ++i) {
-    Item& item = slot.items[i];
-    if (!item.gpu) continue;
-    item.desc.offset = static_cast<int64_t>(at);
-    cuda::JpegDecodeJob job;
-    job.data = slot.bytes.data() + item.at;
-    job.size = item.size;
-    job.width = item.desc.width;
-    job.height = item.desc.height;
-    job.hardware = item.hardware;
-    job.dst = arena + at;
-    jobs.push_back(job);
-    job_item.push_back(i);
-    at += static_cast<size_t>(job.width) * job.height * 3;
-  }
-  cuda::JpegDecodeCounts nv;
-  if (!jobs.empty()) device_->nvjpeg->decode(jobs, stream, nv);
+  return bytes;
+}
+
+}  // namespace
+
+// nvJPEG's refusals go to the CPU decoder, else (skip policy) out of the batch; returns the CPU rescues.
+int64_t DecodeLoader::rescue_refused(Slot& slot, Lane& lane, const std::vector<cuda::JpegDecodeJob>& jobs,
+                                     const std::vector<size_t>& job_item) {
   int64_t cpu_fallback = 0;
   std::vector<bool> drop(slot.items.size(), false);
   for (size_t j = 0; j < jobs.size(); ++j) {
     if (jobs[j].ok) continue;
     const Item& item = slot.items[job_item[j]];
     const std::string& path = folder_->path(item.index);
-    if (decode_refused_on_cpu(path, jobs[j].data, jobs[j].size, cpu_decoder_, jobs[j], stream)) {
+    if (decode_refused_on_cpu(path, jobs[j].data, jobs[j].size, cpu_decoder_, jobs[j], lane.stream)) {
       ++cpu_fallback;
       continue;
     }
@@ -187,28 +190,73 @@ void DecodeLoader::issue_decode(Slot& slot) {
     if (!drop[i]) kept.push_back(slot.items[i]);
   }
   slot.items = std::move(kept);
+  return cpu_fallback;
+}
+
+void DecodeLoader::issue_decode(Slot& slot, Lane& lane) {
+  const int dev = lane.device;
+  const cudaStream_t stream = lane.stream;
+  // The previous batch of this slot must be fully read by its kernel before its arena is reused.
+  slot.consumed->wait(stream);
+  const size_t pixel_bytes = slot.pixels.total();
+  size_t gpu_bytes = 0;
+  for (const Item& item : slot.items) {
+    if (item.gpu) gpu_bytes += static_cast<size_t>(item.desc.height) * item.desc.width * 3;
+  }
+  uint8_t* arena = ensure_device(slot.arena, slot.arena_capacity,
+                                 std::max<size_t>(pixel_bytes + gpu_bytes, 1), dev, stream);
+  slot.decode_start->record(stream);
+  copy_staged(slot.pixels, arena, stream);
+  // nvJPEG's outputs follow the host-decoded pixels.
+  std::vector<cuda::JpegDecodeJob> jobs;
+  std::vector<size_t> job_item;
+  size_t at = pixel_bytes;
+  for (size_t i = 0; i < slot.items.size(); ++i) {
+    Item& item = slot.items[i];
+    if (!item.gpu) continue;
+    item.desc.offset = static_cast<int64_t>(at);
+    cuda::JpegDecodeJob job;
+    job.data = item.data;
+    job.size = item.size;
+    job.width = item.desc.width;
+    job.height = item.desc.height;
+    job.hardware = item.hardware;
+    job.dst = arena + at;
+    jobs.push_back(job);
+    job_item.push_back(i);
+    at += static_cast<size_t>(job.width) * job.height * 3;
+  }
+  cuda::JpegDecodeCounts nv;
+  if (!jobs.empty()) lane.nvjpeg->decode(jobs, stream, nv);
+  const int64_t cpu_fallback = rescue_refused(slot, lane, jobs, job_item);
   // Labels, then descriptors, in one copy.
   const size_t n = slot.items.size();
   const size_t meta_bytes = n * (sizeof(int64_t) + sizeof(CropDesc));
-  uint8_t* meta = slot.meta.ensure(std::max<size_t>(meta_bytes, 1));
+  if (meta_bytes > slot.meta_capacity) {
+    slot.meta.reset();
+    slot.meta_capacity = std::max(meta_bytes, slot.meta_capacity + slot.meta_capacity / 2);
+    slot.meta = allocate_pinned_host(slot.meta_capacity);
+  }
+  auto* meta = static_cast<uint8_t*>(slot.meta.get());
   for (size_t i = 0; i < n; ++i) {
     const int64_t label = slot.items[i].label;
     std::memcpy(meta + i * sizeof(int64_t), &label, sizeof label);
     std::memcpy(meta + n * sizeof(int64_t) + i * sizeof(CropDesc), &slot.items[i].desc, sizeof(CropDesc));
   }
-  uint8_t* device_meta = slot.device_meta.ensure(std::max<size_t>(meta_bytes, 1), dev, stream);
+  uint8_t* device_meta = ensure_device(slot.device_meta, slot.device_meta_capacity,
+                                       std::max<size_t>(meta_bytes, 1), dev, stream);
   if (meta_bytes > 0) {
     LIFTOFF_CUDA_CHECK(cudaMemcpyAsync(device_meta, meta, meta_bytes, cudaMemcpyHostToDevice, stream));
   }
   slot.decoded->record(stream);
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(ring_->mutex());
   slot.device_busy = true;
   slot.decode_timing = true;
   counts_.hardware += nv.hardware;
   counts_.gpu_hybrid += nv.gpu_hybrid;
   counts_.batch_retries += nv.batch_retries;
   counts_.cpu_fallback += cpu_fallback;
-  stats_.h2d_bytes += static_cast<int64_t>(slot.file_bytes + slot.pixel_bytes + meta_bytes);
+  stats_.h2d_bytes += static_cast<int64_t>(slot.bytes.total() + pixel_bytes + meta_bytes);
 }
 
 void DecodeLoader::resolve_timings(Slot& slot) const {
@@ -233,12 +281,12 @@ void DecodeLoader::hand_out_cuda(Slot& slot, Batch& out) {
   const cudaStream_t compute = cuda::compute_stream(device.index);
   const auto n = static_cast<int64_t>(slot.items.size());
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(ring_->mutex());
     resolve_timings(slot);  // the events are about to be recorded again; an unfinished timing is dropped
     slot.crop_timing = false;
   }
   slot.decoded->wait(compute);
-  const auto* meta = static_cast<const uint8_t*>(slot.device_meta.data());
+  const auto* meta = static_cast<const uint8_t*>(slot.device_meta.get());
   Tensor labels = Tensor::empty({n}, DType::i64, device);
   LIFTOFF_CUDA_CHECK(cudaMemcpyAsync(labels.raw_data(), meta, static_cast<size_t>(n) * sizeof(int64_t),
                                      cudaMemcpyDeviceToDevice, compute));
@@ -246,7 +294,7 @@ void DecodeLoader::hand_out_cuda(Slot& slot, Batch& out) {
   Tensor input = Tensor::empty({n, options_.channels, options_.crop.out_height, options_.crop.out_width},
                                options_.input_dtype, device, format);
   cuda::CropLaunch a;
-  a.pixels = slot.arena.data();
+  a.pixels = static_cast<const uint8_t*>(slot.arena.get());
   a.descs = reinterpret_cast<const CropDesc*>(meta + static_cast<size_t>(n) * sizeof(int64_t));
   a.out = input.raw_data();
   a.out_dtype = options_.input_dtype;
@@ -264,7 +312,7 @@ void DecodeLoader::hand_out_cuda(Slot& slot, Batch& out) {
   slot.crop_end->record(compute);
   slot.consumed->record(compute);
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(ring_->mutex());
     slot.crop_timing = true;
   }
   out.images_u8 = Tensor();

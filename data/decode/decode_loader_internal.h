@@ -1,10 +1,12 @@
 // DecodeLoader's private parts, shared by decode_loader.cpp (host side) and decode_loader_cuda.cpp (the
-// decode thread and the device hand-out). Not a public header.
+// decode lanes and the device hand-out). Not a public header.
 #pragma once
 #include <algorithm>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "data/decode/decode_loader.h"
@@ -12,73 +14,86 @@
 #include "data/decode/nvjpeg_decoder.h"
 #include "runtime/cuda/caching_allocator.h"
 #include "runtime/cuda/event.h"
-#include "runtime/cuda/pinned_allocator.h"
 #endif
 
 namespace liftoff {
 
-#if LIFTOFF_WITH_CUDA
 namespace decode_detail {
-// Pinned host memory that grows; its contents are not kept when it does.
-struct PinnedBuffer {
-  std::shared_ptr<void> block;
-  size_t capacity = 0;
-  uint8_t* ensure(size_t n) {
-    if (n > capacity) {
-      block.reset();
-      capacity = std::max(n, capacity + capacity / 2);
-      block = cuda::PinnedAllocator::get().allocate_shared(capacity);
-    }
-    return data();
-  }
-  uint8_t* data() const { return static_cast<uint8_t*>(block.get()); }
+
+// Host staging memory of one batch that several workers write at once: each reservation is a stable region
+// in a chunk (chunks never move; they are kept for the slot's next batches). The regions of a batch, in
+// reservation order, form one layout (`at`: the region's offset in it) that the lane copies to the device
+// chunk by chunk. Pinned on a CUDA target (the copies and nvJPEG read it asynchronously).
+class StagingPool {
+ public:
+  using Allocate = std::function<std::shared_ptr<void>(size_t)>;
+  struct Region {
+    uint8_t* data = nullptr;
+    size_t at = 0;
+  };
+  struct Chunk {
+    std::shared_ptr<void> block;
+    size_t capacity = 0, used = 0;
+    size_t start = 0;  // offset of its first byte in the batch's layout
+    uint8_t* data() const { return static_cast<uint8_t*>(block.get()); }
+  };
+
+  void set_allocator(Allocate allocate) { allocate_ = std::move(allocate); }
+  // For a new batch; the chunks stay allocated.
+  void reset();
+  // A region of n bytes; thread-safe.
+  Region reserve(size_t n);
+  size_t total() const;  // bytes laid out so far
+  // The used chunks of the batch in layout order (call once the workers are done).
+  std::vector<const Chunk*> used_chunks() const;
+
+ private:
+  static constexpr size_t kChunkBytes = size_t{8} << 20;
+  mutable std::mutex mutex_;
+  Allocate allocate_;
+  std::vector<Chunk> chunks_;
+  size_t current_ = 0, total_ = 0;
 };
 
-// Device memory ordered on one stream that grows (the old block goes back to that stream's cache).
-struct DeviceBuffer {
-  std::shared_ptr<void> block;
-  size_t capacity = 0;
-  uint8_t* ensure(size_t n, int device, cudaStream_t stream) {
-    if (n > capacity || block == nullptr) {
-      block.reset();
-      capacity = std::max({n, capacity + capacity / 2, size_t{256}});
-      block = cuda::CachingAllocator::get().allocate_shared(capacity, device, stream);
-    }
-    return data();
-  }
-  uint8_t* data() const { return static_cast<uint8_t*>(block.get()); }
-};
 }  // namespace decode_detail
-#endif
 
 struct DecodeLoader::Item {
   int64_t index = 0, label = 0;
-  bool gpu = false;  // nvJPEG decodes it from the slot's file bytes
+  bool kept = false;  // read and checked (false: skipped or failed)
+  bool gpu = false;   // nvJPEG decodes it from the staged file bytes
   bool hardware = false;
-  size_t at = 0, size = 0;  // its file bytes (gpu) or decoded pixels (host) in the slot's staging buffer
-  CropDesc desc;            // offset: set when the batch's pixels are laid out
+  const uint8_t* data = nullptr;  // its staged file bytes (gpu) or decoded pixels (host)
+  size_t at = 0, size = 0;        // its region in the bytes (gpu) or pixels (host) layout
+  CropDesc desc;                  // offset: set when the batch's device layout is known
+  std::exception_ptr error;       // the error policy's: rethrown for the first failed position
 };
 
-struct DecodeLoader::Slot {
-  enum class State { free, filling, filled, decoding, ready };
-  State state = State::free;
-  int64_t batch = -1;
-  uint64_t generation = 0;
-  int64_t epoch = 0;
-  std::exception_ptr error;
-  std::vector<Item> items;
-  size_t file_bytes = 0, pixel_bytes = 0;  // staged this time
-  Tensor input, labels;                    // CPU target: the finished batch
+struct DecodeLoader::Slot : RingSlot {
+  std::vector<int64_t> indices;  // the batch's samples, in order
+  std::vector<Item> items;       // per position while filling; the kept ones once filled
+  // Under the ring's mutex: the workers' cursor over positions, how many are filled, how many workers hold
+  // one (or finish the batch), and whether the staging may be written (the device finished reading the
+  // previous batch of this slot). Dropped (old generation) only when no worker holds a position.
+  int64_t next_position = 0, done = 0, busy = 0;
+  bool open = false;
+  decode_detail::StagingPool bytes, pixels;
+  Tensor input, labels;  // CPU target: the finished batch
 #if LIFTOFF_WITH_CUDA
-  decode_detail::PinnedBuffer bytes, pixels, meta;  // meta: labels (i64), then the descriptors
-  decode_detail::DeviceBuffer arena, device_meta;
-  bool device_busy = false;  // queued device work may still read bytes/pixels/meta: wait for `decoded`
+  std::shared_ptr<void> meta;  // pinned: labels (i64), then the descriptors
+  size_t meta_capacity = 0;
+  std::shared_ptr<void> arena, device_meta;  // device, ordered on the slot's lane stream
+  size_t arena_capacity = 0, device_meta_capacity = 0;
+  bool device_busy = false;  // queued device work may still read the staging: wait for `decoded` first
   bool decode_timing = false, crop_timing = false;
   std::unique_ptr<cuda::Event> decode_start, decoded, crop_start, crop_end, consumed;
 #endif
 };
 
-struct DecodeLoader::Device_ {
+// A decode lane: a thread issuing the batches b with b % lanes == its number, on its own stream, with its
+// own nvJPEG decoder (the states and the GPU-hybrid stream nvJPEG needs per thread).
+struct DecodeLoader::Lane {
+  int number = 0;
+  int64_t next_batch = 0;  // the next batch it issues (under the ring's mutex)
 #if LIFTOFF_WITH_CUDA
   int device = 0;
   cudaStream_t stream = nullptr;

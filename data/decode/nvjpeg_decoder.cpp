@@ -1,5 +1,8 @@
 #include "data/decode/nvjpeg_decoder.h"
 
+#include <algorithm>
+
+#include "runtime/cuda/check.h"
 #include "runtime/cuda/context.h"
 #include "runtime/error.h"
 
@@ -20,16 +23,45 @@ int backend_value(NvjpegBackend backend) {
 
 }  // namespace
 
-NvjpegDecoder::NvjpegDecoder(int device, NvjpegBackend requested) : device_(device) {
+NvjpegDecoder::NvjpegDecoder(int device, NvjpegBackend requested, NvjpegOptions options)
+    : device_(device), options_(options) {
   nvjpeg::api();  // throws BackendError with the reason when the library is absent
+  LIFTOFF_CHECK(
+      options_.hardware_batch >= -1 && options_.hardware_share >= 0.0 && options_.hardware_share <= 1.0,
+      ValueError, "nvJPEG: hardware batch ", options_.hardware_batch, " (>= -1) or share ",
+      options_.hardware_share, " (in [0, 1]) out of range");
   DeviceGuard guard(device_);
   try {
     create_engines(requested);
+    LIFTOFF_CUDA_CHECK(cudaStreamCreateWithFlags(&hybrid_stream_, cudaStreamNonBlocking));
+    LIFTOFF_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+    LIFTOFF_CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
   } catch (...) {
-    destroy(hybrid_);
-    destroy(primary_);
+    release();
     throw;
   }
+  hardware_batch_ = preferred_hardware_batch(options_.hardware_batch);
+}
+
+void NvjpegDecoder::release() noexcept {
+  destroy(hybrid_);
+  destroy(primary_);
+  // Only after the engines: their queued work is on these streams.
+  if (join_ != nullptr) cudaEventDestroy(join_);
+  if (fork_ != nullptr) cudaEventDestroy(fork_);
+  if (hybrid_stream_ != nullptr) cudaStreamDestroy(hybrid_stream_);
+  join_ = fork_ = nullptr;
+  hybrid_stream_ = nullptr;
+}
+
+int NvjpegDecoder::preferred_hardware_batch(int requested) const {
+  if (requested >= 0 || primary_backend_ != NvjpegBackend::hardware) return std::max(requested, 0);
+  const nvjpeg::Api& a = nvjpeg::api();
+  unsigned engines = 0, cores = 0;
+  if (a.GetHardwareDecoderInfo == nullptr ||
+      a.GetHardwareDecoderInfo(primary_.handle, &engines, &cores) != nvjpeg::kSuccess)
+    return 0;
+  return static_cast<int>(std::min(engines * cores, 4096u));
 }
 
 void NvjpegDecoder::create_engines(NvjpegBackend requested) {
@@ -56,26 +88,28 @@ void NvjpegDecoder::create_engines(NvjpegBackend requested) {
 }
 
 NvjpegDecoder::~NvjpegDecoder() {
-  destroy(hybrid_);
-  destroy(primary_);
+  DeviceGuard guard(device_);
+  release();
 }
 
 bool NvjpegDecoder::create(Engine& engine, NvjpegBackend backend, std::string* why) {
   const nvjpeg::Api& a = nvjpeg::api();
   int rc = a.CreateEx(backend_value(backend), nullptr, nullptr, nvjpeg::kFlagsDefault, &engine.handle);
-  if (rc == nvjpeg::kSuccess) rc = a.JpegStateCreate(engine.handle, &engine.batched);
+  for (Batched& batched : engine.batched) {
+    if (rc == nvjpeg::kSuccess) rc = a.JpegStateCreate(engine.handle, &batched.state);
+  }
   // One-by-one retries run on the software engine only.
   if (rc == nvjpeg::kSuccess && backend != NvjpegBackend::hardware)
     rc = a.JpegStateCreate(engine.handle, &engine.single);
   // The hardware backend can be created and still refuse batches (no JPEG engine): try one initialisation.
   if (rc == nvjpeg::kSuccess)
-    rc = a.DecodeBatchedInitialize(engine.handle, engine.batched, 1, 1, nvjpeg::kOutputRgbi);
+    rc = a.DecodeBatchedInitialize(engine.handle, engine.batched[0].state, 1, 1, nvjpeg::kOutputRgbi);
   if (rc != nvjpeg::kSuccess) {
     *why = str_cat(decode_backend_name(backend), ": ", nvjpeg::status_name(rc));
     destroy(engine);
     return false;
   }
-  engine.batch_size = 1;
+  engine.batched[0].batch_size = 1;
   engine.backend = backend;
   return true;
 }
@@ -84,7 +118,9 @@ void NvjpegDecoder::destroy(Engine& engine) noexcept {
   if (!nvjpeg::loaded()) return;
   const nvjpeg::Api& a = nvjpeg::api();
   if (engine.single != nullptr) a.JpegStateDestroy(engine.single);
-  if (engine.batched != nullptr) a.JpegStateDestroy(engine.batched);
+  for (Batched& batched : engine.batched) {
+    if (batched.state != nullptr) a.JpegStateDestroy(batched.state);
+  }
   if (engine.handle != nullptr) a.Destroy(engine.handle);
   engine = Engine{};
 }
@@ -94,6 +130,13 @@ std::string NvjpegDecoder::describe() const {
   if (hybrid_.handle != nullptr)
     text += str_cat(" (+ ", decode_backend_name(hybrid_.backend), " for progressive/other JPEGs)");
   text += ", " + nvjpeg::describe_library();
+  if (primary_backend_ == NvjpegBackend::hardware) {
+    text += hardware_batch_ > 0 ? str_cat(", ", hardware_batch_, " images per hardware call")
+                                : std::string(", whole batches per hardware call");
+    if (options_.hardware_share < 1.0)
+      text += str_cat(", ", static_cast<int>(options_.hardware_share * 100.0 + 0.5),
+                      "% of them on the hardware engine");
+  }
   if (!hardware_refusal_.empty()) text += str_cat("; hardware backend refused: ", hardware_refusal_);
   return text;
 }
@@ -108,34 +151,33 @@ bool NvjpegDecoder::header_agrees(JpegDecodeJob& job) {
   return rc == nvjpeg::kSuccess && widths[0] == job.width && heights[0] == job.height;
 }
 
-bool NvjpegDecoder::decode_batched(Engine& engine, const std::vector<JpegDecodeJob*>& jobs,
+bool NvjpegDecoder::decode_batched(Engine& engine, Batched& batched, JpegDecodeJob* const* jobs, size_t count,
                                    cudaStream_t stream) {
-  if (jobs.empty()) return true;
   const nvjpeg::Api& a = nvjpeg::api();
-  const int n = static_cast<int>(jobs.size());
-  data_.resize(jobs.size());
-  lengths_.resize(jobs.size());
-  images_.assign(jobs.size(), nvjpeg::Image{});
-  for (size_t i = 0; i < jobs.size(); ++i) {
+  const int n = static_cast<int>(count);
+  data_.resize(count);
+  lengths_.resize(count);
+  images_.assign(count, nvjpeg::Image{});
+  for (size_t i = 0; i < count; ++i) {
     data_[i] = jobs[i]->data;
     lengths_[i] = jobs[i]->size;
     images_[i].channel[0] = jobs[i]->dst;
     images_[i].pitch[0] = static_cast<size_t>(jobs[i]->width) * 3;
   }
-  if (engine.batch_size != n) {
-    if (a.DecodeBatchedInitialize(engine.handle, engine.batched, n, 1, nvjpeg::kOutputRgbi) !=
+  if (batched.batch_size != n) {
+    if (a.DecodeBatchedInitialize(engine.handle, batched.state, n, 1, nvjpeg::kOutputRgbi) !=
         nvjpeg::kSuccess) {
-      engine.batch_size = -1;
+      batched.batch_size = -1;
       return false;
     }
-    engine.batch_size = n;
+    batched.batch_size = n;
   }
-  if (a.DecodeBatched(engine.handle, engine.batched, data_.data(), lengths_.data(), images_.data(), stream) !=
+  if (a.DecodeBatched(engine.handle, batched.state, data_.data(), lengths_.data(), images_.data(), stream) !=
       nvjpeg::kSuccess) {
-    engine.batch_size = -1;  // nvJPEG: re-initialise after a failed batch
+    batched.batch_size = -1;  // nvJPEG: re-initialise after a failed batch
     return false;
   }
-  for (JpegDecodeJob* job : jobs) job->ok = true;
+  for (size_t i = 0; i < count; ++i) jobs[i]->ok = true;
   return true;
 }
 
@@ -148,6 +190,31 @@ bool NvjpegDecoder::decode_single(Engine& engine, JpegDecodeJob& job, cudaStream
   return job.ok;
 }
 
+// The group in calls of `chunk` images (0: one call) on `stream`; a failed call is retried image by image on
+// the GPU-hybrid engine's stream (its single state lives there), after what `stream` queued so far.
+void NvjpegDecoder::decode_group(Engine& engine, std::vector<JpegDecodeJob*>& group, int chunk,
+                                 cudaStream_t stream, int64_t& counter, JpegDecodeCounts& counts) {
+  Engine& software = hybrid_.handle != nullptr ? hybrid_ : primary_;
+  const size_t step = chunk > 0 ? static_cast<size_t>(chunk) : group.size();
+  for (size_t at = 0; at < group.size(); at += step) {
+    const size_t count = std::min(step, group.size() - at);
+    // Calls of the preferred size keep one initialised state; the remainder has its own.
+    Batched& batched = engine.batched[count == step ? 0 : 1];
+    if (decode_batched(engine, batched, group.data() + at, count, stream)) {
+      counter += static_cast<int64_t>(count);
+      continue;
+    }
+    ++counts.batch_retries;
+    if (stream != hybrid_stream_) {
+      LIFTOFF_CUDA_CHECK(cudaEventRecord(fork_, stream));
+      LIFTOFF_CUDA_CHECK(cudaStreamWaitEvent(hybrid_stream_, fork_, 0));
+    }
+    for (size_t i = at; i < at + count; ++i) {
+      if (decode_single(software, *group[i], hybrid_stream_)) ++counts.gpu_hybrid;
+    }
+  }
+}
+
 void NvjpegDecoder::decode(std::vector<JpegDecodeJob>& jobs, cudaStream_t stream, JpegDecodeCounts& counts) {
   DeviceGuard guard(device_);
   Engine& software = hybrid_.handle != nullptr ? hybrid_ : primary_;
@@ -158,18 +225,22 @@ void NvjpegDecoder::decode(std::vector<JpegDecodeJob>& jobs, cudaStream_t stream
     if (!header_agrees(job)) continue;
     (has_hardware && job.hardware ? hardware : other).push_back(&job);
   }
-  const auto run = [&](Engine& engine, std::vector<JpegDecodeJob*>& group, int64_t& counter) {
-    if (decode_batched(engine, group, stream)) {
-      counter += static_cast<int64_t>(group.size());
-      return;
-    }
-    ++counts.batch_retries;
-    for (JpegDecodeJob* job : group) {
-      if (decode_single(software, *job, stream)) ++counts.gpu_hybrid;
-    }
-  };
-  run(primary_, hardware, counts.hardware);
-  run(software, other, counts.gpu_hybrid);
+  if (options_.hardware_share < 1.0) {
+    // The hardware engine's share; the rest decodes on the GPU-hybrid engine at the same time.
+    const auto keep =
+        static_cast<size_t>(static_cast<double>(hardware.size()) * options_.hardware_share + 0.5);
+    other.insert(other.begin(), hardware.begin() + static_cast<std::ptrdiff_t>(keep), hardware.end());
+    hardware.resize(keep);
+  }
+  // The GPU-hybrid stream starts after what the caller queued (the destinations are free), and the caller's
+  // stream continues after both engines.
+  LIFTOFF_CUDA_CHECK(cudaEventRecord(fork_, stream));
+  LIFTOFF_CUDA_CHECK(cudaStreamWaitEvent(hybrid_stream_, fork_, 0));
+  // The hardware engine first: its host part is short, and it decodes while the host works for GPU-hybrid.
+  if (!hardware.empty()) decode_group(primary_, hardware, hardware_batch_, stream, counts.hardware, counts);
+  if (!other.empty()) decode_group(software, other, 0, hybrid_stream_, counts.gpu_hybrid, counts);
+  LIFTOFF_CUDA_CHECK(cudaEventRecord(join_, hybrid_stream_));
+  LIFTOFF_CUDA_CHECK(cudaStreamWaitEvent(stream, join_, 0));
   for (const JpegDecodeJob& job : jobs) counts.failed += job.ok ? 0 : 1;
 }
 

@@ -1,9 +1,11 @@
 // Batched JPEG decoding with nvJPEG straight into device memory (interleaved RGB). Two engines: the primary
 // one (the hardware JPEG decoder where the GPU has one, NVJPEG_BACKEND_HARDWARE, batched API) takes the
-// baseline single-scan images data/decode/image_decode.h routes to `hardware`; a GPU-hybrid engine takes the
-// rest (progressive, several scans, other chroma layouts) and whatever the primary engine's batch refused.
-// A batch that fails is retried image by image on the GPU-hybrid engine; an image that fails there too is
-// reported back (ok = false) for the CPU decoder. Not thread-safe: one decode thread owns a decoder.
+// baseline single-scan images data/decode/image_decode.h routes to `hardware` (all of them, or a share: see
+// NvjpegOptions), in calls of its preferred size; a GPU-hybrid engine takes the rest (progressive, several
+// scans, other chroma layouts) on a second stream of its own, so both engines work at once, joined back into
+// the caller's stream. A batch that fails is retried image by image on the GPU-hybrid engine; an image that
+// fails there too is reported back (ok = false) for the CPU decoder. Not thread-safe: one thread owns a
+// decoder (nvJPEG's states are per thread); several decoders run side by side (DecodeLoader's lanes).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -25,6 +27,15 @@ struct JpegDecodeJob {
   bool ok = false;            // set by decode()
 };
 
+struct NvjpegOptions {
+  // Images per call of the hardware engine: 0: all of a decode() call's in one call; -1: the decoder's
+  // engines x cores (nvjpegGetHardwareDecoderInfo; all at once when the library does not say); n > 0: n.
+  int hardware_batch = 0;
+  // Share of the hardware-decodable images the hardware engine gets (the first ones of each call); the rest
+  // go to the GPU-hybrid engine, which decodes them at the same time.
+  double hardware_share = 1.0;
+};
+
 struct JpegDecodeCounts {
   int64_t hardware = 0;       // decoded by the primary engine's batches (hardware backend when it has it)
   int64_t gpu_hybrid = 0;     // decoded by the GPU-hybrid engine (batched or one by one)
@@ -35,7 +46,7 @@ struct JpegDecodeCounts {
 class NvjpegDecoder {
  public:
   // Throws BackendError when nvJPEG cannot be loaded or no engine can be created on `device`.
-  NvjpegDecoder(int device, NvjpegBackend requested);
+  NvjpegDecoder(int device, NvjpegBackend requested, NvjpegOptions options = {});
   ~NvjpegDecoder();
   NvjpegDecoder(const NvjpegDecoder&) = delete;
   NvjpegDecoder& operator=(const NvjpegDecoder&) = delete;
@@ -45,26 +56,43 @@ class NvjpegDecoder {
   // (nvJPEG 13.0.0)" and, when the hardware backend was asked for but refused, why.
   std::string describe() const;
 
-  // Decodes every job on `stream` (queued work: the bytes and destinations must stay valid until it
-  // completes). Sets job.ok.
+  // Images per hardware call in effect (0: all at once).
+  int hardware_batch() const { return hardware_batch_; }
+
+  // Decodes every job on `stream` (queued work: the bytes and destinations must stay valid until what is
+  // queued on `stream` when it returns completes). Sets job.ok.
   void decode(std::vector<JpegDecodeJob>& jobs, cudaStream_t stream, JpegDecodeCounts& counts);
 
  private:
+  struct Batched {
+    nvjpeg::State state = nullptr;
+    int batch_size = -1;  // what the state was initialised for (-1: must initialise)
+  };
   struct Engine {
     nvjpeg::Handle handle = nullptr;
-    nvjpeg::State batched = nullptr;
+    // Batched states: [0] for calls of the preferred size, [1] for the remainder (re-initialised when the
+    // size changes: nvJPEG wants that per size, and it costs allocations).
+    Batched batched[2];
     nvjpeg::State single = nullptr;
-    int batch_size = -1;  // what the batched state was initialised for (-1: must initialise)
     NvjpegBackend backend = NvjpegBackend::gpu_hybrid;
   };
   void create_engines(NvjpegBackend requested);
   bool create(Engine& engine, NvjpegBackend backend, std::string* why);
   void destroy(Engine& engine) noexcept;
-  bool decode_batched(Engine& engine, const std::vector<JpegDecodeJob*>& jobs, cudaStream_t stream);
+  void release() noexcept;
+  bool decode_batched(Engine& engine, Batched& state, JpegDecodeJob* const* jobs, size_t count,
+                      cudaStream_t stream);
+  void decode_group(Engine& engine, std::vector<JpegDecodeJob*>& group, int chunk, cudaStream_t stream,
+                    int64_t& counter, JpegDecodeCounts& counts);
+  int preferred_hardware_batch(int requested) const;
   bool decode_single(Engine& engine, JpegDecodeJob& job, cudaStream_t stream);
   bool header_agrees(JpegDecodeJob& job);
 
   int device_ = 0;
+  NvjpegOptions options_;
+  int hardware_batch_ = 0;
+  cudaStream_t hybrid_stream_ = nullptr;         // the GPU-hybrid engine's, joined into the caller's
+  cudaEvent_t fork_ = nullptr, join_ = nullptr;  // ordering between the two streams
   NvjpegBackend primary_backend_ = NvjpegBackend::gpu_hybrid;
   std::string hardware_refusal_;
   Engine primary_;  // hardware (or the GPU-hybrid engine itself when the hardware one is absent)

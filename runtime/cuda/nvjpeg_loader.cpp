@@ -29,6 +29,8 @@ struct Loaded {
     bind(api.Decode, "nvjpegDecode");
     bind(api.DecodeBatchedInitialize, "nvjpegDecodeBatchedInitialize");
     bind(api.DecodeBatched, "nvjpegDecodeBatched");
+    api.GetHardwareDecoderInfo = reinterpret_cast<decltype(api.GetHardwareDecoderInfo)>(
+        library.symbol("nvjpegGetHardwareDecoderInfo"));
   }
 
   template <class Fn>

@@ -85,6 +85,9 @@ struct Api {
                                  int output_format) = nullptr;
   int (*DecodeBatched)(Handle handle, State state, const unsigned char* const* data, const size_t* lengths,
                        Image* destinations, cudaStream_t stream) = nullptr;
+  // Optional (null when the library lacks it): the hardware decoder's engines and cores per engine.
+  int (*GetHardwareDecoderInfo)(Handle handle, unsigned* num_engines,
+                                unsigned* num_cores_per_engine) = nullptr;
 };
 
 // The loaded library's functions; throws BackendError (with load_error()'s text) when it is absent.

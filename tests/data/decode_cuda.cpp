@@ -320,6 +320,67 @@ TEST_F(DecodeLoaderCuda, GpuDecodeMatchesCpuDecode) {
   EXPECT_EQ(counts.skipped, 0);
 }
 
+// Several decode lanes (batches issued at once on their own streams and nvJPEG states) hand out exactly what
+// one lane does, also across a restarted epoch; for CPU decoding on the GPU too.
+TEST_F(DecodeLoaderCuda, DecodeLanesGiveWhatOneLaneGives) {
+  LIFTOFF_REQUIRE_NVJPEG();
+  const auto folder = make_folder();
+  for (const DecodeMode mode : {DecodeMode::gpu, DecodeMode::cpu}) {
+    DecodeLoaderOptions o = options(mode, Device::cuda(0));
+    o.batch = 2;
+    o.decode_lanes = 1;
+    DecodeLoader one(folder, o);
+    o.decode_lanes = 3;
+    o.workers = 4;
+    o.prefetch = 4;  // rounded up to 6: two slots per lane
+    DecodeLoader three(folder, o);
+    for (int e = 0; e < 3; ++e) {
+      if (e == 1) {
+        three.start_epoch(7);
+        Batch b;
+        ASSERT_TRUE(three.next(b));  // the rest of epoch 7 is in flight when epoch 1 starts
+      }
+      const std::vector<Batch> a = epoch(one, e), b = epoch(three, e);
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t k = 0; k < a.size(); ++k) {
+        ASSERT_EQ(a[k].indices, b[k].indices);
+        EXPECT_EQ(a[k].labels.to(Device::cpu()).to_vector<int64_t>(),
+                  b[k].labels.to(Device::cpu()).to_vector<int64_t>());
+        expect_close(b[k].input, a[k].input, 0.0, 0.0,
+                     str_cat(mode == DecodeMode::gpu ? "gpu" : "cpu", " decode, epoch ", e, " batch ", k,
+                             " (3 lanes vs 1, bit for bit)"));
+      }
+    }
+  }
+}
+
+// Hardware calls of 2 images and half of the baseline files on the GPU-hybrid engine: every image still
+// decodes as the CPU decodes it, and the routes add up.
+TEST_F(DecodeLoaderCuda, HardwareCallSizeAndShareDecodeEveryImage) {
+  LIFTOFF_REQUIRE_NVJPEG();
+  const auto folder = make_folder();
+  DecodeLoaderOptions o = options(DecodeMode::gpu, Device::cuda(0));
+  o.batch = 7;
+  o.hardware_batch = 2;
+  o.hardware_share = 0.5;
+  DecodeLoader gpu(folder, o);
+  std::printf("decode: %s\n", gpu.describe().c_str());
+  DecodeLoader cpu(folder, options(DecodeMode::cpu, Device::cuda(0)));
+  for (int e = 0; e < 2; ++e) {
+    const std::vector<Batch> g = epoch(gpu, e), c = epoch(cpu, e);
+    std::vector<int64_t> gi, ci;
+    for (const Batch& b : g) gi.insert(gi.end(), b.indices.begin(), b.indices.end());
+    for (const Batch& b : c) ci.insert(ci.end(), b.indices.begin(), b.indices.end());
+    ASSERT_EQ(gi, ci);
+    const Tensor gx = g[0].input, cx = c[0].input.slice(0, 0, 3);
+    expect_close(gx.slice(0, 0, 3), cx, 0.0, 24.0 / (255.0 * 0.224), "epoch " + std::to_string(e));
+  }
+  const DecodeCounts counts = gpu.decode_counts();
+  EXPECT_EQ(counts.hardware + counts.gpu_hybrid + counts.cpu_fallback, 10);
+  EXPECT_EQ(counts.cpu, 4);
+  EXPECT_EQ(counts.skipped, 0);
+}
+
 TEST_F(DecodeLoaderCuda, HalfInputIsChannelsLast) {
   LIFTOFF_REQUIRE_CUDA();
   const auto folder = make_folder();

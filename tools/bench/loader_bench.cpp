@@ -1,8 +1,9 @@
 // bench_loader: images/s of the DataLoader alone (no model) against the worker count, for the in-memory IDX
 // set and for image folders (e.g. JPEG folders made by export_images or make_jpeg_folder). Each cell: one
 // warm-up epoch slice, then the best of `repeats` timed passes over `batches` batches. For folders, also the
-// decode pipeline (DecodeLoader) side by side: GPU decode (nvJPEG, per --nvjpeg-backend) and CPU decode, each
-// decoded and augmented into the device (random resized crop to --image-size), and with --cpu-decoders the
+// decode pipeline (DecodeLoader) side by side: GPU decode (nvJPEG, per --nvjpeg-backend, --decode-lanes,
+// --hardware-batch, --hardware-share) and CPU decode, each decoded and augmented into the device (random
+// resized crop to --image-size), and with --cpu-decoders the
 // single-thread decode speed of libjpeg-turbo vs stb_image (full size and DCT-scaled) on the folder's files.
 #include <CLI/CLI.hpp>
 
@@ -35,6 +36,9 @@ struct Flags {
   std::string device = "cpu";
   std::vector<std::string> decode = {"gpu", "cpu"};  // DecodeLoader rows per folder ("none": skip)
   std::vector<std::string> nvjpeg_backends = {"auto"};
+  std::vector<int> decode_lanes = {2};    // decode rows on CUDA: batches issued at once
+  std::vector<int> hardware_batch = {0};  // gpu rows: images per hardware call (0 all, -1 engines x cores)
+  std::vector<double> hardware_share = {1.0};  // gpu rows: share of baseline JPEGs on the hardware engine
   int64_t image_size = 224;
   bool fixed_size = true;    // the DataLoader row (every image resized to the first one's size)
   int64_t cpu_decoders = 0;  // > 0: time the CPU decoders on this many of each folder's files
@@ -76,32 +80,55 @@ void row(const std::string& name, const Flags& f, Make&& make) {
   std::printf("\n");
 }
 
-// DecodeLoader rows of one folder: each --decode mode (gpu: each --nvjpeg-backend), then the routes taken.
+// One DecodeLoader row: images/s per worker count, then what it decoded with.
+void decode_row(const std::shared_ptr<const liftoff::ImageFolder>& folder, const Flags& f,
+                const std::string& mode, const std::string& backend, int lanes, int hw_batch,
+                double hw_share) {
+  std::string name = "  decode " + mode;
+  if (mode == "gpu") {
+    char tuning[64];
+    std::snprintf(tuning, sizeof tuning, " (%s, hw batch %d, share %.2f)", backend.c_str(), hw_batch,
+                  hw_share);
+    name += tuning;
+  }
+  name += " " + std::to_string(lanes) + " lane" + (lanes > 1 ? "s" : "") + " -> " +
+          std::to_string(f.image_size) + "px";
+  std::string description;
+  row(name, f, [&](const liftoff::LoaderOptions& lo) {
+    liftoff::DecodeLoaderOptions o;
+    o.batch = lo.batch;
+    o.workers = lo.workers;
+    o.prefetch = lo.prefetch;
+    o.device = lo.device;
+    o.decode = liftoff::parse_decode_mode(mode);
+    o.decode_lanes = lanes;
+    if (mode == "gpu") {
+      o.nvjpeg_backend = liftoff::parse_nvjpeg_backend(backend);
+      o.hardware_batch = hw_batch;
+      o.hardware_share = hw_share;
+    }
+    o.crop.out_height = o.crop.out_width = f.image_size;
+    o.on_bad_sample = liftoff::BadSamplePolicy::skip;
+    auto loader = std::make_unique<liftoff::DecodeLoader>(folder, o);
+    description = loader->describe();
+    return loader;
+  });
+  std::printf("    %s\n", description.c_str());
+}
+
+// DecodeLoader rows of one folder: each --decode mode and --decode-lanes; gpu rows for each
+// --nvjpeg-backend, --hardware-batch and --hardware-share.
 void decode_rows(const std::shared_ptr<const liftoff::ImageFolder>& folder, const Flags& f) {
   for (const std::string& mode : f.decode) {
     if (mode == "none") continue;
-    const std::vector<std::string> backends =
-        mode == "gpu" ? f.nvjpeg_backends : std::vector<std::string>{"-"};
-    for (const std::string& backend : backends) {
-      std::string description;
-      liftoff::DecodeCounts counts;
-      const std::string name = "  decode " + mode + (mode == "gpu" ? " (" + backend + ")" : "") + " -> " +
-                               std::to_string(f.image_size) + "px";
-      row(name, f, [&](const liftoff::LoaderOptions& lo) {
-        liftoff::DecodeLoaderOptions o;
-        o.batch = lo.batch;
-        o.workers = lo.workers;
-        o.prefetch = lo.prefetch;
-        o.device = lo.device;
-        o.decode = liftoff::parse_decode_mode(mode);
-        if (mode == "gpu") o.nvjpeg_backend = liftoff::parse_nvjpeg_backend(backend);
-        o.crop.out_height = o.crop.out_width = f.image_size;
-        o.on_bad_sample = liftoff::BadSamplePolicy::skip;
-        auto loader = std::make_unique<liftoff::DecodeLoader>(folder, o);
-        description = loader->describe();
-        return loader;
-      });
-      std::printf("    %s\n", description.c_str());
+    const bool gpu = mode == "gpu";
+    for (const int lanes : f.decode_lanes) {
+      for (const std::string& backend : gpu ? f.nvjpeg_backends : std::vector<std::string>{"-"}) {
+        for (const int hw_batch : gpu ? f.hardware_batch : std::vector<int>{0}) {
+          for (const double hw_share : gpu ? f.hardware_share : std::vector<double>{1.0})
+            decode_row(folder, f, mode, backend, lanes, hw_batch, hw_share);
+        }
+      }
     }
   }
 }
@@ -155,6 +182,15 @@ int main(int argc, char** argv) {
   app.add_option("--decode", f.decode, "folders: DecodeLoader rows: gpu, cpu (none: skip)")
       ->capture_default_str();
   app.add_option("--nvjpeg-backend", f.nvjpeg_backends, "decode gpu rows: auto, hardware, gpu-hybrid, hybrid")
+      ->capture_default_str();
+  app.add_option("--decode-lanes", f.decode_lanes, "decode rows on CUDA: batches issued to the GPU at once")
+      ->capture_default_str();
+  app.add_option(
+         "--hardware-batch", f.hardware_batch,
+         "decode gpu rows: images per hardware-decoder call (0: all of a batch's, -1: engines x cores)")
+      ->capture_default_str();
+  app.add_option("--hardware-share", f.hardware_share,
+                 "decode gpu rows: share of baseline JPEGs on the hardware engine (the rest: GPU-hybrid)")
       ->capture_default_str();
   app.add_option("--image-size", f.image_size, "decode rows: output side")->capture_default_str();
   app.add_flag("--fixed-size,!--no-fixed-size", f.fixed_size,
