@@ -1,12 +1,15 @@
 // CUDA kernels over an ElementwisePlan: out[i] = f(inputs at i...), computed in each input's accumulation
 // type (f32 for f16/bf16). Dense plans run a vectorised kernel (16-byte loads and stores where every pointer
-// is aligned); others a strided kernel that derives each input's offset from the output index (32-bit index
-// math when the output has fewer than 2^31 elements). Both use grid-stride loops on the compute stream.
+// is aligned); others (broadcast, strided) a rows kernel: the output as rows of the plan's innermost
+// dimension, 16-byte packs of outputs inside a row when the row length allows, each input read by pack,
+// by one value per row (a broadcast along the row) or element by element (row_indexer.h), index math once
+// per pack (multiply-high divisions when every index fits 31 bits). Grid-stride loops on the compute stream.
 #pragma once
 #include <algorithm>
 #include <utility>
 
 #include "ops/common/elementwise.h"
+#include "ops/common/row_indexer.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/cuda_types.cuh"
@@ -75,27 +78,50 @@ __global__ void elementwise_dense_kernel(int64_t n, Out* out, F f, ElementInput<
   for (int64_t i = packs * V + first; i < n; i += step) out[i] = convert<Out>(f(in.at(i)...));
 }
 
-template <class Index, class Out, class F, class... T, size_t... K>
-__device__ __forceinline__ void strided_element(const ElementwisePlan& plan, Index i, Out* out, const F& f,
-                                                std::index_sequence<K...>, const ElementInput<T>&... in) {
-  Index off[sizeof...(T)] = {};
-  Index rem = i;
-  for (int d = plan.dims - 1; d >= 0; --d) {
-    const Index size = static_cast<Index>(plan.sizes[d]);
-    const Index idx = rem % size;
-    rem /= size;
-    ((off[K] += idx * static_cast<Index>(plan.strides[K][d])), ...);
+// V consecutive values of input `in` along a row, starting at `offset` (its element at the pack's first
+// column), read as the indexer says: one value for a broadcast, a whole pack, or element by element.
+template <int V, class T>
+__device__ __forceinline__ Loaded<T, V> load_row_pack(const ElementInput<T>& in, RowRead read, int64_t offset,
+                                                      int64_t stride) {
+  Loaded<T, V> out;
+  if (read == RowRead::broadcast) {
+    const acc_t<T> v = in.at(offset);
+#pragma unroll
+    for (int j = 0; j < V; ++j) out.v[j] = v;
+  } else if (read == RowRead::vector) {
+    const Pack<T, V> p = *reinterpret_cast<const Pack<T, V>*>(in.data + offset);
+#pragma unroll
+    for (int j = 0; j < V; ++j) out.v[j] = convert<acc_t<T>>(p.v[j]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < V; ++j) out.v[j] = convert<acc_t<T>>(in.data[offset + j * stride]);
   }
-  out[i] = convert<Out>(f(in.at(static_cast<int64_t>(off[K]))...));
+  return out;
 }
 
-// Slots are assigned by the front: the k-th argument reads plan.strides[k] (constants carry zero strides).
-template <class Index, class Out, class F, class... T>
-__global__ void elementwise_strided_kernel(ElementwisePlan plan, Out* out, F f, ElementInput<T>... in) {
-  const Index n = static_cast<Index>(plan.numel);
+template <int V, class Index, class Out, class F, class... T, size_t... K>
+__device__ __forceinline__ void row_pack(const RowIndexer<Index, sizeof...(T)>& ix, Index first, Out* out,
+                                         const F& f, std::index_sequence<K...>,
+                                         const ElementInput<T>&... in) {
+  Index off[sizeof...(T)];
+  ix.element_offsets(first, off);
+  if constexpr (V == 1) {
+    out[first] = convert<Out>(f(in.at(static_cast<int64_t>(off[K]))...));
+  } else {
+    store_pack<V>(out, static_cast<int64_t>(first / V), f,
+                  load_row_pack<V>(in, ix.read[K], static_cast<int64_t>(off[K]),
+                                   static_cast<int64_t>(ix.inner_stride[K]))...);
+  }
+}
+
+// Broadcast or strided inputs, dense output: packs of V outputs inside one row (V > 1 needs rows that are
+// a multiple of V); the index math (multiply-high divisions for 32-bit indices) runs once per pack.
+template <int V, class Index, class Out, class F, class... T>
+__global__ void elementwise_rows_kernel(RowIndexer<Index, sizeof...(T)> ix, Index packs, Out* out, F f,
+                                        ElementInput<T>... in) {
   const Index step = static_cast<Index>(gridDim.x) * blockDim.x;
-  for (Index i = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x; i < n; i += step) {
-    strided_element<Index>(plan, i, out, f, std::index_sequence_for<T...>{}, in...);
+  for (Index p = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x; p < packs; p += step) {
+    row_pack<V>(ix, p * V, out, f, std::index_sequence_for<T...>{}, in...);
   }
 }
 
@@ -139,6 +165,33 @@ ElementwisePlan slot_strides(const ElementwisePlan& plan, const ElementInput<T>&
   (place(in.data != nullptr), ...);
   return slotted;
 }
+
+// Launches the rows kernel over a slotted plan (dims >= 1): packs of 16 bytes of the widest type when the
+// rows allow (32-bit indices only; 64-bit ones are rare enough for one element per thread).
+template <class Index, class Out, class F, class... T>
+void launch_rows(const ElementwisePlan& slotted, cudaStream_t stream, Out* out, const F& f,
+                 const ElementInput<T>&... in) {
+  constexpr int K = static_cast<int>(sizeof...(T));
+  static_assert(K >= 1, "an elementwise kernel reads at least one input");
+  constexpr int V = static_cast<int>(16 / widest<Out, T...>());
+  const bool is_tensor[K] = {(in.data != nullptr)...};
+  const int64_t inner = slotted.sizes[slotted.dims - 1];
+  const bool packed = V > 1 && sizeof(Index) == 4 && inner % V == 0 &&
+                      reinterpret_cast<uintptr_t>(out) % (sizeof(Out) * V) == 0;
+  const int pack = packed ? V : 1;
+  const bool aligned[K] = {aligned_to(in, sizeof(T) * static_cast<size_t>(pack))...};
+  const RowIndexer<Index, K> ix = make_row_indexer<Index, K>(slotted, is_tensor, aligned, pack);
+  const int64_t packs = slotted.numel / pack;
+  if constexpr (V > 1 && sizeof(Index) == 4) {
+    if (packed) {
+      elementwise_rows_kernel<V, Index, Out, F, T...>
+          <<<grid_for(packs), kBlock, 0, stream>>>(ix, static_cast<Index>(packs), out, f, in...);
+      return;
+    }
+  }
+  elementwise_rows_kernel<1, Index, Out, F, T...>
+      <<<grid_for(packs), kBlock, 0, stream>>>(ix, static_cast<Index>(packs), out, f, in...);
+}
 }  // namespace detail
 
 // Launches out[i] = f(in...) over the plan on `device`'s compute stream. Out is written densely.
@@ -165,11 +218,9 @@ void launch_elementwise(int device, const ElementwisePlan& plan, Out* out, const
   }
   const ElementwisePlan slotted = detail::slot_strides(plan, in...);
   if (detail::fits_32_bit(plan)) {
-    detail::elementwise_strided_kernel<uint32_t, Out, F, T...>
-        <<<grid_for(n), kBlock, 0, stream>>>(slotted, out, f, in...);
+    detail::launch_rows<uint32_t>(slotted, stream, out, f, in...);
   } else {
-    detail::elementwise_strided_kernel<int64_t, Out, F, T...>
-        <<<grid_for(n), kBlock, 0, stream>>>(slotted, out, f, in...);
+    detail::launch_rows<int64_t>(slotted, stream, out, f, in...);
   }
   LIFTOFF_LAUNCH_CHECK();
 }

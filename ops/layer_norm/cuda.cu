@@ -1,13 +1,15 @@
-// CUDA layer/group norm (kernels.h). Forward and the input gradient: a group of TPR threads per row (a warp
-// for rows up to 1024 values, a 256-thread block beyond), 16-byte vector loads when the row and the pointers
-// allow, statistics in f32 (f64 for f64 data) from two passes over the row (mean, then the centred variance:
-// no cancellation; the second pass mostly hits L1/L2). The weight/bias gradients: a deterministic two-stage
-// reduction (per-chunk partial sums written to a buffer, then summed in chunk order), no atomics.
+// CUDA layer/group norm (kernels.h). Forward and the input gradient of layer norm with rows up to 8192
+// values: the row in registers (row_tile.cuh: a warp per row up to 1024 values, a block beyond, 16-byte
+// packs), so x (and gy) are read once; statistics in f32 (f64 for f64 data), the variance centred on the
+// mean from the registers (no cancellation). Group norm and longer rows: a group of TPR threads per row
+// looping over it (two passes, the second mostly from L1/L2). The weight/bias gradients: a deterministic
+// two-stage reduction (per-chunk partial sums written to a buffer, then summed in chunk order), no atomics.
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <type_traits>
 
+#include "ops/common/row_tile.cuh"
 #include "ops/layer_norm/kernels.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/context.h"
@@ -134,6 +136,102 @@ __global__ void __launch_bounds__(kBlock)
   for_row<TPR>(gy + base, cols, vec, [&](int64_t j, T g) {
     const A xhat = (convert<A>(x[base + j]) - mu) * r;
     gx[base + j] = convert<T>(r * (grad(j, g) - mean_g - xhat * mean_gx));
+  });
+}
+
+// Layer norm rows held in registers (weight and bias per column, read by the same packs).
+template <int G, int E, int V, class T>
+__global__ void __launch_bounds__(kBlock)
+    forward_tile_kernel(const T* x, const T* weight, const T* bias, T* y, acc_t<T>* mean, acc_t<T>* rstd,
+                        int64_t rows, int64_t cols, double eps) {
+  using A = acc_t<T>;
+  using Tile = RowTile<G, E, V>;
+  __shared__ A scratch[kBlock / kWarp];
+  const int lane = threadIdx.x % G;
+  const int64_t row = blockIdx.x * static_cast<int64_t>(Tile::kGroupsPerBlock) + threadIdx.x / G;
+  const bool active = row < rows;  // every thread stays for the group's reductions
+  const int64_t offset = (active ? row : 0) * cols;
+  A v[E];
+  Tile::load(x + offset, active ? cols : 0, lane, v, A(0));
+  A sum = A(0);
+#pragma unroll
+  for (int e = 0; e < E; ++e) sum += v[e];
+  const A count = static_cast<A>(cols);
+  const A mu = group_all_reduce<G>(sum, AddOp{}, scratch) / count;
+  A sq = A(0);
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    const A d = Tile::column(lane, e) < cols ? v[e] - mu : A(0);
+    sq += d * d;
+  }
+  const A r = A(1) / sqrt(group_all_reduce<G>(sq, AddOp{}, scratch) / count + static_cast<A>(eps));
+  if (!active) return;
+  if (lane == 0) {
+    mean[row] = mu;
+    rstd[row] = r;
+  }
+#pragma unroll
+  for (int e = 0; e < E; ++e) v[e] = (v[e] - mu) * r;
+  if (weight != nullptr) {
+    A w[E];
+    Tile::load(weight, cols, lane, w, A(1));
+#pragma unroll
+    for (int e = 0; e < E; ++e) v[e] *= w[e];
+  }
+  if (bias != nullptr) {
+    A b[E];
+    Tile::load(bias, cols, lane, b, A(0));
+#pragma unroll
+    for (int e = 0; e < E; ++e) v[e] += b[e];
+  }
+  Tile::store(y + offset, cols, lane, v);
+}
+
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = gy * weight, the row in registers.
+template <int G, int E, int V, class T>
+__global__ void __launch_bounds__(kBlock)
+    input_grad_tile_kernel(const T* gy, const T* x, const acc_t<T>* mean, const acc_t<T>* rstd,
+                           const T* weight, T* gx, int64_t rows, int64_t cols) {
+  using A = acc_t<T>;
+  using Tile = RowTile<G, E, V>;
+  __shared__ A scratch[kBlock / kWarp];
+  const int lane = threadIdx.x % G;
+  const int64_t row = blockIdx.x * static_cast<int64_t>(Tile::kGroupsPerBlock) + threadIdx.x / G;
+  const bool active = row < rows;
+  const int64_t offset = (active ? row : 0) * cols;
+  const int64_t valid = active ? cols : 0;
+  const A mu = active ? mean[row] : A(0), r = active ? rstd[row] : A(0);
+  A g[E], xhat[E];
+  Tile::load(gy + offset, valid, lane, g, A(0));  // zero past the row: adds nothing below
+  Tile::load(x + offset, valid, lane, xhat, A(0));
+  if (weight != nullptr) {
+    A w[E];
+    Tile::load(weight, cols, lane, w, A(0));
+#pragma unroll
+    for (int e = 0; e < E; ++e) g[e] *= w[e];
+  }
+  A sum_g = A(0), sum_gx = A(0);
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    xhat[e] = (xhat[e] - mu) * r;
+    sum_g += g[e];
+    sum_gx += g[e] * xhat[e];
+  }
+  const A count = static_cast<A>(cols);
+  const A mean_g = group_all_reduce<G>(sum_g, AddOp{}, scratch) / count;
+  const A mean_gx = group_all_reduce<G>(sum_gx, AddOp{}, scratch) / count;
+  if (!active) return;
+#pragma unroll
+  for (int e = 0; e < E; ++e) g[e] = r * (g[e] - mean_g - xhat[e] * mean_gx);
+  Tile::store(gx + offset, cols, lane, g);
+}
+
+// Runs launch(G, E, V) for layer norm rows (per-column affine) that fit a register tile; false otherwise.
+template <class T, class Launch>
+bool launch_tile(const RowNormShape& s, std::initializer_list<const void*> pointers, Launch&& launch) {
+  if (s.groups != 1 || s.inner != 1 || s.cols == 0) return false;
+  return dispatch_row_tile(s.cols, [&](auto g, auto e) {
+    dispatch_pack<T, decltype(e)::value>(s.cols, pointers, [&](auto v) { launch(g, e, v); });
   });
 }
 
@@ -286,6 +384,19 @@ void row_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
     using T = decltype(tag);
     using A = acc_t<T>;
     const Affine affine = affine_of(s);
+    const bool tiled = launch_tile<T>(
+        s,
+        {x.raw_data(), y.raw_data(), weight.defined() ? weight.raw_data() : nullptr,
+         bias.defined() ? bias.raw_data() : nullptr},
+        [&](auto g, auto e, auto v) {
+          constexpr int G = decltype(g)::value;
+          forward_tile_kernel<G, decltype(e)::value, decltype(v)::value, T>
+              <<<tile_blocks<G>(s.rows), kBlock, 0, compute_stream(device)>>>(
+                  ptr<T>(x), ptr<T>(weight), ptr<T>(bias), static_cast<T*>(y.raw_data()),
+                  static_cast<A*>(mean.raw_data()), static_cast<A*>(rstd.raw_data()), s.rows, s.cols, s.eps);
+          LIFTOFF_LAUNCH_CHECK();
+        });
+    if (tiled) return;
     // Weight and bias are read per value, not by packs.
     const bool vec = use_vectors<T>(s, {x.raw_data(), y.raw_data()});
     by_row_width(s, [&](auto tpr) {
@@ -308,7 +419,19 @@ void row_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, co
   dispatch_device_float(gy.dtype(), "layer/group norm backward", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
-    if (gx.defined() && s.rows > 0) {
+    const bool tiled =
+        gx.defined() && s.rows > 0 &&
+        launch_tile<T>(
+            s, {gy.raw_data(), x.raw_data(), gx.raw_data(), weight.defined() ? weight.raw_data() : nullptr},
+            [&](auto g, auto e, auto v) {
+              constexpr int G = decltype(g)::value;
+              input_grad_tile_kernel<G, decltype(e)::value, decltype(v)::value, T>
+                  <<<tile_blocks<G>(s.rows), kBlock, 0, compute_stream(device)>>>(
+                      ptr<T>(gy), ptr<T>(x), ptr<A>(mean), ptr<A>(rstd), ptr<T>(weight),
+                      static_cast<T*>(gx.raw_data()), s.rows, s.cols);
+              LIFTOFF_LAUNCH_CHECK();
+            });
+    if (gx.defined() && s.rows > 0 && !tiled) {
       const bool vec = use_vectors<T>(s, {gy.raw_data()});
       by_row_width(s, [&](auto tpr) {
         constexpr int TPR = decltype(tpr)::value;

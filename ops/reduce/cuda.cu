@@ -12,8 +12,9 @@ namespace liftoff::cuda {
 namespace {
 // ---- reductions over one (possibly merged) dimension of x [outer, extent, inner] -------------------------
 // inner == 1 ("rows"): G threads per row (a warp, or the whole block for long rows), 16-byte loads where the
-// rows are aligned. inner > 1 ("columns"): a 32 x 8 block per 32 adjacent columns, lanes along inner
-// (coalesced), the 8 rows of threads striding the extent. Either may split the extent over gridDim.y blocks
+// rows are aligned. inner > 1 ("columns"): a 32 x 8 block per 32 * C adjacent columns, lanes along inner
+// (coalesced; C columns per thread read as one pack when the columns allow), the 8 rows of threads striding
+// the extent. amax/amin without indices use a value-only reducer. Either may split the extent over gridDim.y blocks
 // that write partial states, merged in order by reduce_partials_kernel. All orders depend only on the shape.
 constexpr int kColumnsX = 32;
 constexpr int kColumnsY = 8;
@@ -72,30 +73,49 @@ __global__ void reduce_rows_kernel(ReduceJob<T, R> job) {
   if (lane == 0 && row < job.outer) write_state(job, row, split, s);
 }
 
-template <class T, class R>
+// C adjacent columns per thread (one C-element pack per row: 16-byte loads for 16-bit inputs), C = 1 when
+// the columns are not packed.
+template <int C, class T, class R>
 __global__ void reduce_columns_kernel(ReduceJob<T, R> job) {
   using A = acc_t<T>;
   using S = typename R::State;
-  __shared__ S states[kColumnsY][kColumnsX];
-  const int64_t tiles = (job.inner + kColumnsX - 1) / kColumnsX;
+  constexpr int64_t kTile = kColumnsX * C;
+  __shared__ S states[kColumnsY][kTile];
+  const int64_t tiles = (job.inner + kTile - 1) / kTile;
   const int64_t o = blockIdx.x / tiles;
-  const int64_t i = (blockIdx.x % tiles) * kColumnsX + threadIdx.x;
+  const int64_t i = (blockIdx.x % tiles) * kTile + threadIdx.x * C;  // C > 1: inner % C == 0
   const int split = blockIdx.y;
-  S s = job.reducer.identity();
+  S s[C];
+#pragma unroll
+  for (int c = 0; c < C; ++c) s[c] = job.reducer.identity();
   if (i < job.inner) {
     const T* p = job.x + o * job.extent * job.inner + i;
     const int64_t begin = split * job.chunk;
     const int64_t end = min(job.extent, begin + job.chunk);
     for (int64_t r = begin + threadIdx.y; r < end; r += kColumnsY) {
-      s = job.reducer.combine(s, job.reducer.map(convert<A>(p[r * job.inner]), r));
+      const detail::Pack<T, C> pack = *reinterpret_cast<const detail::Pack<T, C>*>(p + r * job.inner);
+#pragma unroll
+      for (int c = 0; c < C; ++c) s[c] = job.reducer.combine(s[c], job.reducer.map(convert<A>(pack.v[c]), r));
     }
   }
-  states[threadIdx.y][threadIdx.x] = s;
+#pragma unroll
+  for (int c = 0; c < C; ++c) states[threadIdx.y][threadIdx.x * C + c] = s[c];
   __syncthreads();
   if (threadIdx.y == 0 && i < job.inner) {
-    for (int k = 1; k < kColumnsY; ++k) s = job.reducer.combine(s, states[k][threadIdx.x]);
-    write_state(job, o * job.inner + i, split, s);
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+      for (int k = 1; k < kColumnsY; ++k) s[c] = job.reducer.combine(s[c], states[k][threadIdx.x * C + c]);
+      write_state(job, o * job.inner + i + c, split, s[c]);
+    }
   }
+}
+
+// Columns per thread: a 16-byte pack of x, at most 32 bytes of reducer state per thread and column pack.
+template <class T, class S>
+constexpr int columns_per_thread() {
+  constexpr int by_load = static_cast<int>(16 / sizeof(T));
+  constexpr int by_state = static_cast<int>(32 / sizeof(S)) > 0 ? static_cast<int>(32 / sizeof(S)) : 1;
+  return by_load < by_state ? by_load : by_state;
 }
 
 // A warp per output merges its `splits` partial states in order.
@@ -168,11 +188,18 @@ void launch_reduce(const Tensor& x, int64_t outer, int64_t extent, int64_t inner
       reduce_rows_kernel<32, 1, T, R><<<grid, kBlock, 0, stream>>>(job);
     }
   } else {
-    const int64_t blocks = outer * ((inner + kColumnsX - 1) / kColumnsX);
+    constexpr int C = columns_per_thread<T, S>();
+    const bool packed = C > 1 && inner % C == 0 && reinterpret_cast<uintptr_t>(job.x) % (C * sizeof(T)) == 0;
+    const int64_t width = kColumnsX * (packed ? C : 1);
+    const int64_t blocks = outer * ((inner + width - 1) / width);
     plan_splits(blocks, extent, 16 * kColumnsY, 1, &job.chunk, &job.splits);
     allocate_partial();
     const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(job.splits));
-    reduce_columns_kernel<T, R><<<grid, dim3(kColumnsX, kColumnsY), 0, stream>>>(job);
+    if (packed) {
+      reduce_columns_kernel<C, T, R><<<grid, dim3(kColumnsX, kColumnsY), 0, stream>>>(job);
+    } else {
+      reduce_columns_kernel<1, T, R><<<grid, dim3(kColumnsX, kColumnsY), 0, stream>>>(job);
+    }
   }
   LIFTOFF_LAUNCH_CHECK();
   if (job.splits > 1) {
@@ -201,9 +228,17 @@ void reduce_forward(const Tensor& x, int64_t outer, int64_t extent, int64_t inne
   if (outer * inner == 0) return;
   dispatch_device_float(x.dtype(), "reduce", [&](auto tag) {
     using T = decltype(tag);
-    visit_reducer<acc_t<T>>(params, [&](const auto& reducer) {
+    using A = acc_t<T>;
+    auto launch = [&](const auto& reducer) {
       launch_reduce<T>(x, outer, extent, inner, reducer, values, indices, compute_stream(device));
-    });
+    };
+    const bool extreme = params.kind == ReduceKind::max || params.kind == ReduceKind::min;
+    if (extreme && !indices.defined()) {
+      params.kind == ReduceKind::max ? launch(ValueExtremeReducer<A, true>{})
+                                     : launch(ValueExtremeReducer<A, false>{});
+    } else {
+      visit_reducer<A>(params, launch);
+    }
   });
 }
 

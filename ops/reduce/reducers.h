@@ -73,6 +73,21 @@ struct ExtremeReducer {
   LIFTOFF_HD int64_t index(State s) const { return s.i; }
 };
 
+// max (kMax) or min of the values alone (amax, amin, max over all: no index wanted); NaN wins, as
+// ExtremeReducer's value. A single compare per element, where the index-tracking state is compute bound
+// for 16-bit inputs.
+template <class A, bool kMax>
+struct ValueExtremeReducer {
+  using State = A;
+  LIFTOFF_HD State identity() const { return kMax ? -math::infinity<A>() : math::infinity<A>(); }
+  LIFTOFF_HD State map(A x, int64_t) const { return x; }
+  LIFTOFF_HD State combine(State a, State b) const {
+    return (math::is_nan(a) || (kMax ? a >= b : a <= b)) ? a : b;  // b when b is NaN
+  }
+  LIFTOFF_HD A value(State s) const { return s; }
+  LIFTOFF_HD int64_t index(State) const { return 0; }
+};
+
 template <class A>
 struct Moments {
   A mean;

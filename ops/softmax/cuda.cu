@@ -1,12 +1,14 @@
-// Fused softmax / log_softmax. inner == 1 (softmax along the last dim, the common case): G threads per row (a
-// warp for rows up to kWarpRowLimit, else a block), 16-byte loads where the rows are aligned; a first pass
-// keeps a running (max, sum of exp) per thread, merged over the group, a second pass writes. inner > 1: a
+// Fused softmax / log_softmax. inner == 1 (softmax along the last dim, the common case): rows up to 8192
+// values stay in registers (row_tile.cuh: a warp per row up to 1024 values, a block beyond, 16-byte packs
+// where the rows allow): one read, the row's max and sum of exp over the group, one write. Longer rows: G
+// threads per row loop over it twice (a running (max, sum of exp) per thread, then the write). inner > 1: a
 // thread per (outer, inner) column, lanes along inner (coalesced). Backward is fused the same way.
 #include <algorithm>
 #include <type_traits>
 
 #include "ops/common/block_reduce.cuh"
 #include "ops/common/device_math.h"
+#include "ops/common/row_tile.cuh"
 #include "ops/reduce/reducers.h"
 #include "ops/softmax/kernels.h"
 #include "runtime/cuda/check.h"
@@ -16,8 +18,6 @@
 namespace liftoff::cuda {
 
 namespace {
-constexpr int64_t kWarpRowLimit = 1024;
-
 template <class T, int V>
 struct alignas(sizeof(T) * V) RowPack {
   T v[V];
@@ -122,21 +122,91 @@ __global__ void softmax_columns_backward_kernel(const T* y, const T* gy, T* gx, 
   }
 }
 
-// Launches kernel<G, V> for rows: a warp per row for short rows, a block per row for long ones; V = 16-byte
-// packs when every row starts aligned.
+// Rows held in registers (RowTile<G, E, V>): softmax or log_softmax of each row.
+template <int G, int E, int V, class T>
+__global__ void __launch_bounds__(kBlock)
+    softmax_tile_kernel(const T* x, T* y, int64_t rows, int64_t extent, bool log) {
+  using A = acc_t<T>;
+  using Tile = RowTile<G, E, V>;
+  __shared__ A scratch[kBlock / 32];
+  const int lane = threadIdx.x % G;
+  const int64_t row = blockIdx.x * static_cast<int64_t>(Tile::kGroupsPerBlock) + threadIdx.x / G;
+  const bool active = row < rows;  // every thread stays for the group's reductions
+  const int64_t offset = (active ? row : 0) * extent;
+  A v[E];
+  Tile::load(x + offset, active ? extent : 0, lane, v, -math::infinity<A>());
+  A m = -math::infinity<A>();
+#pragma unroll
+  for (int e = 0; e < E; ++e) m = MaxNanOp{}(m, v[e]);
+  m = group_all_reduce<G>(m, MaxNanOp{}, scratch);
+  A sum = A(0);
+  if (log) {
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      v[e] -= m;
+      sum += math::exp_of(v[e]);  // past the row's end: exp(-inf) = 0
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      v[e] = math::exp_of(v[e] - m);
+      sum += v[e];
+    }
+  }
+  sum = group_all_reduce<G>(sum, AddOp{}, scratch);
+  if (!active) return;
+  if (log) {
+    const A log_sum = math::log_of(sum);
+#pragma unroll
+    for (int e = 0; e < E; ++e) v[e] -= log_sum;
+  } else {
+#pragma unroll
+    for (int e = 0; e < E; ++e) v[e] /= sum;
+  }
+  Tile::store(y + offset, extent, lane, v);
+}
+
+template <int G, int E, int V, class T>
+__global__ void __launch_bounds__(kBlock)
+    softmax_tile_backward_kernel(const T* y, const T* gy, T* gx, int64_t rows, int64_t extent, bool log) {
+  using A = acc_t<T>;
+  using Tile = RowTile<G, E, V>;
+  __shared__ A scratch[kBlock / 32];
+  const int lane = threadIdx.x % G;
+  const int64_t row = blockIdx.x * static_cast<int64_t>(Tile::kGroupsPerBlock) + threadIdx.x / G;
+  const bool active = row < rows;
+  const int64_t offset = (active ? row : 0) * extent;
+  const int64_t valid = active ? extent : 0;
+  A yv[E], g[E];
+  Tile::load(y + offset, valid, lane, yv, A(0));
+  Tile::load(gy + offset, valid, lane, g, A(0));
+  A dot = A(0);  // sum(gy * y), or sum(gy) for log_softmax
+#pragma unroll
+  for (int e = 0; e < E; ++e) dot += log ? g[e] : g[e] * yv[e];
+  dot = group_all_reduce<G>(dot, AddOp{}, scratch);
+  if (!active) return;
+#pragma unroll
+  for (int e = 0; e < E; ++e) g[e] = log ? g[e] - math::exp_of(yv[e]) * dot : yv[e] * (g[e] - dot);
+  Tile::store(gx + offset, extent, lane, g);
+}
+
+// Runs launch(G, E, V) with the register tile that holds rows of `extent`; false for longer rows.
+template <class T, class Launch>
+bool launch_tile(int64_t extent, std::initializer_list<const void*> pointers, Launch&& launch) {
+  return dispatch_row_tile(extent, [&](auto g, auto e) {
+    dispatch_pack<T, decltype(e)::value>(extent, pointers, [&](auto v) { launch(g, e, v); });
+  });
+}
+
+// Launches kernel<G, V> for rows longer than a register tile: a block per row, V = 16-byte packs when
+// every row starts aligned.
 template <class T, class Launch>
 void launch_rows(int64_t rows, int64_t extent, bool aligned, Launch&& launch) {
   constexpr int V = 16 / sizeof(T);
   const bool vector = aligned && extent % V == 0;
-  if (extent <= kWarpRowLimit) {
-    const unsigned blocks = static_cast<unsigned>((rows + kBlock / 32 - 1) / (kBlock / 32));
-    vector ? launch(std::integral_constant<int, 32>{}, std::integral_constant<int, V>{}, blocks)
-           : launch(std::integral_constant<int, 32>{}, std::integral_constant<int, 1>{}, blocks);
-  } else {
-    const unsigned blocks = static_cast<unsigned>(rows);
-    vector ? launch(std::integral_constant<int, kBlock>{}, std::integral_constant<int, V>{}, blocks)
-           : launch(std::integral_constant<int, kBlock>{}, std::integral_constant<int, 1>{}, blocks);
-  }
+  const unsigned blocks = static_cast<unsigned>(rows);
+  vector ? launch(std::integral_constant<int, kBlock>{}, std::integral_constant<int, V>{}, blocks)
+         : launch(std::integral_constant<int, kBlock>{}, std::integral_constant<int, 1>{}, blocks);
   LIFTOFF_LAUNCH_CHECK();
 }
 
@@ -155,6 +225,13 @@ void softmax_forward(const Tensor& x, int64_t outer, int64_t extent, int64_t inn
     using T = decltype(tag);
     const T* in = static_cast<const T*>(x.raw_data());
     T* out = static_cast<T*>(y.raw_data());
+    const bool tiled = inner == 1 && launch_tile<T>(extent, {in, out}, [&](auto g, auto e, auto v) {
+                         constexpr int G = decltype(g)::value;
+                         softmax_tile_kernel<G, decltype(e)::value, decltype(v)::value, T>
+                             <<<tile_blocks<G>(outer), kBlock, 0, stream>>>(in, out, outer, extent, log);
+                         LIFTOFF_LAUNCH_CHECK();
+                       });
+    if (tiled) return;
     if (inner == 1) {
       launch_rows<T>(outer, extent, aligned16(x), [&](auto g, auto v, unsigned blocks) {
         softmax_rows_kernel<decltype(g)::value, decltype(v)::value, T>
@@ -179,6 +256,13 @@ void softmax_backward(const Tensor& y, const Tensor& gy, int64_t outer, int64_t 
     const T* py = static_cast<const T*>(y.raw_data());
     const T* pg = static_cast<const T*>(gy.raw_data());
     T* out = static_cast<T*>(gx.raw_data());
+    const bool tiled = inner == 1 && launch_tile<T>(extent, {py, pg, out}, [&](auto g, auto e, auto v) {
+                         constexpr int G = decltype(g)::value;
+                         softmax_tile_backward_kernel<G, decltype(e)::value, decltype(v)::value, T>
+                             <<<tile_blocks<G>(outer), kBlock, 0, stream>>>(py, pg, out, outer, extent, log);
+                         LIFTOFF_LAUNCH_CHECK();
+                       });
+    if (tiled) return;
     if (inner == 1) {
       launch_rows<T>(outer, extent, aligned16(gy), [&](auto g, auto v, unsigned blocks) {
         softmax_rows_backward_kernel<decltype(g)::value, decltype(v)::value, T>

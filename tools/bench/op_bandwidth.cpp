@@ -1,8 +1,10 @@
-// op_bandwidth: achieved memory bandwidth of elementwise, reduction and normalisation kernels on large tensors,
-// against the device's own copy bandwidth measured in the same run (a device-to-device copy, bytes read +
-// written). Each op runs `reps` times between two device synchronisations after a warm-up; the median of
-// `rounds` such timings is reported. Bytes are the fewest an op must move (each input read once, each output
-// written once).
+// op_bandwidth: achieved memory bandwidth of elementwise, reduction and normalisation kernels on large
+// tensors, against the device's own copy bandwidth measured in the same run (a device-to-device copy, bytes
+// read + written). Each op runs `reps` times between two device synchronisations after a warm-up; the median
+// of `rounds` such timings is reported. Bytes are the fewest an op must move (each input read once, each
+// output written once; a forward+backward pair reads x twice, y or gy once and writes y and gx: 5 per
+// element). Broadcast cases: a row [1024], a column [rows, 1], a per-channel bias on NCHW and NHWC
+// (channels-last) [N, 64, 32, 32] views of the same elements.
 //   op_bandwidth [--elements 67108864] [--dtype f32|bf16] [--reps 20] [--rounds 5]
 #include <CLI/CLI.hpp>
 
@@ -55,7 +57,13 @@ int main(int argc, char** argv) {
   try {
     const Device device = Device::parse(device_name);
     const DType dtype = parse_dtype(dtype_name_arg);
-    const NoGradGuard no_grad;
+    // Inputs do not require grad (forward only); the fwd+bwd cases make fresh leaves each run, so no
+    // gradient accumulates across runs.
+    auto leaf = [](const Tensor& t) {
+      Tensor l = t.detach();
+      l.set_requires_grad(true);
+      return l;
+    };
     Generator gen(7);
     const int64_t rows = elements / 1024;
     const Tensor a = randn({rows, 1024}, gen).to(device, dtype);
@@ -64,11 +72,24 @@ int main(int argc, char** argv) {
     const Tensor gamma = randn({1024}, gen).to(device, dtype);
     const Tensor beta = randn({1024}, gen).to(device, dtype);
     const Tensor dst = Tensor::empty({rows, 1024}, dtype, device);
+    const Tensor column = randn({rows, 1}, gen).to(device, dtype);
+    const Tensor channel_bias = randn({64, 1, 1}, gen).to(device, dtype);
+    const int64_t images = elements / (64 * 32 * 32);
+    const Tensor nchw = a.view({images, 64, 32, 32});
+    const Tensor nhwc = a.view({images, 32, 32, 64}).permute({0, 3, 1, 2});  // channels-last [N, 64, 32, 32]
+    auto rows_of = [&](int64_t cols) { return a.view({elements / cols, cols}); };
     const double size = static_cast<double>(dtype_size(dtype));
     std::vector<Case> cases = {
-        {"copy (reference)", 2, [&] { dst.copy_(a); return dst; }},
+        {"copy (reference)", 2,
+         [&] {
+           dst.copy_(a);
+           return dst;
+         }},
         {"add (same shape)", 3, [&] { return add(a, b); }},
         {"add (row broadcast)", 2, [&] { return add(a, row); }},
+        {"add (column broadcast)", 2, [&] { return add(a, column); }},
+        {"add (NCHW bias)", 2, [&] { return add(nchw, channel_bias); }},
+        {"add (NHWC bias)", 2, [&] { return add(nhwc, channel_bias); }},
         {"mul (same shape)", 3, [&] { return mul(a, b); }},
         {"exp", 2, [&] { return exp(a); }},
         {"sigmoid", 2, [&] { return sigmoid(a); }},
@@ -78,17 +99,33 @@ int main(int argc, char** argv) {
         {"sum (dim -1)", 1, [&] { return sum(a, {-1}); }},
         {"sum (dim 0)", 1, [&] { return sum(a, {0}); }},
         {"amax (dim -1)", 1, [&] { return amax(a, {-1}); }},
+        {"amin (dim 0)", 1, [&] { return amin(a, {0}); }},
         {"softmax (dim -1)", 2, [&] { return softmax(a, -1); }},
+        {"softmax (128)", 2, [&] { return softmax(rows_of(128), -1); }},
+        {"softmax (4096)", 2, [&] { return softmax(rows_of(4096), -1); }},
         {"log_softmax (dim -1)", 2, [&] { return log_softmax(a, -1); }},
+        {"softmax fwd+bwd (1024)", 5,
+         [&] {
+           const Tensor x = leaf(a);
+           softmax(x, -1).backward(b);
+           return x;
+         }},
         {"layer_norm (1024)", 2, [&] { return layer_norm(a, {1024}, gamma, beta); }},
+        {"layer_norm (4096)", 2, [&] { return layer_norm(rows_of(4096), {4096}); }},
+        {"layer_norm fwd+bwd (1024)", 5,
+         [&] {
+           const Tensor x = leaf(a), w = leaf(gamma), bias = leaf(beta);
+           layer_norm(x, {1024}, w, bias).backward(b);
+           return x;
+         }},
     };
     double copy_gbs = 0.0;
-    std::printf("%-24s %10s %10s %8s\n", "op", "ms", "GB/s", "of copy");
+    std::printf("%-28s %10s %10s %8s\n", "op", "ms", "GB/s", "of copy");
     for (const Case& c : cases) {
       const double s = median_seconds(c.run, device, reps, rounds);
       const double gbs = c.bytes_per_element * size * static_cast<double>(rows * 1024) / s / 1e9;
       if (copy_gbs == 0.0) copy_gbs = gbs;
-      std::printf("%-24s %10.3f %10.1f %7.0f%%\n", c.name.c_str(), 1e3 * s, gbs, 100.0 * gbs / copy_gbs);
+      std::printf("%-28s %10.3f %10.1f %7.0f%%\n", c.name.c_str(), 1e3 * s, gbs, 100.0 * gbs / copy_gbs);
     }
   } catch (const Error& e) {
     std::fprintf(stderr, "op_bandwidth: %s\n", e.what());

@@ -1,0 +1,159 @@
+// A row held in registers: G threads of a block share one row of `extent` contiguous values, each thread
+// holding E of them, read and written as packs of V (16 bytes when the row allows). Pack k of thread t is
+// pack (k * G + t) of the row, so a group's loads are coalesced. Used by the row kernels of softmax and
+// layer norm: one global read and one write per value, statistics from registers.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <type_traits>
+
+#include "runtime/cuda/context.h"
+#include "runtime/cuda/cuda_types.cuh"
+
+namespace liftoff::cuda {
+
+template <class T, int V>
+struct alignas(sizeof(T) * V) TilePack {
+  T v[V];
+};
+
+// Rows of up to G * E values; with V > 1 the row length is a multiple of V and every row start is aligned
+// to V * sizeof(T).
+template <int G, int E, int V>
+struct RowTile {
+  static_assert(E % V == 0, "a thread holds whole packs");
+  static constexpr int kPacks = E / V;
+  static constexpr int kGroupsPerBlock = kBlock / G;
+  static_assert(kBlock % G == 0, "groups tile the block");
+
+  // The column of value e held by thread `lane` of the group.
+  __device__ __forceinline__ static int64_t column(int lane, int e) {
+    return (static_cast<int64_t>(e / V) * G + lane) * V + e % V;
+  }
+
+  // v[e] = row[column(lane, e)] in the accumulation type A, `fill` past the row's end.
+  template <class T, class A>
+  __device__ __forceinline__ static void load(const T* row, int64_t extent, int lane, A (&v)[E], A fill) {
+#pragma unroll
+    for (int k = 0; k < kPacks; ++k) {
+      const int64_t first = (static_cast<int64_t>(k) * G + lane) * V;
+      if (first < extent) {
+        const TilePack<T, V> p = reinterpret_cast<const TilePack<T, V>*>(row)[first / V];
+#pragma unroll
+        for (int j = 0; j < V; ++j) v[k * V + j] = convert<A>(p.v[j]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < V; ++j) v[k * V + j] = fill;
+      }
+    }
+  }
+
+  // row[column(lane, e)] = v[e] for the columns inside the row.
+  template <class T, class A>
+  __device__ __forceinline__ static void store(T* row, int64_t extent, int lane, const A (&v)[E]) {
+#pragma unroll
+    for (int k = 0; k < kPacks; ++k) {
+      const int64_t first = (static_cast<int64_t>(k) * G + lane) * V;
+      if (first < extent) {
+        TilePack<T, V> p;
+#pragma unroll
+        for (int j = 0; j < V; ++j) p.v[j] = convert<T>(v[k * V + j]);
+        reinterpret_cast<TilePack<T, V>*>(row)[first / V] = p;
+      }
+    }
+  }
+};
+
+// Combines v over the G threads of a group (aligned groups of one block; G a power of two up to kBlock) in
+// a fixed order; every thread of the group gets the same bits (a butterfly gives both partners op(a, b) and
+// op(b, a), equal for a commutative op). scratch: kBlock / 32 values of shared memory. Every thread of the
+// block must call it when G > 32 (it synchronizes).
+template <int G, class A, class Op>
+__device__ __forceinline__ A group_all_reduce(A v, const Op& op, A* scratch) {
+  constexpr int kWarp = 32;
+#pragma unroll
+  for (int offset = (G < kWarp ? G : kWarp) / 2; offset > 0; offset /= 2) {
+    v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  }
+  if constexpr (G > kWarp) {
+    constexpr int kWarps = G / kWarp;
+    const int warp_in_group = (threadIdx.x % G) / kWarp;
+    A* group_scratch = scratch + (threadIdx.x / G) * kWarps;
+    if (threadIdx.x % kWarp == 0) group_scratch[warp_in_group] = v;
+    __syncthreads();
+    v = group_scratch[0];
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) v = op(v, group_scratch[w]);
+    __syncthreads();  // the scratch is reused by the next call
+  }
+  return v;
+}
+
+struct AddOp {
+  template <class A>
+  __device__ __forceinline__ A operator()(A a, A b) const {
+    return a + b;
+  }
+};
+
+// max that keeps NaN (a row holding NaN gives NaN, as PyTorch).
+struct MaxNanOp {
+  template <class A>
+  __device__ __forceinline__ A operator()(A a, A b) const {
+    return (a != a || a > b) ? a : b;
+  }
+};
+
+// The tile shapes a row kernel is instantiated for: a warp per row with E in {4, 8, 16, 32} (rows up to 1024
+// values), a 256-thread block per row with E in {8, 16, 32} (up to 8192). launch(G, E) is called with the
+// smallest that holds `extent`; returns false beyond 8192 values.
+constexpr int64_t kTileRowLimit = int64_t{kBlock} * 32;
+
+template <class Launch>
+bool dispatch_row_tile(int64_t extent, Launch&& launch) {
+  using std::integral_constant;
+  constexpr int W = 32;
+  if (extent <= W * 4) {
+    launch(integral_constant<int, W>{}, integral_constant<int, 4>{});
+  } else if (extent <= W * 8) {
+    launch(integral_constant<int, W>{}, integral_constant<int, 8>{});
+  } else if (extent <= W * 16) {
+    launch(integral_constant<int, W>{}, integral_constant<int, 16>{});
+  } else if (extent <= W * 32) {
+    launch(integral_constant<int, W>{}, integral_constant<int, 32>{});
+  } else if (extent <= kBlock * 8) {
+    launch(integral_constant<int, kBlock>{}, integral_constant<int, 8>{});
+  } else if (extent <= kBlock * 16) {
+    launch(integral_constant<int, kBlock>{}, integral_constant<int, 16>{});
+  } else if (extent <= kTileRowLimit) {
+    launch(integral_constant<int, kBlock>{}, integral_constant<int, 32>{});
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// The pack width for a tile of E values per thread: 16 bytes (at most E values) when every pointer is
+// aligned to it and the row length is a multiple of it; launch(V) with that width or 1.
+template <class T, int E, class Launch>
+void dispatch_pack(int64_t extent, std::initializer_list<const void*> pointers, Launch&& launch) {
+  constexpr int kWide = 16 / sizeof(T) < E ? static_cast<int>(16 / sizeof(T)) : E;
+  bool wide = extent % kWide == 0;
+  for (const void* p : pointers) wide = wide && reinterpret_cast<uintptr_t>(p) % (kWide * sizeof(T)) == 0;
+  if (wide) {
+    launch(std::integral_constant<int, kWide>{});
+  } else {
+    launch(std::integral_constant<int, 1>{});
+  }
+}
+
+// Blocks for `rows` rows of groups of G threads.
+template <int G>
+unsigned tile_blocks(int64_t rows) {
+  constexpr int64_t kRowsPerBlock = kBlock / G;
+  return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+}
+
+}  // namespace liftoff::cuda
