@@ -67,7 +67,9 @@ TEST(RandomOpsInGraphs, DropoutReplaysDrawTheMasksOfEagerSteps) {
     EXPECT_TRUE(same(graphed.y2, eager.y2)) << "step " << step;
     EXPECT_TRUE(same(graphed.gx, eager.gx)) << "step " << step;
     EXPECT_FALSE(same(graphed.y1, graphed.y2)) << "two draws of one replay share a mask";
-    if (previous.defined()) EXPECT_FALSE(same(graphed.y1, previous)) << "a replay repeated the last mask";
+    if (previous.defined()) {
+      EXPECT_FALSE(same(graphed.y1, previous)) << "a replay repeated the last mask";
+    }
     previous = graphed.y1.to(Device::cpu());
   }
   EXPECT_EQ(graph_gen.offset(), eager_gen.offset());
@@ -135,7 +137,9 @@ TEST(RandomOpsInGraphs, AttentionDropoutReplaysDrawTheMasksOfEagerCalls) {
     step(eager_gen);
     EXPECT_TRUE(same(graphed_out, out)) << "call " << call;
     EXPECT_TRUE(same(graphed_grad, grad)) << "call " << call;
-    if (previous.defined()) EXPECT_FALSE(same(graphed_out, previous));
+    if (previous.defined()) {
+      EXPECT_FALSE(same(graphed_out, previous));
+    }
     previous = graphed_out;
   }
   EXPECT_EQ(graph_gen.offset(), 3u);
