@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/random.h"
+
 #if LIFTOFF_WITH_CUDA
 #include <cuda_runtime.h>
 
@@ -82,12 +84,14 @@ struct CudaGraph::Impl {
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   std::vector<cudaGraphNode_t> event_nodes;  // event-record nodes in capture order
+  detail::CapturedDraws draws;               // random draws of the captured kernels (graph-safe RNG)
   size_t nodes = 0;
   int64_t replays = 0;
 
   cudaError_t stop_capture(cudaGraph_t* out) noexcept {
     cuda::CachingAllocator::get().end_private_pool(device, stream);
     detail::set_capture_state(false, -1);
+    draws.end();
     capturing = false;
     const cudaError_t err = cudaStreamEndCapture(stream, out);
     if (err != cudaSuccess) cudaGetLastError();  // an invalidated capture reports here; the caller explains
@@ -127,6 +131,7 @@ void CudaGraph::begin_capture() {
   }
   impl_->capturing = true;
   detail::set_capture_state(true, impl_->device);
+  impl_->draws.begin(impl_->device);
   cuda::keep_workspaces_for_graphs(impl_->device);
 }
 
@@ -199,6 +204,7 @@ void CudaGraph::replay(const std::vector<void*>& record_events) {
     LIFTOFF_CUDA_CHECK(cudaGraphExecEventRecordNodeSetEvent(impl_->exec, impl_->event_nodes[i],
                                                             static_cast<cudaEvent_t>(record_events[i])));
   }
+  impl_->draws.before_replay(impl_->stream);  // this replay's generator offsets, stream-ordered before it
   LIFTOFF_CUDA_CHECK(cudaGraphLaunch(impl_->exec, impl_->stream));
   ++impl_->replays;
 }

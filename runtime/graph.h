@@ -2,17 +2,19 @@
 // single launch, so a small-batch step no longer waits on the host launching hundreds of kernels.
 //
 // What capture requires of the captured code (the training step already works this way, design rule 4):
-// no host read of device values, no host random draws, no allocation outside the caching allocator, shapes
-// fixed. Memory allocated during capture comes from a private pool of the caching allocator and stays with
-// the graph; tensors created outside and read by the graph (parameters, optimizer state, static inputs) must
-// stay alive and in place while it may replay. Code that cannot be captured calls check_not_capturing(),
-// which throws GraphCaptureError, so a capture attempt fails cleanly instead of recording a wrong graph.
+// no host read of device values, no host random draws (kernel draws through Generator::next_draw are
+// graph-safe: each replay draws fresh numbers, runtime/random.h), no allocation outside the caching
+// allocator, shapes fixed. Memory allocated during capture comes from a private pool of the caching allocator
+// and stays with the graph; tensors created outside and read by the graph (parameters, optimizer state,
+// static inputs) must stay alive and in place while it may replay. Code that cannot be captured calls
+// check_not_capturing(), which throws GraphCaptureError, so a capture attempt fails cleanly instead of
+// recording a wrong graph.
 #pragma once
 #include <memory>
 #include <vector>
 
-#include "runtime/device.h"
 #include "runtime/capture.h"
+#include "runtime/device.h"
 #include "runtime/error.h"
 
 namespace liftoff {

@@ -36,13 +36,31 @@ LIFTOFF_HD Philox4 philox4x32(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3
 }
 
 // A uniform float in [0, 1) from 24 random bits.
-LIFTOFF_HD float philox_uniform(uint32_t bits) { return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f); }
+LIFTOFF_HD float philox_uniform(uint32_t bits) {
+  return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f);
+}
 
 // Counter for stream element i: the low/high words of i, then a 64-bit stream offset.
 LIFTOFF_HD Philox4 philox_at(uint64_t seed, uint64_t offset, uint64_t index) {
-  return philox4x32(static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32), static_cast<uint32_t>(offset),
-                    static_cast<uint32_t>(offset >> 32), static_cast<uint32_t>(seed),
-                    static_cast<uint32_t>(seed >> 32));
+  return philox4x32(static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32),
+                    static_cast<uint32_t>(offset), static_cast<uint32_t>(offset >> 32),
+                    static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
 }
+
+// Where one kernel launch's Philox numbers start. Eager: (seed, offset) by value. In a captured CUDA graph:
+// device_state points at a generator's [seed, offset] on the device (rewritten before every replay,
+// runtime/random.h) and `offset` is this draw's index among the graph's draws from that generator, so each
+// replay draws fresh numbers, the ones the same eager step would draw.
+struct PhiloxDraw {
+  uint64_t seed = 0;
+  uint64_t offset = 0;
+  const uint64_t* device_state = nullptr;  // set only for CUDA kernels (device memory)
+
+  // The (seed, offset) to use: reads device_state where it is set.
+  LIFTOFF_HD PhiloxDraw resolve() const {
+    if (device_state == nullptr) return *this;
+    return PhiloxDraw{device_state[0], device_state[1] + offset, nullptr};
+  }
+};
 
 }  // namespace liftoff

@@ -1,16 +1,125 @@
 #include "runtime/random.h"
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 
-#include "runtime/dispatch.h"
 #include "runtime/capture.h"
+#include "runtime/dispatch.h"
 #include "runtime/philox.h"
+#if LIFTOFF_WITH_CUDA
+#include "runtime/cuda/rng_state.h"
+#endif
 
 namespace liftoff {
 
+namespace detail {
+struct GeneratorState {
+  uint64_t seed = 0;
+  uint64_t offset = 0;
+  // Per CUDA device: [seed, offset] for the draws of captured graphs, made at the first such draw.
+  std::map<int, Tensor> device_state;
+
+  uint64_t* device_state_on(int device) {
+    Tensor& t = device_state[device];
+    if (!t.defined()) t = Tensor::empty({2}, DType::i64, Device::cuda(device));
+    return static_cast<uint64_t*>(t.raw_data());
+  }
+};
+
+struct CapturedDraws::Entry {
+  std::shared_ptr<GeneratorState> state;
+  uint64_t draws = 0;  // Philox streams one replay reserves from the generator
+};
+
+namespace {
+thread_local CapturedDraws* recording_on_this_thread = nullptr;
+}  // namespace
+
+CapturedDraws::CapturedDraws() = default;
+CapturedDraws::~CapturedDraws() {
+  if (recording_on_this_thread == this) recording_on_this_thread = nullptr;
+}
+
+void CapturedDraws::begin(int device) {
+  entries_.clear();
+  device_ = device;
+  recording_on_this_thread = this;
+}
+
+void CapturedDraws::end() noexcept {
+  if (recording_on_this_thread == this) recording_on_this_thread = nullptr;
+}
+
+size_t CapturedDraws::generators() const {
+  return entries_.size();
+}
+
+PhiloxDraw CapturedDraws::reserve(const std::shared_ptr<GeneratorState>& state) {
+  auto it = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.state == state; });
+  if (it == entries_.end()) it = entries_.insert(entries_.end(), Entry{state, 0});
+  PhiloxDraw draw;
+  draw.offset = it->draws++;
+  draw.device_state = state->device_state_on(device_);
+  return draw;
+}
+
+void CapturedDraws::before_replay(void* stream) {
+  if (entries_.empty()) return;
+#if LIFTOFF_WITH_CUDA
+  std::vector<cuda::GeneratorStateWrite> writes;
+  writes.reserve(entries_.size());
+  for (const Entry& e : entries_) {
+    writes.push_back({e.state->device_state_on(device_), e.state->seed, e.state->offset});
+  }
+  cuda::write_generator_states(device_, stream, writes);
+#else
+  (void)stream;
+#endif
+  for (const Entry& e : entries_) e.state->offset += e.draws;  // what the eager step's draws would do
+}
+}  // namespace detail
+
+Generator::Generator(uint64_t seed) : state_(std::make_shared<detail::GeneratorState>()) {
+  state_->seed = seed;
+}
+Generator::~Generator() = default;
+Generator::Generator(const Generator& other) : Generator(other.seed()) {
+  state_->offset = other.offset();
+}
+Generator& Generator::operator=(const Generator& other) {
+  if (this != &other) set_state(other.seed(), other.offset());
+  return *this;
+}
+
+uint64_t Generator::seed() const {
+  return state_->seed;
+}
+uint64_t Generator::offset() const {
+  return state_->offset;
+}
+void Generator::set_state(uint64_t seed, uint64_t offset) {
+  state_->seed = seed;
+  state_->offset = offset;
+}
+
 uint64_t Generator::next_offset() {
-  check_not_capturing("Drawing random numbers on the host (dropout, random init)");
-  return offset_++;
+  check_not_capturing("Drawing random numbers on the host (random init, randn, randperm)");
+  return state_->offset++;
+}
+
+PhiloxDraw Generator::next_draw(Device device) {
+  if (device.is_cuda() && graph_capture_active()) {
+    LIFTOFF_CHECK(detail::recording_on_this_thread != nullptr && graph_capture_device() == device.index,
+                  GraphCaptureError, "A random draw for ", device.str(),
+                  " while capturing a CUDA graph on cuda:", graph_capture_device(),
+                  " cannot be replayed; run this step eagerly (--cuda-graphs off)");
+    return detail::recording_on_this_thread->reserve(state_);
+  }
+  PhiloxDraw draw;
+  draw.seed = state_->seed;
+  draw.offset = next_offset();
+  return draw;
 }
 
 namespace {

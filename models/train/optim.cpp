@@ -1,6 +1,5 @@
 #include "models/train/optim.h"
 
-#include <map>
 #include <string>
 
 #include "ops/optimizer_step/optimizer_step.h"
@@ -26,6 +25,12 @@ void Optimizer::set_lr(double lr) {
 
 bool Optimizer::prepare_for_graph_capture(std::string* why) {
   if (why) *why = "this optimizer does not support CUDA graph capture";
+  return false;
+}
+
+bool Optimizer::params_on_cuda(std::string* why) const {
+  if (!params_.empty() && params_.front().device().is_cuda()) return true;
+  if (why) *why = "the parameters are not on a CUDA device";
   return false;
 }
 
@@ -86,10 +91,7 @@ void SGD::step(const Tensor& skip_if_nonzero) {
 }
 
 bool SGD::prepare_for_graph_capture(std::string* why) {
-  if (params_.empty() || !params_.front().device().is_cuda()) {
-    if (why) *why = "the parameters are not on a CUDA device";
-    return false;
-  }
+  if (!params_on_cuda(why)) return false;
   if (params_.front().dtype() != DType::f32) {  // the device learning rate is an f32 scalar
     if (why)
       *why = str_cat("SGD keeps the learning rate of ", dtype_name(params_.front().dtype()),
@@ -118,7 +120,7 @@ AdamW::AdamW(std::vector<Tensor> params, double lr, double beta1, double beta2, 
   for (const auto& p : params_) {
     exp_avg_.push_back(Tensor::zeros(p.shape(), p.dtype(), p.device()));
     exp_avg_sq_.push_back(Tensor::zeros(p.shape(), p.dtype(), p.device()));
-    steps_.push_back(Tensor::zeros({}, DType::i64));
+    steps_.push_back(Tensor::zeros({}, DType::i64, p.device()));
   }
 }
 
@@ -128,35 +130,30 @@ void AdamW::step() {
 
 void AdamW::step(const Tensor& skip_if_nonzero) {
   NoGradGuard no_grad;
-  // Parameters at the same update count share one fused call (normally all of them).
-  std::map<int64_t, std::vector<size_t>> by_step;
+  std::vector<Tensor> params, grads, m, v, counts;
   for (size_t i : params_with_grad()) {
-    int64_t& count = steps_[i].data<int64_t>()[0];
-    by_step[++count].push_back(i);
+    params.push_back(params_[i]);
+    grads.push_back(params_[i].grad());
+    m.push_back(exp_avg_[i]);
+    v.push_back(exp_avg_sq_[i]);
+    counts.push_back(steps_[i]);
   }
-  for (const auto& [count, indices] : by_step) {
-    std::vector<Tensor> params, grads, m, v;
-    for (size_t i : indices) {
-      params.push_back(params_[i]);
-      grads.push_back(params_[i].grad());
-      m.push_back(exp_avg_[i]);
-      v.push_back(exp_avg_sq_[i]);
-    }
-    AdamWHyper hyper;
-    hyper.lr = lr_;
-    hyper.beta1 = beta1_;
-    hyper.beta2 = beta2_;
-    hyper.eps = eps_;
-    hyper.weight_decay = weight_decay_;
-    hyper.step = count;
-    adamw_step(params, grads, m, v, hyper, skip_if_nonzero);
-  }
+  if (params.empty()) return;
+  AdamWHyper hyper;
+  hyper.lr = lr_;
+  hyper.lr_tensor = lr_tensor_;
+  hyper.beta1 = beta1_;
+  hyper.beta2 = beta2_;
+  hyper.eps = eps_;
+  hyper.weight_decay = weight_decay_;
+  hyper.step_counts = std::move(counts);
+  adamw_step(params, grads, m, v, hyper, skip_if_nonzero);
 }
 
 bool AdamW::prepare_for_graph_capture(std::string* why) {
-  if (why)
-    *why = "AdamW counts its bias-correction steps on the host, which a replayed graph would not advance";
-  return false;
+  if (!params_on_cuda(why)) return false;
+  if (!lr_tensor_.defined()) lr_tensor_ = Tensor::full({1}, lr_, DType::f64, params_.front().device());
+  return true;
 }
 
 NamedTensors AdamW::named_state() const {

@@ -47,6 +47,8 @@ class Optimizer : public CaptureParticipant {
  protected:
   // Indices of the parameters that have a gradient now.
   std::vector<size_t> params_with_grad() const;
+  // For prepare_for_graph_capture: true when the parameters are on CUDA, else false with the reason.
+  bool params_on_cuda(std::string* why) const;
 
   std::vector<Tensor> params_;
   double lr_;
@@ -69,10 +71,12 @@ class SGD : public Optimizer {
   std::vector<Tensor> momentum_buffers_;
 };
 
-// torch.optim.AdamW (amsgrad off). Each parameter counts its own updates ("step.<i>", an i64 scalar on the
-// host) for bias correction, as PyTorch does, so a parameter skipped for lack of a gradient does not advance.
-// Unlike PyTorch, a step skipped by step(skip_if_nonzero) on the device still advances these host counts (the
-// host cannot know without a sync); parameters, exp_avg and exp_avg_sq are left untouched.
+// torch.optim.AdamW (amsgrad off), capturable as torch's `capturable=True`: each parameter counts its own
+// updates ("step.<i>", an i64 scalar on the parameter's device) for bias correction, as PyTorch does, so a
+// parameter skipped for lack of a gradient does not advance. On CUDA the counts live on the device and the
+// fused kernel advances them and computes the bias corrections there: no host sync, and a replayed CUDA graph
+// advances them. A step skipped by step(skip_if_nonzero) (AMP's inf check) advances no count, as PyTorch's
+// GradScaler skips optimizer.step() altogether.
 class AdamW : public Optimizer {
  public:
   AdamW(std::vector<Tensor> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
@@ -80,7 +84,8 @@ class AdamW : public Optimizer {
   void step() override;
   void step(const Tensor& skip_if_nonzero) override;
   NamedTensors named_state() const override;
-  // False: the bias correction uses host step counts, which a replayed graph would not advance.
+  // True for parameters on CUDA: the learning rate then goes to the device as an f64 scalar (its exact
+  // value).
   bool prepare_for_graph_capture(std::string* why) override;
 
  private:

@@ -113,8 +113,7 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   Tensor probs = md::batched_matmul(q, md::transpose_last2(k), sc, batch);
   Tensor dropped;
   if (dropout_p > 0.0) {
-    rows.seed = gen->seed();
-    rows.offset = gen->next_offset();
+    rows.draw = gen->next_draw(q.device());  // graph-safe on CUDA
     dropped = Tensor::empty(scores_shape, q.dtype(), q.device());
   }
   LIFTOFF_DISPATCH(q.device(), attention_softmax_forward, probs, dropped, mask_view(mask, batch), rows);

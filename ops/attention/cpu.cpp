@@ -56,8 +56,7 @@ void attention_softmax_forward(const Tensor& scores, const Tensor& dropped, cons
           const double prob = sum > 0 ? x[static_cast<size_t>(j)] / sum : 0.0;
           row[j] = static_cast<T>(prob);
           if (pd) {
-            const bool keep =
-                attention_keep(rows.seed, rows.offset, static_cast<uint64_t>(r * rows.s + j), threshold);
+            const bool keep = attention_keep(rows.draw, static_cast<uint64_t>(r * rows.s + j), threshold);
             pd[r * rows.s + j] = static_cast<T>(keep ? prob * keep_scale : 0.0);
           }
         }
@@ -83,9 +82,8 @@ void attention_softmax_backward(const Tensor& probs, const Tensor& grad, const A
         for (int64_t j = 0; j < rows.s; ++j) {
           double d = static_cast<double>(gr[j]);
           if (dropout)
-            d = attention_keep(rows.seed, rows.offset, static_cast<uint64_t>(r * rows.s + j), threshold)
-                    ? d * keep_scale
-                    : 0.0;
+            d = attention_keep(rows.draw, static_cast<uint64_t>(r * rows.s + j), threshold) ? d * keep_scale
+                                                                                            : 0.0;
           dp[static_cast<size_t>(j)] = d;
           dot += d * static_cast<double>(pr[j]);
         }

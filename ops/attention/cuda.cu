@@ -59,6 +59,7 @@ __global__ void softmax_forward_kernel(T* scores, T* dropped, AttentionMask mask
   if (r >= rows.rows) return;
   const int64_t i = r % rows.l;
   T* row = scores + r * rows.s;
+  const PhiloxDraw draw = dropped ? rows.draw.resolve() : PhiloxDraw{};
   const MaskedRow<T> value{row, mask, mask.kind == AttentionMask::kNone ? 0 : mask.row_offset(r / rows.l, i),
                            i, rows.causal};
   const A neg_inf = -static_cast<A>(INFINITY);
@@ -87,8 +88,7 @@ __global__ void softmax_forward_kernel(T* scores, T* dropped, AttentionMask mask
     const A prob = v == neg_inf ? A(0) : exp_acc(v - m) * inv;
     row[j] = convert<T>(prob);
     if (dropped) {
-      const bool keep =
-          attention_keep(rows.seed, rows.offset, static_cast<uint64_t>(r * rows.s + j), threshold);
+      const bool keep = attention_keep(draw, static_cast<uint64_t>(r * rows.s + j), threshold);
       dropped[r * rows.s + j] = convert<T>(keep ? prob * keep_scale : A(0));
     }
   }
@@ -105,12 +105,11 @@ __global__ void softmax_backward_kernel(const T* probs, T* grad, AttentionRows r
   const T* p = probs + r * rows.s;
   T* g = grad + r * rows.s;
   const bool dropout = rows.dropout_p > 0.0;
+  const PhiloxDraw draw = dropout ? rows.draw.resolve() : PhiloxDraw{};
   const auto dp = [&](int64_t j) {
     const A d = convert<A>(g[j]);
     if (!dropout) return d;
-    return attention_keep(rows.seed, rows.offset, static_cast<uint64_t>(r * rows.s + j), threshold)
-               ? d * keep_scale
-               : A(0);
+    return attention_keep(draw, static_cast<uint64_t>(r * rows.s + j), threshold) ? d * keep_scale : A(0);
   };
   A dot = 0;
   for (int64_t j = lane; j < rows.s; j += kWarp) dot += dp(j) * convert<A>(p[j]);

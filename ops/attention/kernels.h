@@ -42,13 +42,13 @@ struct AttentionRows {
   int64_t s = 0;        // key length
   bool causal = false;  // key j is attended only when j <= i (top-left aligned, as PyTorch's is_causal)
   double dropout_p = 0.0;
-  uint64_t seed = 0;
-  uint64_t offset = 0;
+  PhiloxDraw draw;  // the dropout mask's stream (resolve() it in a kernel: graph-safe on CUDA)
 };
 
 // Whether dropout keeps flat element idx of [batch, L, S] (ops/dropout's mapping).
-LIFTOFF_HD bool attention_keep(uint64_t seed, uint64_t offset, uint64_t idx, float p) {
-  return philox_uniform(philox_at(seed, offset, idx / 4).v[idx % 4]) >= p;
+// `draw` resolved (PhiloxDraw::resolve).
+LIFTOFF_HD bool attention_keep(const PhiloxDraw& draw, uint64_t idx, float p) {
+  return philox_uniform(philox_at(draw.seed, draw.offset, idx / 4).v[idx % 4]) >= p;
 }
 
 namespace cpu {

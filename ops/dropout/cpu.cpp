@@ -7,7 +7,7 @@
 
 namespace liftoff::cpu {
 
-void dropout_apply(const Tensor& x, double p, uint64_t seed, uint64_t offset, const Tensor& y) {
+void dropout_apply(const Tensor& x, double p, const PhiloxDraw& draw, const Tensor& y) {
   dispatch_float(x.dtype(), "dropout", [&](auto tag) {
     using T = decltype(tag);
     const T* in = x.data<T>();
@@ -18,7 +18,7 @@ void dropout_apply(const Tensor& x, double p, uint64_t seed, uint64_t offset, co
     // One Philox call gives the four words of elements 4g .. 4g+3 (the same mapping as the CUDA kernel).
     parallel_for(0, groups, 1 << 12, [&](int64_t lo, int64_t hi) {
       for (int64_t g = lo; g < hi; ++g) {
-        const Philox4 r = philox_at(seed, offset, static_cast<uint64_t>(g));
+        const Philox4 r = philox_at(draw.seed, draw.offset, static_cast<uint64_t>(g));
         const int64_t end = std::min<int64_t>(x.numel(), 4 * g + 4);
         for (int64_t i = 4 * g; i < end; ++i) {
           const bool keep = philox_uniform(r.v[i - 4 * g]) >= threshold;

@@ -8,13 +8,14 @@ namespace liftoff::cuda {
 
 namespace {
 // Thread g handles elements 4g .. 4g+3 with the four words of Philox(seed, offset, g), as the CPU kernel
-// does.
+// does; (seed, offset) come from `draw` (read on the device inside a captured graph).
 template <class T>
 __global__ void dropout_kernel(const T* x, T* y, int64_t n, float threshold, acc_t<T> keep_scale,
-                               uint64_t seed, uint64_t offset) {
+                               PhiloxDraw draw) {
+  const PhiloxDraw d = draw.resolve();
   const int64_t groups = (n + 3) / 4;
   LIFTOFF_GRID_STRIDE_LOOP(g, groups) {
-    const Philox4 r = philox_at(seed, offset, static_cast<uint64_t>(g));
+    const Philox4 r = philox_at(d.seed, d.offset, static_cast<uint64_t>(g));
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int64_t i = 4 * g + j;
@@ -27,7 +28,7 @@ __global__ void dropout_kernel(const T* x, T* y, int64_t n, float threshold, acc
 }
 }  // namespace
 
-void dropout_apply(const Tensor& x, double p, uint64_t seed, uint64_t offset, const Tensor& y) {
+void dropout_apply(const Tensor& x, double p, const PhiloxDraw& draw, const Tensor& y) {
   const int device = x.device().index;
   DeviceGuard guard(device);
   const int64_t n = x.numel();
@@ -38,7 +39,7 @@ void dropout_apply(const Tensor& x, double p, uint64_t seed, uint64_t offset, co
     const int64_t groups = (n + 3) / 4;
     dropout_kernel<T><<<grid_for(groups), kBlock, 0, compute_stream(device)>>>(
         static_cast<const T*>(x.raw_data()), static_cast<T*>(y.raw_data()), n, static_cast<float>(p),
-        keep_scale, seed, offset);
+        keep_scale, draw);
     LIFTOFF_LAUNCH_CHECK();
   });
 }

@@ -13,15 +13,14 @@ Tensor dropout(const Tensor& input, double p, bool training, Generator& gen) {
                 " has dtype ", dtype_name(input.dtype()), ", expected a floating type");
   if (!training || p == 0.0) return input;
   const Tensor x = input.contiguous();
-  const uint64_t seed = gen.seed();
-  const uint64_t offset = gen.next_offset();
+  const PhiloxDraw draw = gen.next_draw(x.device());  // graph-safe on CUDA
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  LIFTOFF_DISPATCH(x.device(), dropout_apply, x, p, seed, offset, y);
+  LIFTOFF_DISPATCH(x.device(), dropout_apply, x, p, draw, y);
   if (should_record({x})) {
-    record(y, "dropout", {x}, [p, seed, offset](const Tensor& gy, const NeedsGrad&) {
+    record(y, "dropout", {x}, [p, draw](const Tensor& gy, const NeedsGrad&) {
       const Tensor grad_y = gy.contiguous();
       Tensor gx = Tensor::empty(grad_y.shape(), grad_y.dtype(), grad_y.device());
-      LIFTOFF_DISPATCH(grad_y.device(), dropout_apply, grad_y, p, seed, offset, gx);
+      LIFTOFF_DISPATCH(grad_y.device(), dropout_apply, grad_y, p, draw, gx);
       return std::vector<Tensor>{gx};
     });
   }

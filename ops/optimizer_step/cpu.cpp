@@ -40,7 +40,7 @@ void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gr
                 const AdamWScalars& s) {
   dispatch_float(params[0].dtype(), "adamw_step", [&](auto tag) {
     using T = decltype(tag);
-    const T decay = static_cast<T>(1.0 - s.lr * s.weight_decay);
+    const T decay = static_cast<T>(s.decay);
     const T b1 = static_cast<T>(s.beta1), b2 = static_cast<T>(s.beta2);
     const T one_minus_b1 = static_cast<T>(1.0 - s.beta1), one_minus_b2 = static_cast<T>(1.0 - s.beta2);
     const T step_size = static_cast<T>(s.step_size), bc2_sqrt = static_cast<T>(s.bias_correction2_sqrt);

@@ -18,10 +18,19 @@ struct SgdScalars {
 };
 struct AdamWScalars {
   double lr, beta1, beta2, eps, weight_decay;
+  double decay;                  // 1 - lr * weight_decay as one fused multiply-add (host and device alike)
   double step_size;              // lr / (1 - beta1^t)
   double bias_correction2_sqrt;  // sqrt(1 - beta2^t)
   Tensor skip_if_nonzero;
+  // CUDA only, capturable: undefined, or the f64 [1] learning rate on the device (`lr` then unused).
+  Tensor lr_tensor;
+  // CUDA only, capturable: empty, or the i64 counts parallel to params; the kernels add 1 to each (unless
+  // skipped) and compute decay, step_size and bias_correction2_sqrt from them (the fields above unused).
+  std::vector<Tensor> step_counts;
 };
+
+// The host's scalars of update number t (1-based) at learning rate lr.
+AdamWScalars adamw_scalars(double lr, double beta1, double beta2, double eps, double weight_decay, int64_t t);
 
 namespace cpu {
 void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,

@@ -34,6 +34,10 @@ template <>
 struct MaxTensors<4> {
   static constexpr int value = 36;
 };
+template <>
+struct MaxTensors<5> {
+  static constexpr int value = 28;
+};
 
 // Lists 0..Depth-1 (for the optimizers: params, grads, then the state tensors).
 template <int Depth>

@@ -1,6 +1,7 @@
 #include "ops/optimizer_step/optimizer_step.h"
 
 #include <cmath>
+#include <map>
 
 #include "ops/optimizer_step/kernels.h"
 #include "runtime/dispatch.h"
@@ -128,6 +129,69 @@ void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grad
   LIFTOFF_DISPATCH(lists.params[0].device(), sgd_step, lists.params, lists.grads, buffers, s);
 }
 
+AdamWScalars adamw_scalars(double lr, double beta1, double beta2, double eps, double weight_decay,
+                           int64_t t) {
+  AdamWScalars s{};
+  s.lr = lr;
+  s.beta1 = beta1;
+  s.beta2 = beta2;
+  s.eps = eps;
+  s.weight_decay = weight_decay;
+  s.decay = std::fma(-lr, weight_decay, 1.0);  // explicit: the kernels compute it the same way
+  s.step_size = lr / (1.0 - std::pow(beta1, static_cast<double>(t)));
+  s.bias_correction2_sqrt = std::sqrt(1.0 - std::pow(beta2, static_cast<double>(t)));
+  return s;
+}
+
+namespace {
+// The counts of the entries that have a gradient (check_lists' order), checked against their parameters.
+std::vector<Tensor> checked_step_counts(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                                        const std::vector<Tensor>& counts) {
+  LIFTOFF_CHECK(counts.size() == params.size(), ValueError, "adamw_step: ", params.size(), " parameters but ",
+                counts.size(), " step counts");
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!grads[i].defined()) continue;
+    const Tensor& c = counts[i];
+    LIFTOFF_CHECK(c.defined() && c.dtype() == DType::i64 && c.numel() == 1 && c.is_contiguous(), DTypeError,
+                  "adamw_step: step count ", i, c.defined() ? " " + describe(c) : std::string(" (undefined)"),
+                  " must be a one-element i64 tensor (updated in place)");
+    LIFTOFF_CHECK(c.device() == params[i].device(), DeviceError, "adamw_step: step count ", i, " ",
+                  describe(c), " is not on the device of parameter ", describe(params[i]));
+    out.push_back(c);
+  }
+  return out;
+}
+
+// The learning rate to use: the f64 tensor's value when given (read on the host only for the CPU).
+double checked_adamw_lr(const AdamWHyper& hyper, const Tensor& first_param) {
+  const Tensor& t = hyper.lr_tensor;
+  if (!t.defined()) return hyper.lr;
+  LIFTOFF_CHECK(t.dtype() == DType::f64 && t.numel() == 1, DTypeError, "adamw_step: lr_tensor ", describe(t),
+                " must be a one-element f64 tensor");
+  LIFTOFF_CHECK(t.device() == first_param.device(), DeviceError, "adamw_step: lr_tensor ", describe(t),
+                " is not on the device of the parameters ", describe(first_param));
+  return t.device().is_cpu() ? t.contiguous().data<double>()[0] : hyper.lr;
+}
+
+// The CPU with step counts: each count advances on the host, and the parameters at one count share a pass.
+void cpu_adamw_with_counts(const CheckedLists& lists, const std::vector<Tensor>& counts, const AdamWHyper& h,
+                           double lr) {
+  std::map<int64_t, std::vector<size_t>> by_count;
+  for (size_t i = 0; i < counts.size(); ++i) by_count[++counts[i].data<int64_t>()[0]].push_back(i);
+  for (const auto& [count, indices] : by_count) {
+    std::vector<Tensor> p, g, m, v;
+    for (size_t i : indices) {
+      p.push_back(lists.params[i]);
+      g.push_back(lists.grads[i]);
+      m.push_back(lists.states[0][i]);
+      v.push_back(lists.states[1][i]);
+    }
+    cpu::adamw_step(p, g, m, v, adamw_scalars(lr, h.beta1, h.beta2, h.eps, h.weight_decay, count));
+  }
+}
+}  // namespace
+
 void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                 const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq,
                 const AdamWHyper& hyper, const Tensor& skip_if_nonzero) {
@@ -137,23 +201,30 @@ void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gr
   LIFTOFF_CHECK(hyper.eps >= 0.0, ValueError, "adamw_step: eps ", hyper.eps, " is negative");
   LIFTOFF_CHECK(hyper.weight_decay >= 0.0, ValueError, "adamw_step: weight_decay ", hyper.weight_decay,
                 " is negative");
-  LIFTOFF_CHECK(hyper.step >= 1, ValueError, "adamw_step: step ", hyper.step, " must be >= 1 (1-based)");
+  const bool counted = !hyper.step_counts.empty();
+  LIFTOFF_CHECK(counted || hyper.step >= 1, ValueError, "adamw_step: step ", hyper.step,
+                " must be >= 1 (1-based)");
   CheckedLists lists =
       check_lists("adamw_step", params, grads, {&exp_avg, &exp_avg_sq}, {"exp_avg", "exp_avg_sq"});
+  const std::vector<Tensor> counts =
+      counted ? checked_step_counts(params, grads, hyper.step_counts) : std::vector<Tensor>{};
   if (lists.params.empty()) return;
-  if (check_skip_flag("adamw_step", skip_if_nonzero, lists.params[0])) return;
-  const double t = static_cast<double>(hyper.step);
-  AdamWScalars s{};
-  s.lr = hyper.lr;
-  s.beta1 = hyper.beta1;
-  s.beta2 = hyper.beta2;
-  s.eps = hyper.eps;
-  s.weight_decay = hyper.weight_decay;
-  s.step_size = hyper.lr / (1.0 - std::pow(hyper.beta1, t));
-  s.bias_correction2_sqrt = std::sqrt(1.0 - std::pow(hyper.beta2, t));
+  const Tensor& first = lists.params[0];
+  const double lr = checked_adamw_lr(hyper, first);
+  if (check_skip_flag("adamw_step", skip_if_nonzero, first)) return;  // the CPU: no count advances either
+  if (counted && first.device().is_cpu()) {
+    cpu_adamw_with_counts(lists, counts, hyper, lr);
+    return;
+  }
+  AdamWScalars s =
+      adamw_scalars(lr, hyper.beta1, hyper.beta2, hyper.eps, hyper.weight_decay, counted ? 1 : hyper.step);
   s.skip_if_nonzero = skip_if_nonzero;
-  LIFTOFF_DISPATCH(lists.params[0].device(), adamw_step, lists.params, lists.grads, lists.states[0],
-                   lists.states[1], s);
+  if (first.device().is_cuda()) {
+    s.lr_tensor = hyper.lr_tensor;
+    s.step_counts = counts;
+  }
+  LIFTOFF_DISPATCH(first.device(), adamw_step, lists.params, lists.grads, lists.states[0], lists.states[1],
+                   s);
 }
 
 void accumulate_gradients(const std::vector<Tensor>& sums, const std::vector<Tensor>& grads) {

@@ -38,12 +38,24 @@ struct AdamWHyper {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 1e-2;
-  int64_t step = 1;  // 1-based count of this update, for bias correction
+  int64_t step = 1;  // 1-based count of this update, for bias correction (unless step_counts are given)
+  // Optional: the learning rate as a one-element f64 tensor on the parameters' device, read when the step
+  // runs (a captured CUDA graph follows the LR schedule); `lr` is then ignored. f64: the exact value, so the
+  // update is the one `lr` would give.
+  Tensor lr_tensor;
+  // Optional (torch's capturable AdamW): one update count per parameter, an i64 one-element tensor on the
+  // parameters' device, parallel to params (entries without a gradient are skipped with theirs). The step
+  // adds 1 to each count (not when skipped by skip_if_nonzero) and takes t for the bias corrections from it;
+  // on CUDA all of this happens on the device (no host sync: capturable), `step` is then ignored. On the CPU
+  // the counts are read on the host and parameters at different counts update in one pass per count.
+  std::vector<Tensor> step_counts;
 };
 
 // p *= 1 - lr * wd; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
 // p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)   (computed as PyTorch does:
-// p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)).
+// p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)). The scalars are computed in double, on the
+// host or (with step_counts on CUDA) in the kernel with the same IEEE operations; only pow() may differ, by
+// an ulp of the double, from the host's (so rarely an ulp of an f32 scalar).
 void adamw_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                 const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq,
                 const AdamWHyper& hyper, const Tensor& skip_if_nonzero = Tensor());

@@ -271,7 +271,7 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--cuda-graphs", f.cuda_graphs,
                  "auto | on | off: capture the whole training step once (after 3 eager steps) and replay it "
                  "as one CUDA graph; auto falls back to eager steps, with the reason in the report, when the "
-                 "step cannot be captured (CPU, DDP, AdamW)")
+                 "step cannot be captured (CPU, host reads or host random draws in the model)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->group(g_perf);

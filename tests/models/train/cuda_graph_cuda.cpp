@@ -7,12 +7,13 @@
 
 #include "data/batch_iterator.h"
 #include "data/dataset.h"
-#include "models/train/ddp.h"
 #include "models/nn/layers.h"
+#include "models/nn/zoo.h"
+#include "models/train/ddp.h"
 #include "models/train/optim.h"
 #include "models/train/schedule.h"
 #include "models/train/trainer.h"
-#include "models/nn/zoo.h"
+#include "ops/binary/binary.h"
 #include "runtime/determinism.h"
 #include "runtime/distributed/process_group.h"
 #include "runtime/graph.h"
@@ -344,13 +345,26 @@ TEST(CudaGraphTraining, DataParallelStepIsCapturedWithoutAProfiler) {
   EXPECT_EQ(graphed.ddp.sync_steps, eager.ddp.sync_steps);
 }
 
+// A module that draws on the host in forward (randn: generated on the CPU, then copied), which a replay
+// could not repeat. Dropout draws graph-safely on the device (cuda_graph_random_cuda.cpp).
+class HostNoise : public Module {
+ public:
+  Tensor forward(const Tensor& x) override {
+    return add(x, randn(x.shape(), gen_, 0.0, 0.1, x.dtype(), x.device()));
+  }
+  std::string type_name() const override { return "HostNoise"; }
+
+ private:
+  Generator gen_{9};
+};
+
 TEST(CudaGraphTraining, HostRandomDrawsFallBackToEagerOrFailWhenGraphsAreRequired) {
   LIFTOFF_REQUIRE_CUDA();
   const Device cuda = Device::cuda(0);
   for (GraphMode mode : {GraphMode::automatic, GraphMode::on}) {
     Generator gen(1);
     Sequential model({std::make_shared<Flatten>(), std::make_shared<Linear>(64, 32, true, gen),
-                      std::make_shared<Dropout>(0.5, 9), std::make_shared<Linear>(32, 10, true, gen)});
+                      std::make_shared<HostNoise>(), std::make_shared<Linear>(32, 10, true, gen)});
     model.to(cuda);
     InOrderOptions data;
     data.batch = 8;

@@ -1,0 +1,38 @@
+#include <algorithm>
+
+#include "runtime/cuda/check.h"
+#include "runtime/cuda/context.h"
+#include "runtime/cuda/rng_state.h"
+
+namespace liftoff::cuda {
+
+namespace {
+constexpr int kWritesPerLaunch = 128;  // 3 KB of kernel parameters
+
+struct WriteBatch {
+  GeneratorStateWrite writes[kWritesPerLaunch];
+  int count;
+};
+static_assert(sizeof(WriteBatch) <= 4000, "kernel parameters must stay < 4 KB");
+
+__global__ void write_generator_states_kernel(WriteBatch batch) {
+  const int i = static_cast<int>(threadIdx.x);
+  if (i >= batch.count) return;
+  const GeneratorStateWrite w = batch.writes[i];
+  w.state[0] = w.seed;
+  w.state[1] = w.offset;
+}
+}  // namespace
+
+void write_generator_states(int device, void* stream, const std::vector<GeneratorStateWrite>& writes) {
+  DeviceGuard guard(device);
+  for (size_t start = 0; start < writes.size(); start += kWritesPerLaunch) {
+    WriteBatch batch{};
+    batch.count = static_cast<int>(std::min<size_t>(kWritesPerLaunch, writes.size() - start));
+    std::copy_n(writes.begin() + static_cast<std::ptrdiff_t>(start), batch.count, batch.writes);
+    write_generator_states_kernel<<<1, kWritesPerLaunch, 0, static_cast<cudaStream_t>(stream)>>>(batch);
+    LIFTOFF_LAUNCH_CHECK();
+  }
+}
+
+}  // namespace liftoff::cuda
