@@ -73,7 +73,13 @@ check "... and step 40's, once" test "$(grep -c 'checkpoint saved: .*(optimizer 
 "${run[@]}" --epochs 3 --max-steps 10 --no-eval --no-profile >"$work/short.log" 2>&1
 check "--max-steps inside the first epoch: one epoch of 10 steps" grep -qE "^epoch 1/1 [0-9]+/10 " "$work/short.log"
 
-# 5. compare: the same model at batch 32 and 16 side by side, per image, with the settings that differ.
+# 5. A --tensorboard path that cannot be a directory is a usage error before any work.
+printf 'x' >"$work/a_file"
+"${run[@]}" --epochs 1 --tensorboard "$work/a_file" >"$work/tbbad.log" 2>&1
+check "--tensorboard on a file exits 2" test $? -eq 2
+check "... naming it" grep -q -- "--tensorboard: cannot make the directory '$work/a_file'" "$work/tbbad.log"
+
+# 6. compare: the same model at batch 32 and 16 side by side, per image, with the settings that differ.
 COMPARE=$(dirname "$TRAIN")/compare
 if [ -x "$COMPARE" ]; then
   one_epoch=("$TRAIN" --device cpu --data synthetic --synthetic-size 512 --model simple_cnn --workers 1 --epochs 1

@@ -77,9 +77,14 @@ void check_flags(const CLI::App& app, const Flags& f) {
   check_output("--report", f.report);
   check_output("--trace", f.trace);
   check_output("--log", f.log);
-  if (!f.tensorboard.empty() && std::filesystem::exists(f.tensorboard, ec) &&
-      !std::filesystem::is_directory(f.tensorboard, ec)) {
-    throw CLI::ValidationError("--tensorboard", "'" + f.tensorboard + "' exists and is not a directory");
+  // --tensorboard's directory is made now, as PyTorch's SummaryWriter does: a bad path fails before any work.
+  if (!f.tensorboard.empty()) {
+    std::filesystem::create_directories(f.tensorboard, ec);
+    std::error_code is_dir_ec;
+    if (!std::filesystem::is_directory(f.tensorboard, is_dir_ec)) {
+      throw CLI::ValidationError("--tensorboard", "cannot make the directory '" + f.tensorboard + "'" +
+                                                      (ec ? ": " + ec.message() : ": a file is in the way"));
+    }
   }
 }
 
