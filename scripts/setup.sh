@@ -8,7 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(cmake ninja-build g++ ccache pkg-config libeigen3-dev libstb-dev zlib1g-dev libgtest-dev libcli11-dev
-          nlohmann-json3-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist libturbojpeg0-dev)
+          nlohmann-json3-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist libturbojpeg0-dev
+          python3-protobuf python3-crcmod)  # the last two: tests read TensorBoard files back
 
 install_missing() {
   local missing=()

@@ -42,26 +42,28 @@ struct Bar {
   std::string total_text;
 };
 
-// One bar of host ms/step per run (they add up to the step), and for a run with CUDA event timings a
-// second bar of device ms/step per stage: with the device as the limit (CUDA graphs), the host bar is
-// mostly data wait (back-pressure) and the device bar shows where the time goes.
+// One bar of host ms per image per run (they add up to the step), and for a run with CUDA event timings a
+// second bar of device ms per image per stage: with the device as the limit (CUDA graphs), the host bar is
+// mostly data wait (back-pressure) and the device bar shows where the time goes. Per image, so that runs of
+// different batch sizes compare.
 void add_bars(const RunReport& r, const std::string& name, std::vector<Bar>& bars) {
   Bar host;
   Bar dev;
+  const double per_image = 1.0 / images_per_step(r);
   for (int i = 0; i < kNumStages; ++i) {
     const StageReport& s = r.stages[static_cast<size_t>(i)];
-    host.ms[static_cast<size_t>(i)] = s.host_ms;
-    dev.ms[static_cast<size_t>(i)] = s.device_ms ? *s.device_ms : 0.0;
+    host.ms[static_cast<size_t>(i)] = s.host_ms * per_image;
+    dev.ms[static_cast<size_t>(i)] = s.device_ms ? *s.device_ms * per_image : 0.0;
     dev.total += dev.ms[static_cast<size_t>(i)];
   }
-  host.total = r.step_ms_mean;
-  host.total_text = fmt("%.2f", r.step_ms_mean) + " ms";
+  host.total = r.step_ms_mean * per_image;
+  host.total_text = fmt("%.4f", host.total) + " ms/image";
   const bool has_device = dev.total > 0.0;
   host.label = name + (has_device ? " (host)" : "");
   bars.push_back(host);
   if (has_device) {
     dev.label = name + " (device)";
-    dev.total_text = fmt("%.2f", dev.total) + " ms on the device";
+    dev.total_text = fmt("%.4f", dev.total) + " ms/image on the device";
     bars.push_back(dev);
   }
 }
@@ -95,7 +97,7 @@ std::string svg_chart(const std::vector<Bar>& bars) {
       if (w <= 0) continue;
       svg << "<rect x=\"" << fmt("%.2f", x) << "\" y=\"" << y << "\" width=\"" << fmt("%.2f", w)
           << "\" height=\"" << bar_h << "\" fill=\"" << kColors[i] << "\"><title>"
-          << stage_name(static_cast<Stage>(i)) << ": " << fmt("%.3f", ms) << " ms/step</title></rect>\n";
+          << stage_name(static_cast<Stage>(i)) << ": " << fmt("%.4f", ms) << " ms/image</title></rect>\n";
       x += w;
     }
     svg << "<text x=\"" << fmt("%.2f", x + 6) << "\" y=\"" << y + bar_h / 2 + 4 << "\">" << bar.total_text
@@ -111,6 +113,20 @@ std::string svg_chart(const std::vector<Bar>& bars) {
   }
   svg << "</svg>\n";
   return svg.str();
+}
+
+// A table: a header row, then one row per entry.
+void html_table(std::ostringstream& o, const ComparisonRow& header, const std::vector<ComparisonRow>& rows,
+                size_t columns) {
+  o << "<table><tr>";
+  for (size_t c = 0; c < columns; ++c) o << "<th>" << html_escape(header[c]) << "</th>";
+  o << "</tr>\n";
+  for (const ComparisonRow& row : rows) {
+    o << "<tr>";
+    for (size_t c = 0; c < columns; ++c) o << "<td>" << html_escape(row[c]) << "</td>";
+    o << "</tr>\n";
+  }
+  o << "</table>\n";
 }
 
 std::string verdict_paragraph(const char* which, const Verdict& v) {
@@ -132,14 +148,17 @@ std::string comparison_html(const RunReport& a, const RunReport& b, const std::s
     << "td:first-child,th:first-child{text-align:left}</style></head><body>\n";
   o << "<h1>" << html_escape(name_a) << " vs " << html_escape(name_b) << "</h1>\n";
   o << "<p>A: " << html_escape(run_label(a)) << "<br>B: " << html_escape(run_label(b)) << "</p>\n";
-  o << "<h2>Step time by stage (host ms/step; device ms/step where CUDA events timed it)</h2>\n"
-    << svg_chart(bars);
-  o << "<h2>Side by side</h2>\n<table><tr><th>ms/step</th><th>A</th><th>B</th><th>A/B</th></tr>\n";
-  for (const ComparisonRow& row : comparison_rows(a, b)) {
-    o << "<tr><td>" << html_escape(row[0]) << "</td><td>" << html_escape(row[1]) << "</td><td>"
-      << html_escape(row[2]) << "</td><td>" << html_escape(row[3]) << "</td></tr>\n";
+  o << "<p>" << html_escape(comparison_note(a, b)) << "</p>\n";
+  const std::vector<ComparisonRow> differ = differing_settings(a, b);
+  o << "<h2>Settings that differ</h2>\n";
+  if (differ.empty()) {
+    o << "<p>None: both runs used the same settings.</p>\n";
+  } else {
+    html_table(o, {"setting", "A", "B", ""}, differ, 3);
   }
-  o << "</table>\n<p>A/B &gt; 1: B is faster (for images/s the ratio is B/A).</p>\n";
+  o << "<h2>Time per image by stage (host; device where CUDA events timed it)</h2>\n" << svg_chart(bars);
+  o << "<h2>Side by side</h2>\n";
+  html_table(o, {"ms per image", "A", "B", "B vs A"}, comparison_rows(a, b), 4);
   o << "<h2>Verdicts</h2>\n" << verdict_paragraph("A", a.verdict) << verdict_paragraph("B", b.verdict);
   o << "</body></html>\n";
   return o.str();

@@ -154,21 +154,28 @@ RunReport RunMonitor::finish(const LoaderStats* loader, std::optional<CommTimes>
   return build_report(config_, m);
 }
 
-std::string RunMonitor::progress_text() const {
-  std::string s = report_format::fmt("%.0f", profiler_.recent_images_per_second()) + " img/s";
-  if (const auto g = sampler_.latest(); g && g->sample.valid) {
-    s += " | GPU " + std::to_string(g->sample.utilization_gpu) + "%";
-  }
+LiveSample RunMonitor::live_sample() const {
+  LiveSample s;
+  if (const auto g = sampler_.latest(); g && g->sample.valid) s.gpu_util_pct = g->sample.utilization_gpu;
 #if LIFTOFF_WITH_CUDA
   if (device_.is_cuda()) {
-    s += " | mem " +
-         format_bytes(static_cast<int64_t>(cuda::CachingAllocator::get().stats(device_.index).allocated));
-    return s;
+    s.device_memory = static_cast<int64_t>(cuda::CachingAllocator::get().stats(device_.index).allocated);
   }
 #endif
-  const int64_t rss = platform::current_rss_bytes();
-  if (rss >= 0) s += " | RSS " + format_bytes(rss);
+  if (const int64_t rss = platform::current_rss_bytes(); rss >= 0) s.host_rss = rss;
   return s;
+}
+
+std::string RunMonitor::progress_text() const {
+  std::string text = report_format::fmt("%.0f", profiler_.recent_images_per_second()) + " img/s";
+  const LiveSample s = live_sample();
+  if (s.gpu_util_pct) text += " | GPU " + report_format::fmt("%.0f", *s.gpu_util_pct) + "%";
+  if (s.device_memory) {
+    text += " | mem " + format_bytes(*s.device_memory);
+  } else if (s.host_rss) {
+    text += " | RSS " + format_bytes(*s.host_rss);
+  }
+  return text;
 }
 
 }  // namespace liftoff

@@ -16,6 +16,14 @@ namespace liftoff {
 
 struct LoaderStats;  // data/loader.h
 
+// What a run's logs show at one moment, only what is measured: the latest NVML sample (while the sampler
+// runs), the caching allocator's bytes allocated (CUDA devices), the process's resident memory.
+struct LiveSample {
+  std::optional<double> gpu_util_pct;
+  std::optional<int64_t> device_memory;
+  std::optional<int64_t> host_rss;
+};
+
 // One run's monitoring: a Profiler, a GpuSampler and CPU snapshots.
 class RunMonitor {
  public:
@@ -36,6 +44,7 @@ class RunMonitor {
                    std::optional<GraphReport> graphs = std::nullopt);
   // "6368 img/s | GPU 87% | mem 2.1 GiB" for the progress line (only what is measured).
   std::string progress_text() const;
+  LiveSample live_sample() const;
 
  private:
   // Adds the end-of-warm-up hook that splits the device memory peak into warm-up and steady state.

@@ -9,7 +9,8 @@
 //   rules.h        the verdict rules, a table of small named rules; diagnose() walks it
 //   monitor.h      RunMonitor: Profiler + GpuSampler + CPU snapshots for a run, finish() -> RunReport
 //   trace.h        write_trace: Chrome trace events
-//   metrics_log.h  MetricsLog: --log metrics.jsonl
+//   metrics_log.h  MetricsLog, MetricsWindow: --log metrics.jsonl
+//   tensorboard.h  SummaryWriter: --tensorboard event files
 //   compare.h      two runs side by side, as text and as an HTML page
 //   format.h       format_bytes
 // RunReport::to_json / from_json live in json.cpp (one field description for both directions, json.h),
@@ -24,4 +25,5 @@
 #include "models/report/monitor.h"
 #include "models/report/rules.h"
 #include "models/report/run_report.h"
+#include "models/report/tensorboard.h"
 #include "models/report/trace.h"

@@ -70,6 +70,8 @@ class Trainer {
 
   // Mean micro-batch loss of the current epoch so far; reads the device (synchronises).
   double running_loss() const;
+  // The micro-batches that mean is over (0 at an epoch's start).
+  int64_t running_loss_count() const { return loss_count_; }
   // The same mean as of a recent optimizer step, read without waiting for the device (copied asynchronously
   // after each step); false until one has arrived. For progress lines.
   bool recent_loss(double* loss) { return recent_loss_.latest(loss); }

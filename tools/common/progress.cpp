@@ -3,11 +3,24 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace liftoff::tools {
 
 bool stdout_is_terminal() {
   return isatty(STDOUT_FILENO) != 0;
+}
+
+std::string format_duration(double seconds) {
+  const auto total = static_cast<long long>(std::llround(std::max(0.0, seconds)));
+  const long long h = total / 3600, m = total / 60 % 60, s = total % 60;
+  char text[48];
+  if (h > 0) {
+    std::snprintf(text, sizeof text, "%lld:%02lld:%02lld", h, m, s);
+  } else {
+    std::snprintf(text, sizeof text, "%lld:%02lld", m, s);
+  }
+  return text;
 }
 
 ProgressLine::ProgressLine(double min_interval_s)
@@ -45,6 +58,11 @@ void ProgressLine::finish() {
   if (terminal_ && drawn_) std::printf("\n");
   drawn_ = false;
   first_ = true;
+  std::fflush(stdout);
+}
+
+void ProgressLine::message(const std::string& line) {
+  std::printf(terminal_ && drawn_ ? "\r%s\033[K\n" : "%s\n", line.c_str());
   std::fflush(stdout);
 }
 

@@ -8,6 +8,9 @@ namespace liftoff::tools {
 
 bool stdout_is_terminal();
 
+// "0:07", "12:03", "1:02:03" (hours, minutes, seconds; rounded to whole seconds).
+std::string format_duration(double seconds);
+
 class ProgressLine {
  public:
   // min_interval_s: at most one update per interval when writing plain lines (a terminal redraws faster).
@@ -18,6 +21,8 @@ class ProgressLine {
   void update(const std::string& label, int64_t done, int64_t total, const std::string& text);
   // Ends a terminal bar with a newline (no-op for plain output).
   void finish();
+  // A line of its own (e.g. "checkpoint saved"): above the bar on a terminal, which the next update redraws.
+  void message(const std::string& line);
 
  private:
   bool terminal_;

@@ -7,9 +7,10 @@
 #include <string>
 
 #include "runtime/device.h"
-#include "tools/common/progress.h"
 #include "tools/common/signals.h"
 #include "tools/train/format.h"
+#include "tools/train/run_logs.h"
+#include "tools/train/run_progress.h"
 
 namespace liftoff::tools {
 
@@ -21,27 +22,46 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+RunShape run_shape(const Flags& f, const TrainSetup& s, const ResumePoint& resume) {
+  RunShape shape;
+  shape.micro_batches_per_epoch = s.micro_per_epoch;
+  shape.accum = f.accum;
+  shape.epochs = f.epochs;
+  shape.max_steps = f.max_steps;
+  shape.first_epoch = resume.epoch;
+  shape.skip_micro_batches = resume.skip_micro_batches;
+  shape.start_step = s.trainer->global_step();
+  return shape;
+}
+
 class EpochLoop {
  public:
-  EpochLoop(const Flags& f, TrainSetup& s, RunCheckpoints& checkpoints)
-      : f_(f), s_(s), trainer_(*s.trainer), checkpoints_(checkpoints) {
-    if (s_.rank0 && !f_.log.empty()) metrics_ = std::make_unique<MetricsLog>(f_.log);
+  EpochLoop(const Flags& f, TrainSetup& s, RunCheckpoints& checkpoints, const ResumePoint& resume)
+      : f_(f),
+        s_(s),
+        trainer_(*s.trainer),
+        checkpoints_(checkpoints),
+        logs_(f, s, clock_),
+        progress_(run_shape(f, s, resume), !f.no_eval, clock_) {
     r_.steady_started = f_.timing_warmup == 0;
   }
 
   LoopResult run(const ResumePoint& resume) {
     steady_start_ = Clock::now();
     run_start_ = Clock::now();
+    clock_.start();
     if (f_.profile) s_.monitor->start();
     for (int64_t epoch = resume.epoch; epoch < f_.epochs && !trainer_.finished(); ++epoch) {
-      label_ = "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(f_.epochs);
+      label_ = progress_.epoch_label(epoch);
       epoch_images_at_start_ = 0;
       const int64_t skip = epoch == resume.epoch ? resume.skip_micro_batches : 0;
       const EpochResult r = trainer_.train_epoch(
           s_.train_batches(), epoch, [this](const StepProgress& p) { on_step(p); }, skip);
-      if (s_.rank0) progress_.finish();
+      if (s_.rank0) progress_.end_epoch();
+      logs_.on_epoch_end(r, trainer_.finished() || epoch + 1 == f_.epochs);
       if (!end_epoch(epoch, r)) break;
     }
+    logs_.finish();
     return r_;
   }
 
@@ -55,17 +75,27 @@ class EpochLoop {
     return true;
   }
 
+  // Saves and says so (the path and the step), above the progress bar.
+  void save_checkpoint(int64_t epoch, int64_t micro_batches_into_epoch) {
+    const std::string path = checkpoints_.save(epoch, micro_batches_into_epoch);
+    const std::string line =
+        "checkpoint saved: " + path + " (optimizer step " + std::to_string(trainer_.global_step()) + ")";
+    if (s_.rank0 && !path.empty() && line != last_checkpoint_line_) progress_.message(line);
+    last_checkpoint_line_ = line;  // a run ending on a due step saves that step again at the epoch's end
+  }
+
   void on_step(const StepProgress& p) {
+    progress_.on_step(p);
     if (stop_signal() != 0) {
       trainer_.request_stop();
       if (checkpoints_.enabled() && !loss_is_bad(trainer_.running_loss())) {
-        checkpoints_.save(p.epoch, p.micro_batch_in_epoch);
+        save_checkpoint(p.epoch, p.micro_batch_in_epoch);
       }
       return;
     }
     if (checkpoints_.enabled() && checkpoints_.due_at_step(p.global_step) &&
         !loss_is_bad(trainer_.running_loss())) {
-      checkpoints_.save(p.epoch, p.micro_batch_in_epoch);
+      save_checkpoint(p.epoch, p.micro_batch_in_epoch);
     }
     if (!r_.steady_started && p.global_step == f_.timing_warmup) {
       synchronize(s_.device);
@@ -73,23 +103,13 @@ class EpochLoop {
       steady_start_ = Clock::now();
       epoch_images_at_start_ = p.images;
     }
-    if (metrics_ && p.global_step % f_.log_every == 0) {
-      MetricsRecord m;
-      m.step = p.global_step;
-      m.epoch = p.epoch;
-      m.loss = trainer_.running_loss();  // a device read, only every --log-every steps
-      m.lr = p.lr;
-      m.images_per_second = p.seconds > 0 ? static_cast<double>(p.images) / p.seconds : 0.0;
-      m.elapsed_s = seconds_since(run_start_);
-      metrics_->write(m);
-    }
+    logs_.on_step(p);
     if (!s_.rank0 || !progress_.due()) return;
     double running = 0.0;  // a step or so old: reading it must not stop the device
     if (!trainer_.recent_loss(&running)) return;
     if (loss_is_bad(running)) return;
-    progress_.update(label_, p.micro_batch_in_epoch, p.micro_batches_per_epoch,
-                     "loss " + fmt("%.4f", running) + " | lr " + fmt("%.4g", p.lr) +
-                         (f_.profile ? " | " + s_.monitor->progress_text() : ""));
+    progress_.update(p, "loss " + fmt("%.4f", running) + " | lr " + fmt("%.4g", p.lr) +
+                            (f_.profile ? " | " + s_.monitor->progress_text() : ""));
   }
 
   // Checkpoint, counters, evaluation and the epoch line; false: stop training.
@@ -98,7 +118,7 @@ class EpochLoop {
     if (stop_signal() != 0) return false;
     const bool saved_at_epoch_end = checkpoints_.enabled() && (checkpoints_.due_at_epoch_end(epoch) ||
                                                                epoch + 1 == f_.epochs || trainer_.finished());
-    if (saved_at_epoch_end) checkpoints_.save(epoch + 1, 0);
+    if (saved_at_epoch_end) save_checkpoint(epoch + 1, 0);
     r_.train_seconds += r.seconds;
     r_.train_images += r.images;
     if (r_.steady_started) {
@@ -110,7 +130,12 @@ class EpochLoop {
                        fmt("%.0f", static_cast<double>(r.images * s_.placement.env.world_size) / r.seconds) +
                        " img/s (" + fmt("%.1f", r.seconds) + " s, " + std::to_string(r.steps) + " steps)";
     if (!f_.no_eval) {
+      const double eval_start_s = clock_.elapsed_s();
       const EvalResult e = trainer_.evaluate(s_.test_batches());
+      const double eval_s = clock_.elapsed_s() - eval_start_s;
+      clock_.add_evaluation(eval_s);
+      progress_.evaluated(eval_s);
+      logs_.on_evaluation(epoch, e, eval_s);
       r_.last_accuracy = e.accuracy;
       line += " | test loss " + fmt("%.4f", e.mean_loss) + ", accuracy " + fmt("%.2f", 100.0 * e.accuracy) +
               "% (" + fmt("%.1f", e.seconds) + " s)";
@@ -134,25 +159,27 @@ class EpochLoop {
           100.0 * f_.target_accuracy, r_.time_to_target, static_cast<long long>(epoch + 1));
     }
     if (checkpoints_.enabled() && !saved_at_epoch_end)
-      checkpoints_.save(epoch + 1, 0);  // the weights that did it
+      save_checkpoint(epoch + 1, 0);  // the weights that did it
   }
 
   const Flags& f_;
   TrainSetup& s_;
   Trainer& trainer_;
   RunCheckpoints& checkpoints_;
-  std::unique_ptr<MetricsLog> metrics_;
-  ProgressLine progress_;
+  TrainClock clock_;  // before logs_ and progress_, which keep a reference
+  RunLogs logs_;
+  RunProgress progress_;
   LoopResult r_;
   Clock::time_point run_start_, steady_start_;
   std::string label_;
+  std::string last_checkpoint_line_;
   int64_t epoch_images_at_start_ = 0;
 };
 
 }  // namespace
 
 LoopResult run_epochs(const Flags& f, TrainSetup& s, RunCheckpoints& checkpoints, const ResumePoint& resume) {
-  EpochLoop loop(f, s, checkpoints);
+  EpochLoop loop(f, s, checkpoints, resume);
   return loop.run(resume);
 }
 

@@ -77,6 +77,15 @@ void check_flags(const CLI::App& app, const Flags& f) {
   check_output("--report", f.report);
   check_output("--trace", f.trace);
   check_output("--log", f.log);
+  // --tensorboard's directory is made now, as PyTorch's SummaryWriter does: a bad path fails before any work.
+  if (!f.tensorboard.empty()) {
+    std::filesystem::create_directories(f.tensorboard, ec);
+    std::error_code is_dir_ec;
+    if (!std::filesystem::is_directory(f.tensorboard, is_dir_ec)) {
+      throw CLI::ValidationError("--tensorboard", "cannot make the directory '" + f.tensorboard + "'" +
+                                                      (ec ? ": " + ec.message() : ": a file is in the way"));
+    }
+  }
 }
 
 void add_flags(CLI::App& app, Flags& f) {
@@ -302,12 +311,20 @@ void add_flags(CLI::App& app, Flags& f) {
       ->group(g_out);
   app.add_option("--trace", f.trace, "write a Chrome trace (Perfetto / chrome://tracing) of the stages")
       ->group(g_out);
-  app.add_option("--log", f.log, "write metrics as JSON lines (loss, lr, images/s) every --log-every steps")
+  app.add_option(
+         "--log", f.log,
+         "write metrics as JSON lines: per --log-every window loss, images/s, step ms; each evaluation")
+      ->group(g_out);
+  app.add_option("--tensorboard", f.tensorboard,
+                 "write TensorBoard scalars (train/*, test/*, gpu/*, memory/*) to this directory every "
+                 "--log-every steps and at each evaluation (tensorboard --logdir DIR)")
       ->group(g_out);
   app.add_flag("--profile,!--no-profile", f.profile,
                "stage timing, GPU/CPU sampling and the end-of-run utilization report (default on)")
       ->group(g_out);
-  app.add_option("--log-every", f.log_every, "optimizer steps between --log records")
+  app.add_option(
+         "--log-every", f.log_every,
+         "optimizer steps between --log / --tensorboard records (each reads the loss: one device sync)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
       ->group(g_out);

@@ -54,6 +54,7 @@ struct Flags {
   std::string report;
   std::string trace;
   std::string log;
+  std::string tensorboard;  // directory for TensorBoard event files
   int64_t log_every = 50;
   bool profile = true;
   std::string checkpoint_dir;

@@ -187,61 +187,6 @@ TEST(Report, GraphStatusIsInTheReportTheVerdictSees) {
       << r.verdict.evidence;
 }
 
-TEST(Report, ComparisonRowsAreWhatBothRenderingsShow) {
-  const RunReport a = build_report(recorded_config(), recorded_measurements());
-  RunReport b = a;
-  b.step_ms_mean = 10.0;
-  b.images_per_second = 12800.0;
-  b.verdict.kind = "compute-bound";
-  EXPECT_EQ(run_label(a), "cuda:0, resnet20, batch 128 x 1, amp off");
-  const std::vector<ComparisonRow> rows = comparison_rows(a, b);
-  auto row = [&](const std::string& label) {
-    for (const ComparisonRow& r : rows) {
-      if (r[0] == label) return r;
-    }
-    return ComparisonRow{};
-  };
-  // A host row per stage, a device row where either run timed the stage (events: forward, backward; loader
-  // events: h2d, augment), then the step, throughput, busy figures, memory and the verdicts.
-  EXPECT_EQ(rows.size(), static_cast<size_t>(kNumStages + 4 + 7));
-  EXPECT_EQ(rows.front(), (ComparisonRow{"data_wait (host)", "1.000", "1.000", "1.00x"}));
-  EXPECT_EQ(row("forward (device)"), (ComparisonRow{"forward (device)", "5.000", "5.000", "1.00x"}));
-  EXPECT_EQ(row("optimizer (device)")[0], "");
-  EXPECT_EQ(row("step"), (ComparisonRow{"step", "20.000", "10.000", "2.00x"}));
-  EXPECT_EQ(row("images/s"), (ComparisonRow{"images/s", "6400.0", "12800.0", "2.00x"}));  // B/A
-  EXPECT_EQ(row("GPU busy (events)"), (ComparisonRow{"GPU busy (events)", "76%", "76%", ""}));
-  EXPECT_EQ(rows.back(), (ComparisonRow{"verdict", "host/launch-bound", "compute-bound", ""}));
-}
-
-TEST(Report, ComparisonTableAndHtml) {
-  RunReport a = build_report(recorded_config(), recorded_measurements());
-  RunMeasurements m = recorded_measurements();
-  m.profile.totals.wall_ms = 100.0;
-  for (double& h : m.profile.totals.host_ms) h /= 2.0;
-  RunReport b = build_report(recorded_config(), m);
-  const std::string t = render_comparison(a, b, "a.json", "b.json");
-  EXPECT_NE(t.find("A: a.json"), std::string::npos);
-  EXPECT_NE(t.find("2.00x"), std::string::npos) << t;  // every stage and the step twice as fast
-  const std::string html = comparison_html(a, b, "a.json", "b<&>.json");
-  EXPECT_NE(html.find("<svg"), std::string::npos);
-  EXPECT_NE(html.find("b&lt;&amp;&gt;.json"), std::string::npos);
-  EXPECT_EQ(html.find("b<&>.json"), std::string::npos);
-  EXPECT_EQ(html.find("http://"), html.find("http://www.w3.org/2000/svg"));  // no external assets
-  EXPECT_NE(html.find("<title>forward:"), std::string::npos);
-  // A run timed with CUDA events gets a second, device bar (with graphs its host bar is mostly data wait);
-  // one without (a CPU run) keeps one bar.
-  for (auto& stage : a.stages) stage.device_ms.reset();
-  for (auto& stage : b.stages) stage.device_ms.reset();
-  b.stages[static_cast<size_t>(Stage::forward)].device_ms = 2.6;
-  b.stages[static_cast<size_t>(Stage::backward)].device_ms = 3.2;
-  const std::string with_device = comparison_html(a, b, "cpu", "cuda");
-  EXPECT_NE(with_device.find(">cuda (host)<"), std::string::npos) << with_device;
-  EXPECT_NE(with_device.find(">cuda (device)<"), std::string::npos) << with_device;
-  EXPECT_NE(with_device.find("5.80 ms on the device"), std::string::npos) << with_device;
-  EXPECT_NE(with_device.find(">cpu<"), std::string::npos) << with_device;
-  EXPECT_EQ(with_device.find(">cpu (device)<"), std::string::npos) << with_device;
-}
-
 // --- files -----------------------------------------------------------------------------------------------
 
 std::string temp_path(const std::string& name) {
