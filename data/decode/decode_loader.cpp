@@ -170,20 +170,19 @@ void DecodeLoader::release_slot_locked(Slot& slot) {
   slot.error = nullptr;
 }
 
+// The folder keeps the one list of bad files (with the reasons), whoever found them: its load-time check, a
+// worker, the decode thread.
 bool DecodeLoader::is_bad(int64_t index) const {
-  std::lock_guard<std::mutex> lock(bad_mutex_);
-  return bad_.count(index) != 0;
+  return folder_->is_bad(index);
 }
 
-bool DecodeLoader::skip_bad(int64_t index, const std::string& path) {
-  std::lock_guard<std::mutex> lock(bad_mutex_);
-  if (bad_.insert(index).second) bad_files_.push_back(path);
+bool DecodeLoader::skip_bad(int64_t index, const std::string& reason) {
+  folder_->record_bad(index, reason);
   return false;
 }
 
 std::vector<std::string> DecodeLoader::skipped_files() const {
-  std::lock_guard<std::mutex> lock(bad_mutex_);
-  return bad_files_;
+  return folder_->skipped_files();
 }
 
 void DecodeLoader::worker_loop(int worker) {
@@ -256,9 +255,9 @@ bool DecodeLoader::read_item(int64_t index, int64_t epoch, Item& item, std::vect
                                static_cast<int32_t>(decoded.width), o.crop);
     data = std::move(decoded.pixels);
     return true;
-  } catch (const IOError&) {
+  } catch (const IOError& e) {
     if (o.on_bad_sample == BadSamplePolicy::error) throw;
-    return skip_bad(index, path);
+    return skip_bad(index, e.what());
   }
 }
 
@@ -374,8 +373,7 @@ LoaderStats DecodeLoader::stats() const {
   for (size_t w = 0; w < s.worker_busy_seconds.size(); ++w) {
     s.worker_busy_seconds[w] = static_cast<double>(worker_busy_ns_[w].load()) * 1e-9;
   }
-  std::lock_guard<std::mutex> bad_lock(bad_mutex_);
-  s.skipped_samples = static_cast<int64_t>(bad_.size());
+  s.skipped_samples = folder_->skipped_count();
   return s;
 }
 
@@ -383,8 +381,7 @@ DecodeCounts DecodeLoader::decode_counts() const {
   std::lock_guard<std::mutex> lock(mutex_);
   for (const auto& slot : slots_) resolve_timings(*slot);
   DecodeCounts c = counts_;
-  std::lock_guard<std::mutex> bad_lock(bad_mutex_);
-  c.skipped = static_cast<int64_t>(bad_.size());
+  c.skipped = folder_->skipped_count();
   return c;
 }
 

@@ -105,7 +105,7 @@ class DecodeLoader : public BatchSource {
   void finish_cpu_batch(Slot& slot, const std::vector<std::vector<uint8_t>>& blobs);
   void resolve_timings(Slot& slot) const;
   void hand_out_cuda(Slot& slot, Batch& out);
-  bool skip_bad(int64_t index, const std::string& path);
+  bool skip_bad(int64_t index, const std::string& reason);  // records it in the folder; returns false
   bool is_bad(int64_t index) const;
   void release_slot_locked(Slot& slot);
 
@@ -130,9 +130,6 @@ class DecodeLoader : public BatchSource {
   struct Device_;
   std::unique_ptr<Device_> device_;  // CUDA state (decoder, stream), null on a CPU target
 
-  mutable std::mutex bad_mutex_;
-  std::unordered_set<int64_t> bad_;
-  std::vector<std::string> bad_files_;
   mutable LoaderStats stats_;
   mutable DecodeCounts counts_;
   std::unique_ptr<std::atomic<int64_t>[]> worker_busy_ns_;

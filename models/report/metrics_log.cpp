@@ -31,7 +31,21 @@ void MetricsLog::write(const MetricsRecord& r) {
   report_json::json j;
   report_json::JsonWriter w(j);
   describe_record(w, r);
-  out_ << j.dump() << "\n";
+  write_line(j.dump());
+}
+
+void MetricsLog::write(const SkippedFileRecord& r) {
+  report_json::json j;
+  report_json::JsonWriter w(j);
+  w("event", std::string("skipped_file"));
+  w("path", r.path);
+  w("reason", r.reason);
+  w("found", r.found);
+  write_line(j.dump());
+}
+
+void MetricsLog::write_line(const std::string& line) {
+  out_ << line << "\n";
   out_.flush();
   if (!out_) throw IOError("writing the metrics log '" + path_ + "' failed");
 }

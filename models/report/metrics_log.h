@@ -19,11 +19,21 @@ struct MetricsRecord {
   std::optional<int64_t> device_memory;  // caching allocator, bytes allocated now
 };
 
+// A file left out (--on-bad-sample skip): {"event": "skipped_file", "path", "reason", "found"}.
+struct SkippedFileRecord {
+  std::string path;
+  std::string reason;
+  std::string found;  // "load" or "epoch N"
+};
+
 class MetricsLog {
  public:
   explicit MetricsLog(const std::string& path);  // truncates; throws IOError
   void write(const MetricsRecord& record);       // one line, flushed
+  void write(const SkippedFileRecord& record);
+
  private:
+  void write_line(const std::string& line);
   std::string path_;
   std::ofstream out_;
 };

@@ -155,6 +155,11 @@ std::string RunReport::render_table() const {
   nvml_line(*this, o);
   memory_line(*this, o);
   cpu_line(*this, o);
+  if (!loader.skipped_files.empty()) {
+    o << "  skipped: " << loader.skipped_files.size() << " of " << loader.files_total
+      << " files (--on-bad-sample skip; first: " << loader.skipped_files.front().path << "; full list in "
+      << "the report JSON and --log)\n";
+  }
   o << "  verdict: " << verdict.kind << ": " << verdict.evidence << "\n";
   if (!verdict.suggestion.empty()) o << "  try: " << verdict.suggestion << "\n";
   return o.str();

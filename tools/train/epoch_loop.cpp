@@ -33,6 +33,7 @@ class EpochLoop {
     steady_start_ = Clock::now();
     run_start_ = Clock::now();
     if (f_.profile) s_.monitor->start();
+    if (s_.data.skips) s_.data.skips->report_new("load", metrics_.get(), false);  // printed in the header
     for (int64_t epoch = resume.epoch; epoch < f_.epochs && !trainer_.finished(); ++epoch) {
       label_ = "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(f_.epochs);
       epoch_images_at_start_ = 0;
@@ -123,6 +124,7 @@ class EpochLoop {
     }
     if (s_.rank0) std::printf("%s\n", line.c_str());
     std::fflush(stdout);
+    if (s_.data.skips) s_.data.skips->report_new(str_cat("epoch ", epoch + 1), metrics_.get(), s_.rank0);
     steady_start_ = Clock::now();  // evaluation is not training time
     if (f_.target_accuracy > 0 && r_.last_accuracy >= f_.target_accuracy) {
       reached_target(epoch, saved_at_epoch_end);

@@ -154,6 +154,8 @@ void print_run_header(const Flags& f, const TrainSetup& s, const ResumePoint& re
               static_cast<long long>(s.data.train_size), static_cast<long long>(s.data.test_size),
               static_cast<long long>(s.data.channels), static_cast<long long>(s.data.height),
               static_cast<long long>(s.data.width));
+  if (s.data.skips && !s.data.skips->load_line().empty())
+    std::printf("  %s\n", s.data.skips->load_line().c_str());
   const std::string lr_note = lr_scale_note(f, f.batch * f.accum * world);
   std::printf(
       "  batch %lld x accum %lld%s = %lld per step | %s lr %g (%s%s%s) | wd %g | amp %s | activations "
