@@ -137,6 +137,10 @@ ResumePoint RunCheckpoints::resume(const std::string& what, int64_t micro_batche
                   ")";
       }
     }
+    for (const auto& [key, value] : saved.items()) {  // flags written only when on (--ema, --lr-scale)
+      if (!now.contains(key))
+        differ += (differ.empty() ? "" : ", ") + key + " (checkpoint " + value.dump() + ", now -)";
+    }
     LIFTOFF_CHECK(differ.empty(), ValueError, "--resume ", point.path,
                   ": these flags differ from the checkpointed run: ", differ, "; resume with the same flags");
   }

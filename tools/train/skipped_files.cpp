@@ -9,6 +9,12 @@ namespace liftoff::tools {
 namespace {
 constexpr size_t kFilesNamed = 3;  // in the threshold's error
 
+std::string percent(int64_t part, int64_t whole) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f%%", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
+  return text;
+}
+
 std::string path_and_reason(const LoaderReport::SkippedFile& f) {
   return f.path + ": " + f.reason;
 }
@@ -49,11 +55,10 @@ void SkippedFiles::check_threshold() const {
     for (size_t i = 0; i < list.size() && i < kFilesNamed; ++i) {
       first += (i ? "; " : "") + list[i].path + ": " + list[i].reason;
     }
-    throw IOError(str_cat("--on-bad-sample skip: ", bad, " of ", total, " files in '", f.folder->root(),
-                          "' cannot be read (", 100.0 * static_cast<double>(bad) / static_cast<double>(total),
-                          "%), more than --max-bad-fraction ", max_bad_fraction_, " allows; first: ", first,
-                          list.size() > kFilesNamed ? "; ..." : "",
-                          ". Fix or remove the files, or raise --max-bad-fraction"));
+    throw IOError(str_cat(
+        "--on-bad-sample skip: ", bad, " of ", total, " files in '", f.folder->root(), "' cannot be read (",
+        percent(bad, total), "), more than --max-bad-fraction ", max_bad_fraction_, " allows; first: ", first,
+        list.size() > kFilesNamed ? "; ..." : "", ". Fix or remove the files, or raise --max-bad-fraction"));
   }
 }
 
