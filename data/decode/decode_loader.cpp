@@ -173,7 +173,8 @@ void DecodeLoader::release_slot_locked(Slot& slot) {
 // The folder keeps the one list of bad files (with the reasons), whoever found them: its load-time check, a
 // worker, the decode thread.
 bool DecodeLoader::is_bad(int64_t index) const {
-  return folder_->is_bad(index);
+  // Under the error policy every file is read: a bad one must stop this loader, whoever recorded it.
+  return options_.on_bad_sample == BadSamplePolicy::skip && folder_->is_bad(index);
 }
 
 bool DecodeLoader::skip_bad(int64_t index, const std::string& reason) {
