@@ -1,15 +1,24 @@
 #include "data/image_folder.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cstring>
+#include <exception>
 #include <filesystem>
+#include <thread>
 
 namespace liftoff {
 
 namespace fs = std::filesystem;
 
 namespace {
+// The reason alone: image_io's errors start with "image '<path>': ".
+std::string reason_of(const std::string& path, const std::string& message) {
+  const std::string prefix = "image '" + path + "': ";
+  return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
+}
+
 bool is_image_file(const fs::path& p) {
   std::string ext = p.extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -104,10 +113,7 @@ ImageFolder::ImageFolder(const std::string& root, ImageFolderOptions options)
 bool ImageFolder::load(int64_t index, uint8_t* dst) const {
   LIFTOFF_CHECK(index >= 0 && index < size(), ValueError, "image folder '", root_, "': sample index ", index,
                 " is outside [0, ", size(), ")");
-  if (options_.on_bad_sample == BadSamplePolicy::skip) {
-    std::lock_guard<std::mutex> lock(bad_mutex_);
-    if (bad_.count(index) != 0) return false;
-  }
+  if (options_.on_bad_sample == BadSamplePolicy::skip && is_bad(index)) return false;
   const std::string& path = files_[static_cast<size_t>(index)];
   // Decode bytes this call holds, given back however it ends (exceptions included).
   struct Held {
@@ -142,12 +148,62 @@ bool ImageFolder::load(int64_t index, uint8_t* dst) const {
     const DecodedImage image = decode_image_file(path, channels_, options_.limits, take);
     fit_image(image, height_, width_, options_.resize, dst);
     return true;
-  } catch (const IOError&) {
+  } catch (const IOError& e) {
     if (options_.on_bad_sample == BadSamplePolicy::error) throw;
-    std::lock_guard<std::mutex> lock(bad_mutex_);
-    if (bad_.insert(index).second) bad_files_.push_back(files_[static_cast<size_t>(index)]);
+    record_bad(index, e.what());
     return false;
   }
+}
+
+int64_t ImageFolder::check_files(int threads) const {
+  const auto recorded_before = static_cast<std::ptrdiff_t>(skipped_count());
+  std::atomic<int64_t> next{0};
+  std::mutex error_mutex;
+  std::exception_ptr first_error;
+  const auto work = [&] {
+    for (int64_t i = next++; i < size(); i = next++) {
+      if (is_bad(i)) continue;
+      try {
+        read_image_info(files_[static_cast<size_t>(i)], options_.limits);
+      } catch (const IOError& e) {
+        if (options_.on_bad_sample == BadSamplePolicy::skip) {
+          record_bad(i, e.what());
+          continue;
+        }
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!first_error) first_error = std::current_exception();
+        next = size();  // the others stop too
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  const int extra = std::max(1, std::min<int>(threads, static_cast<int>(std::min<int64_t>(size(), 256)))) - 1;
+  for (int t = 0; t < extra; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  if (first_error) std::rethrow_exception(first_error);
+  // In file order, whichever thread found them: the list and "first" do not depend on timing.
+  std::lock_guard<std::mutex> lock(bad_mutex_);
+  std::stable_sort(bad_files_.begin() + recorded_before, bad_files_.end(),
+                   [](const SkippedFile& a, const SkippedFile& b) { return a.path < b.path; });
+  return static_cast<int64_t>(bad_.size());
+}
+
+bool ImageFolder::is_bad(int64_t index) const {
+  std::lock_guard<std::mutex> lock(bad_mutex_);
+  return bad_.count(index) != 0;
+}
+
+void ImageFolder::record_bad(int64_t index, const std::string& reason) const {
+  std::lock_guard<std::mutex> lock(bad_mutex_);
+  const std::string& path = files_.at(static_cast<size_t>(index));
+  if (bad_.insert(index).second) bad_files_.push_back({path, reason_of(path, reason)});
+}
+
+std::vector<SkippedFile> ImageFolder::skipped(int64_t from) const {
+  std::lock_guard<std::mutex> lock(bad_mutex_);
+  const auto begin = std::min(bad_files_.size(), static_cast<size_t>(std::max<int64_t>(from, 0)));
+  return {bad_files_.begin() + static_cast<std::ptrdiff_t>(begin), bad_files_.end()};
 }
 
 int64_t ImageFolder::peak_decode_bytes_in_flight() const {
@@ -162,7 +218,9 @@ int64_t ImageFolder::skipped_count() const {
 
 std::vector<std::string> ImageFolder::skipped_files() const {
   std::lock_guard<std::mutex> lock(bad_mutex_);
-  return bad_files_;
+  std::vector<std::string> paths;
+  for (const SkippedFile& f : bad_files_) paths.push_back(f.path);
+  return paths;
 }
 
 ImageDataset ImageFolder::load_all() const {

@@ -16,6 +16,12 @@
 namespace liftoff {
 
 enum class BadSamplePolicy { error, skip };
+
+// A file left out under BadSamplePolicy::skip, and why (the IOError's text after "image '<path>': ").
+struct SkippedFile {
+  std::string path;
+  std::string reason;
+};
 // Parses "error" / "skip" (--on-bad-sample); throws ValueError otherwise.
 BadSamplePolicy parse_bad_sample_policy(const std::string& text);
 
@@ -59,9 +65,18 @@ class ImageFolder {
   bool load(int64_t index, uint8_t* dst) const;
   // The most decode bytes that were in flight at once so far (<= max_decode_bytes_in_flight).
   int64_t peak_decode_bytes_in_flight() const;
+  // Reads every file once and makes the checks load() makes before decoding (header, structure, limits:
+  // read_image_info), `threads` files at a time. With BadSamplePolicy::skip the bad files are recorded
+  // (never read again) and their count returned; with error the first bad file's IOError is thrown.
+  int64_t check_files(int threads) const;
   // Files skipped so far (distinct), and their paths in the order they failed.
   int64_t skipped_count() const;
   std::vector<std::string> skipped_files() const;
+  // The same with the reasons, from entry `from` on (the ones recorded since a caller last looked).
+  std::vector<SkippedFile> skipped(int64_t from = 0) const;
+  bool is_bad(int64_t index) const;
+  // Records sample `index` as bad (found by another reader, e.g. the DecodeLoader); counted once.
+  void record_bad(int64_t index, const std::string& reason) const;
 
   // Every image decoded at once, as an in-memory data set (small folders, export, tests). Skipped files are
   // left out.
@@ -81,7 +96,7 @@ class ImageFolder {
   mutable int64_t in_flight_ = 0, peak_in_flight_ = 0;
   mutable std::mutex bad_mutex_;
   mutable std::unordered_set<int64_t> bad_;
-  mutable std::vector<std::string> bad_files_;
+  mutable std::vector<SkippedFile> bad_files_;
 };
 
 }  // namespace liftoff

@@ -14,6 +14,7 @@
 #include "ops/conv_transpose2d/conv_transpose2d.h"
 #include "ops/cross_entropy/cross_entropy.h"
 #include "ops/dropout/dropout.h"
+#include "ops/ema/ema.h"
 #include "ops/embedding/embedding.h"
 #include "ops/flip/flip.h"
 #include "ops/global_avg_pool2d/global_avg_pool2d.h"

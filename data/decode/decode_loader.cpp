@@ -199,20 +199,20 @@ void DecodeLoader::start_epoch(int64_t epoch) {
   });
 }
 
+// The folder keeps the one list of bad files (with the reasons), whoever found them: its load-time check, a
+// worker, the decode thread.
 bool DecodeLoader::is_bad(int64_t index) const {
-  std::lock_guard<std::mutex> lock(bad_mutex_);
-  return bad_.count(index) != 0;
+  // Under the error policy every file is read: a bad one must stop this loader, whoever recorded it.
+  return options_.on_bad_sample == BadSamplePolicy::skip && folder_->is_bad(index);
 }
 
-bool DecodeLoader::skip_bad(int64_t index, const std::string& path) {
-  std::lock_guard<std::mutex> lock(bad_mutex_);
-  if (bad_.insert(index).second) bad_files_.push_back(path);
+bool DecodeLoader::skip_bad(int64_t index, const std::string& reason) {
+  folder_->record_bad(index, reason);
   return false;
 }
 
 std::vector<std::string> DecodeLoader::skipped_files() const {
-  std::lock_guard<std::mutex> lock(bad_mutex_);
-  return bad_files_;
+  return folder_->skipped_files();
 }
 
 // Under the ring's lock: a position of the oldest open batch of this generation, else a newly claimed batch
@@ -351,9 +351,9 @@ bool DecodeLoader::read_item(int64_t index, int64_t epoch, Item& item) {
     item.data = data.data();
     item.size = data.size();
     return true;
-  } catch (const IOError&) {
+  } catch (const IOError& e) {
     if (o.on_bad_sample == BadSamplePolicy::error) throw;
-    return skip_bad(index, path);
+    return skip_bad(index, e.what());
   }
 }
 
@@ -442,8 +442,7 @@ LoaderStats DecodeLoader::stats() const {
   for (size_t w = 0; w < s.worker_busy_seconds.size(); ++w) {
     s.worker_busy_seconds[w] = static_cast<double>(worker_busy_ns_[w].load()) * 1e-9;
   }
-  std::lock_guard<std::mutex> bad_lock(bad_mutex_);
-  s.skipped_samples = static_cast<int64_t>(bad_.size());
+  s.skipped_samples = folder_->skipped_count();
   return s;
 }
 
@@ -451,8 +450,7 @@ DecodeCounts DecodeLoader::decode_counts() const {
   std::lock_guard<std::mutex> lock(ring_->mutex());
   for (int i = 0; i < ring_->size(); ++i) resolve_timings(ring_->slot_at(i));
   DecodeCounts c = counts_;
-  std::lock_guard<std::mutex> bad_lock(bad_mutex_);
-  c.skipped = static_cast<int64_t>(bad_.size());
+  c.skipped = folder_->skipped_count();
   return c;
 }
 

@@ -133,7 +133,7 @@ class DecodeLoader : public BatchSource {
                          const std::vector<size_t>& job_item);
   void resolve_timings(Slot& slot) const;
   void hand_out_cuda(Slot& slot, Batch& out);
-  bool skip_bad(int64_t index, const std::string& path);
+  bool skip_bad(int64_t index, const std::string& reason);  // records it in the folder; returns false
   bool is_bad(int64_t index) const;
 
   std::shared_ptr<const ImageFolder> folder_;
@@ -151,9 +151,6 @@ class DecodeLoader : public BatchSource {
   std::vector<std::unique_ptr<Lane>> lanes_;  // CUDA target: the decode lanes; empty on a CPU target
   std::vector<std::thread> lane_threads_;
 
-  mutable std::mutex bad_mutex_;
-  std::unordered_set<int64_t> bad_;
-  std::vector<std::string> bad_files_;
   mutable LoaderStats stats_;
   mutable DecodeCounts counts_;
   std::unique_ptr<std::atomic<int64_t>[]> worker_busy_ns_;

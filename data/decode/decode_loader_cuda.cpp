@@ -179,10 +179,11 @@ int64_t DecodeLoader::rescue_refused(Slot& slot, Lane& lane, const std::vector<c
       ++cpu_fallback;
       continue;
     }
-    LIFTOFF_CHECK(options_.on_bad_sample == BadSamplePolicy::skip, IOError, "image '", path,
-                  "': neither nvJPEG nor ", cpu_jpeg_decoder_name(cpu_decoder_),
-                  " can decode it; the file is corrupt (use --on-bad-sample skip to leave it out)");
-    skip_bad(item.index, path);
+    const std::string reason = str_cat("neither nvJPEG nor ", cpu_jpeg_decoder_name(cpu_decoder_),
+                                       " can decode it; the file is corrupt");
+    LIFTOFF_CHECK(options_.on_bad_sample == BadSamplePolicy::skip, IOError, "image '", path, "': ", reason,
+                  " (use --on-bad-sample skip to leave it out)");
+    skip_bad(item.index, reason);
     drop[job_item[j]] = true;
   }
   std::vector<Item> kept;

@@ -143,6 +143,14 @@ std::vector<ComparisonRow> comparison_rows(const RunReport& a, const RunReport& 
     return r.host_peak_rss ? format_bytes(*r.host_peak_rss) : std::string("-");
   };
   rows.push_back({"host peak RSS", rss(a), rss(b), ""});
+  if (a.loader.files_total > 0 || b.loader.files_total > 0) {
+    auto skipped = [](const RunReport& r) {
+      return r.loader.files_total > 0 ? std::to_string(r.loader.skipped_files.size()) + " of " +
+                                            std::to_string(r.loader.files_total)
+                                      : std::string("-");
+    };
+    rows.push_back({"files skipped", skipped(a), skipped(b), ""});
+  }
   rows.push_back({"verdict", a.verdict.kind, b.verdict.kind, ""});
   return rows;
 }

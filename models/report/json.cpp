@@ -153,6 +153,17 @@ void describe_loader(Io& io, L& l) {
   io("h2d_gb_per_s", l.h2d_gb_per_s);
   io("augment_ms_per_batch", l.augment_ms_per_batch);
   io("skipped_samples", l.skipped_samples);
+  io.when_present(  // image folders only (issue 27)
+      "files_total",
+      [&](auto& later) {
+        later("files_total", l.files_total);
+        later.array("skipped_files", l.skipped_files, [](auto& f, auto& file) {
+          f("path", file.path);
+          f("reason", file.reason);
+          f("found", file.found);
+        });
+      },
+      l.files_total > 0);
 }
 
 template <class Io, class V>

@@ -83,6 +83,14 @@ void MetricsLog::write(const EvalRecord& r) {
   write_line(json_line("eval", r, [](auto& io, const EvalRecord& m) { describe_eval(io, m); }));
 }
 
+void MetricsLog::write(const SkippedFileRecord& r) {
+  write_line(json_line("skipped_file", r, [](auto& io, const SkippedFileRecord& f) {
+    io("path", f.path);
+    io("reason", f.reason);
+    io("found", f.found);
+  }));
+}
+
 void MetricsLog::write_line(const std::string& line) {
   out_ << line << "\n";
   out_.flush();

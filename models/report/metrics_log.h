@@ -69,11 +69,19 @@ class MetricsWindow {
   int64_t epoch_count_seen_ = 0, window_loss_count_ = 0;
 };
 
+// A file left out (--on-bad-sample skip): {"event": "skipped_file", "path", "reason", "found"}.
+struct SkippedFileRecord {
+  std::string path;
+  std::string reason;
+  std::string found;  // "load" or "epoch N"
+};
+
 class MetricsLog {
  public:
   explicit MetricsLog(const std::string& path);  // truncates; throws IOError
   void write(const MetricsRecord& record);       // one line {"kind": "train", ...}, flushed
   void write(const EvalRecord& record);          // one line {"kind": "eval", ...}, flushed
+  void write(const SkippedFileRecord& record);    // one line {"kind": "skipped_file", ...}, flushed
  private:
   void write_line(const std::string& line);
   std::string path_;

@@ -70,6 +70,15 @@ struct LoaderReport {
   std::optional<double> h2d_gb_per_s;
   std::optional<double> augment_ms_per_batch;  // compute-stream time of the augmentation kernel (events)
   int64_t skipped_samples = 0;
+  // --on-bad-sample skip on image folders (train and test): every file left out with its reason, and the
+  // files the folders hold (0: not an image folder run).
+  struct SkippedFile {
+    std::string path;
+    std::string reason;
+    std::string found;  // "load" (the load-time check), "epoch N" (failed during it) or "end"
+  };
+  std::vector<SkippedFile> skipped_files;
+  int64_t files_total = 0;
 };
 
 struct Verdict {

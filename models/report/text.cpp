@@ -144,6 +144,11 @@ std::string RunReport::render_table() const {
   o << ", " << c.device << ", batch " << c.batch << " x accum " << c.accum;
   if (!c.activation_layout.empty()) o << ", activations " << c.activation_layout;
   o << "\n";
+  if (!loader.skipped_files.empty()) {
+    o << "  skipped: " << loader.skipped_files.size() << " of " << loader.files_total
+      << " files (--on-bad-sample skip; first: " << loader.skipped_files.front().path << "; full list in "
+      << "the report JSON and --log)\n";
+  }
   if (steps_measured == 0) {
     o << "  no training step was measured\n";
     return o.str();

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "models/train/ema.h"
 #include "ops/optimizer_step/optimizer_step.h"
 #include "ops/scale/scale.h"
 #include "runtime/autocast.h"
@@ -108,6 +109,7 @@ void StepExecutor::finish_step(bool set_lr) {
   // Unscales, checks for inf/NaN and skips the update on the device (fp16); a plain step otherwise.
   scaler_.step(optimizer_);
   scaler_.update();
+  if (options_.ema) options_.ema->update();  // on the device, in the step: captured with it
   optimizer_.zero_grad();
   advance_weight_version();  // autocast's half weights are stale now
   ++global_step_;

@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <utility>
 
+#include "models/train/ema.h"
+#include "ops/binary/binary.h"
 #include "ops/cast/cast.h"
+#include "ops/flip/flip.h"
+#include "ops/scale/scale.h"
 #include "runtime/autocast.h"
 #include "runtime/autograd.h"
 
@@ -25,11 +29,11 @@ DType autocast_dtype_for(AmpMode mode) {
   return mode == AmpMode::off ? DType::f32 : amp_compute_dtype(mode);
 }
 
-
 // Top-1 hits of [N, classes] outputs against i64 class indices [N] (host read: evaluation only); 0 for
 // outputs of another form (a regression loss, say), whose accuracy is not defined.
 int64_t count_correct(const Tensor& output, const Tensor& labels) {
-  if (output.dim() != 2 || labels.dim() != 1 || labels.dtype() != DType::i64 || labels.size(0) != output.size(0))
+  if (output.dim() != 2 || labels.dim() != 1 || labels.dtype() != DType::i64 ||
+      labels.size(0) != output.size(0))
     return 0;
   const int64_t n = output.size(0);
   const int64_t classes = output.size(1);
@@ -41,6 +45,16 @@ int64_t count_correct(const Tensor& output, const Tensor& labels) {
     correct += (std::max_element(row, row + classes) - row) == truth[static_cast<size_t>(i)] ? 1 : 0;
   }
   return correct;
+}
+
+// Test-time flip averaging: the mean of the f32 logits of the batch and of its horizontal mirror.
+Tensor flip_averaged_output(Module& model, const Tensor& input) {
+  LIFTOFF_CHECK(input.dim() == 4, ShapeError,
+                "evaluate: flip averaging (--tta-flip) needs image batches [N, C, H, W], got ",
+                shape_str(input.shape()));
+  const Tensor plain = cast(model.forward(input), DType::f32);
+  const Tensor mirrored = cast(model.forward(flip(input, {3})), DType::f32);
+  return scale(add(plain, mirrored), 0.5);
 }
 
 }  // namespace
@@ -194,7 +208,21 @@ double Trainer::running_loss() const {
   return loss_sum_.item() / static_cast<double>(loss_count_);
 }
 
-EvalResult Trainer::evaluate(BatchSource& source) {
+EvalResult Trainer::evaluate(BatchSource& source, const EvalOptions& options) {
+  ModelEma* ema = options.use_ema ? options_.ema : nullptr;
+  if (ema == nullptr) return evaluate_pass(source, options);
+  ema->swap_with_model();  // in place: a captured step keeps its addresses
+  try {
+    const EvalResult result = evaluate_pass(source, options);
+    ema->swap_with_model();
+    return result;
+  } catch (...) {
+    ema->swap_with_model();
+    throw;
+  }
+}
+
+EvalResult Trainer::evaluate_pass(BatchSource& source, const EvalOptions& options) {
   EvalResult result;
   const auto start = Clock::now();
   NoGradGuard no_grad;
@@ -209,7 +237,8 @@ EvalResult Trainer::evaluate(BatchSource& source) {
   Batch batch;
   while (source.next(batch)) {
     const MicroBatch mb{batch.input, batch.labels};
-    const Tensor output = cast(model.forward(mb.input), DType::f32);
+    const Tensor output =
+        options.hflip ? flip_averaged_output(model, mb.input) : cast(model.forward(mb.input), DType::f32);
     const int64_t n = output.size(0);
     loss_total += loss_fn(output, mb).item() * static_cast<double>(n);
     correct += count_correct(output, mb.labels);

@@ -46,6 +46,14 @@ struct EvalResult {
   double seconds = 0.0;
 };
 
+struct EvalOptions {
+  // Test-time flip averaging: the logits of each image and of its horizontal mirror are averaged before the
+  // loss and the top-1 (inputs [N, C, H, W]; a second forward per batch).
+  bool hflip = false;
+  // With TrainerOptions::ema: evaluate the averaged weights (the model's own are back afterwards).
+  bool use_ema = true;
+};
+
 class Trainer {
  public:
   // schedule may be null (constant learning rate). The model and optimizer must outlive the trainer.
@@ -65,8 +73,8 @@ class Trainer {
                           const std::function<void(const StepProgress&)>& on_step = nullptr,
                           int64_t skip_micro_batches = 0);
   // The loss (options' loss function) and, for [N, classes] outputs with class-index labels, top-1 accuracy
-  // over one pass of `source` in eval mode, without autograd.
-  EvalResult evaluate(BatchSource& source);
+  // over one pass of `source` in eval mode, without autograd; see EvalOptions.
+  EvalResult evaluate(BatchSource& source, const EvalOptions& options = {});
 
   // Mean micro-batch loss of the current epoch so far; reads the device (synchronises).
   double running_loss() const;
@@ -96,6 +104,8 @@ class Trainer {
   Step gather_step(BatchSource& source, EpochResult& result);
   // Hands the step to the graph runner when it takes it, else (or when its capture failed) to the eager one.
   Tensor run_step(const Step& step);
+  // One pass of evaluate() with whichever weights the model holds now.
+  EvalResult evaluate_pass(BatchSource& source, const EvalOptions& options);
 
   TrainerOptions options_;
   GraphStatus graph_status_;

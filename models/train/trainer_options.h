@@ -12,6 +12,8 @@
 
 namespace liftoff {
 
+class ModelEma;  // models/train/ema.h
+
 // Whole-step CUDA graphs (runtime/graph.h). auto: captured after graph_warmup_steps eager steps when the
 // step allows it (CUDA device, an optimizer that reads its LR on the device, no host random
 // draws), eager otherwise with the reason recorded; on: the same, but a step that cannot be captured is an
@@ -75,6 +77,9 @@ struct TrainerOptions {
   int64_t graph_warmup_steps = 3;  // eager optimizer steps before the capture (>= 1: cuDNN plans, state)
   BranchMode concurrent_micro_batches = BranchMode::automatic;  // see BranchMode
   int max_concurrent_micro_batches = 8;                         // streams at most (1..16)
+  // Updated after every optimizer step, inside the step (and its CUDA graph); evaluate() uses its weights.
+  // Null: no EMA. Must outlive the Trainer.
+  ModelEma* ema = nullptr;
 };
 
 }  // namespace liftoff

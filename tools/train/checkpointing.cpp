@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "models/train/ema.h"
+
 namespace liftoff::tools {
 
 std::string run_defining_config(const Flags& f) {
@@ -31,6 +33,9 @@ std::string run_defining_config(const Flags& f) {
   j["label_smoothing"] = f.label_smoothing;
   j["amp"] = f.amp;
   j["deterministic"] = f.deterministic;
+  // Only when on, so checkpoints of runs without them still match (issue 23).
+  if (f.ema >= 0) j["ema"] = str_cat(f.ema, " ", f.ema_buffers);
+  if (f.lr_scale != "none") j["lr_scale"] = f.lr_scale;
   return j.dump();
 }
 
@@ -99,6 +104,7 @@ std::string RunCheckpoints::save(int64_t epoch, int64_t micro_batches_into_epoch
   capture_model(model_, flags_.model, st);
   capture_optimizer(optimizer_, st);
   for (const auto& [name, t] : trainer_.scaler().named_state()) st.extra.emplace_back("scaler." + name, t);
+  if (trainer_.options().ema) capture_ema(*trainer_.options().ema, st);
   st.epoch = epoch;
   st.step = trainer_.global_step();
   st.batches_into_epoch = micro_batches_into_epoch;
@@ -131,6 +137,10 @@ ResumePoint RunCheckpoints::resume(const std::string& what, int64_t micro_batche
                   ")";
       }
     }
+    for (const auto& [key, value] : saved.items()) {  // flags written only when on (--ema, --lr-scale)
+      if (!now.contains(key))
+        differ += (differ.empty() ? "" : ", ") + key + " (checkpoint " + value.dump() + ", now -)";
+    }
     LIFTOFF_CHECK(differ.empty(), ValueError, "--resume ", point.path,
                   ": these flags differ from the checkpointed run: ", differ, "; resume with the same flags");
   }
@@ -146,6 +156,7 @@ ResumePoint RunCheckpoints::resume(const std::string& what, int64_t micro_batche
         dtype_name(it->second.dtype()), " ", shape_str(it->second.shape()), ", this run's is ",
         dtype_name(t.dtype()), " ", shape_str(t.shape()), "; was it written with another --amp?");
   }
+  restore_ema(st, trainer_.options().ema);  // checked first: a run without --ema refuses an average
   restore_model(st, flags_.model, model_);
   restore_optimizer(st, optimizer_);
   for (const auto& [name, t] : scaler) {

@@ -122,6 +122,16 @@ void make_decode_loaders(const Flags& f, const LoaderOptions& base, TrainData& d
   set_train_loader(data, std::move(train), std::move(test));
 }
 
+// --on-bad-sample skip: every file is checked now (the workers' count of threads), the bad ones are left
+// out from the start and a folder with too many stops the run here (issue 27).
+void check_folder_files(const Flags& f, TrainData& data) {
+  if (f.on_bad_sample != "skip") return;
+  data.skips = std::make_shared<SkippedFiles>(
+      std::vector<std::shared_ptr<const ImageFolder>>{data.train_folder, data.test_folder},
+      f.max_bad_fraction);
+  data.skips->check_at_load(f.workers);
+}
+
 }  // namespace
 
 TrainData make_train_data(const Flags& f, Device device, int rank, int world_size) {
@@ -167,6 +177,7 @@ TrainData make_train_data(const Flags& f, Device device, int rank, int world_siz
       check_classes("--data folder: '" + f.data_dir + "/train'", data.train_folder->num_classes(),
                     data.train_folder->class_names());
       check_same_classes(f, data);
+      check_folder_files(f, data);
       make_decode_loaders(f, train_opts, data);
       data.train_size = data.train_folder->size();
       data.test_size = data.test_folder->size();
@@ -184,6 +195,7 @@ TrainData make_train_data(const Flags& f, Device device, int rank, int world_siz
     fo.channels = data.train_folder->channels();
     data.test_folder = std::make_shared<ImageFolder>(f.data_dir + "/test", fo);
     check_same_classes(f, data);
+    check_folder_files(f, data);
     set_train_loader(data, std::make_unique<DataLoader>(data.train_folder, train_opts),
                      std::make_unique<DataLoader>(data.test_folder, test_opts));
     data.augment = augment_mode_name(static_cast<DataLoader&>(*data.train).augment_mode());

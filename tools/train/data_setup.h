@@ -6,6 +6,7 @@
 
 #include "data/loader.h"
 #include "tools/train/flags.h"
+#include "tools/train/skipped_files.h"
 
 namespace liftoff::tools {
 
@@ -18,6 +19,7 @@ struct TrainData {
   std::function<std::string()> decode_summary;      // end-of-run decode route counts ("" without it)
   std::shared_ptr<const ImageFolder> train_folder;  // set for --data folder (skip counts live there)
   std::shared_ptr<const ImageFolder> test_folder;
+  std::shared_ptr<SkippedFiles> skips;  // --data folder --on-bad-sample skip: what was left out, and why
   int64_t train_size = 0, test_size = 0;
   int64_t channels = 0, height = 0, width = 0, classes = 0;
 };

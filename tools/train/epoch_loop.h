@@ -17,9 +17,10 @@ struct LoopResult {
   bool steady_started = false;
   int64_t steady_images = 0;
   double steady_seconds = 0.0;
-  double last_accuracy = -1.0;   // the last evaluation's; -1: none
-  double time_to_target = -1.0;  // --target-accuracy: wall seconds from the first step when reached
-  int64_t nan_step = -1;         // optimizer step by which the loss became NaN/inf (--on-nan stop); -1: never
+  double last_accuracy = -1.0;         // the last evaluation's; -1: none
+  double time_to_target = -1.0;        // --target-accuracy: wall seconds from the first step when reached
+  double train_time_to_target = -1.0;  // ... and the training seconds alone (evaluation left out)
+  int64_t nan_step = -1;  // optimizer step by which the loss became NaN/inf (--on-nan stop); -1: never
 };
 
 // Runs from `resume` until the last epoch, the step limit, a stop signal, a NaN/inf loss (--on-nan stop) or

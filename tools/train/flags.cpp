@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
@@ -43,6 +44,25 @@ void check_output(const std::string& flag, const std::string& path) {
 
 int effective_prefetch(const Flags& f) {
   return f.prefetch > 0 ? f.prefetch : std::min(2 * f.workers, kMaxPrefetch);
+}
+
+double effective_lr(const Flags& f, int64_t images_per_step) {
+  const double base = f.lr > 0 ? f.lr : (f.optimizer == "sgd" ? 0.1 : 1e-3);
+  const double ratio = static_cast<double>(images_per_step) / static_cast<double>(kLrScaleReferenceBatch);
+  if (f.lr_scale == "linear") return base * ratio;
+  if (f.lr_scale == "sqrt") return base * std::sqrt(ratio);
+  return base;
+}
+
+std::string lr_scale_note(const Flags& f, int64_t images_per_step) {
+  if (f.lr_scale == "none") return "";
+  const double base = f.lr > 0 ? f.lr : (f.optimizer == "sgd" ? 0.1 : 1e-3);
+  char text[160];
+  std::snprintf(text, sizeof text, "%g x %s%lld/%lld%s by --lr-scale %s", base,
+                f.lr_scale == "sqrt" ? "sqrt(" : "", static_cast<long long>(images_per_step),
+                static_cast<long long>(kLrScaleReferenceBatch), f.lr_scale == "sqrt" ? ")" : "",
+                f.lr_scale.c_str());
+  return text;
 }
 
 SaveEvery parse_save_every(const std::string& every) {
@@ -133,9 +153,16 @@ void add_flags(CLI::App& app, Flags& f) {
       ->check(CLI::Range(int64_t{16}, int64_t{1} << 20))
       ->group(g_data);
   app.add_option("--on-bad-sample", f.on_bad_sample,
-                 "--data folder: error | skip (skipped files are counted)")
+                 "--data folder: error | skip. skip checks every file's header and structure at load time "
+                 "and leaves out the bad ones (listed with the reason in the output, --report and --log)")
       ->capture_default_str()
       ->check(CLI::IsMember({"error", "skip"}))
+      ->group(g_data);
+  app.add_option("--max-bad-fraction", f.max_bad_fraction,
+                 "--on-bad-sample skip: stop (exit 1) when more than this share of a folder's files is bad")
+      ->check(kFinite)
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0))
       ->group(g_data);
   app.add_option(
          "--decode", f.decode,
@@ -219,12 +246,31 @@ void add_flags(CLI::App& app, Flags& f) {
       ->check(CLI::Range(0.0, 0.999))
       ->group(g_train);
   app.add_flag("--no-eval", f.no_eval, "skip the test-set evaluation after each epoch")->group(g_train);
-  app.add_option("--target-accuracy", f.target_accuracy,
-                 "stop at the first epoch whose test accuracy reaches this (0..1) and print the time to it "
-                 "(wall time from the first step, data loading and evaluation included)")
+  app.add_option(
+         "--target-accuracy", f.target_accuracy,
+         "stop at the first epoch whose test accuracy reaches this (0..1, or a percentage: 94 = 0.94) "
+         "and print the time to it: wall time from the first step (data loading and evaluation "
+         "included) and training time alone")
       ->check(kFinite)
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(CLI::Range(0.0, 100.0))
       ->excludes("--no-eval")
+      ->group(g_train);
+  app.add_option("--ema", f.ema,
+                 "[DECAY] keep an exponential moving average of the weights (ema = DECAY * ema + (1 - DECAY) "
+                 "* w after each optimizer step, on the device) and evaluate it; checkpointed")
+      ->expected(0, 1)
+      ->default_str("0.999")
+      ->check(kFinite)
+      ->check(CLI::Range(0.0, 0.999999))
+      ->group(g_train);
+  app.add_option("--ema-buffers", f.ema_buffers,
+                 "--ema: copy (the model's batch-norm statistics) | average (averaged like the weights)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"copy", "average"}))
+      ->needs("--ema")
+      ->group(g_train);
+  app.add_flag("--tta-flip", f.tta_flip,
+               "evaluate each test image and its horizontal mirror and average the logits")
       ->group(g_train);
   app.add_option("--timing-warmup", f.timing_warmup,
                  "optimizer steps left out of the steady-state images/s (start-up, algorithm search)")
@@ -240,6 +286,12 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--lr", f.lr, "peak learning rate (default: 0.1 for sgd, 0.001 for adamw)")
       ->check(kFinite)
       ->check(CLI::PositiveNumber)
+      ->group(g_opt);
+  app.add_option("--lr-scale", f.lr_scale,
+                 "linear | sqrt | none: scale --lr by (batch x accum x ranks / 256), or its square root "
+                 "(Goyal et al.); the header prints the learning rate used")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"linear", "sqrt", "none"}))
       ->group(g_opt);
   app.add_option("--momentum", f.momentum, "SGD momentum")
       ->check(kFinite)
@@ -359,7 +411,10 @@ void add_flags(CLI::App& app, Flags& f) {
       ->group(g_out);
 
   // Cross-flag checks and output paths, after every value is parsed and before anything runs.
-  app.final_callback([&app, &f] { check_flags(app, f); });
+  app.final_callback([&app, &f] {
+    check_flags(app, f);
+    if (f.target_accuracy > 1.0) f.target_accuracy /= 100.0;  // a percentage
+  });
 }
 
 }  // namespace liftoff::tools

@@ -21,6 +21,8 @@ struct Flags {
   uint64_t seed = 0;
   std::string optimizer = "sgd";
   double lr = -1.0;
+  std::string lr_scale =
+      "none";  // linear | sqrt | none: --lr times (batch x accum x ranks / 256)^(1 | 1/2 | 0)
   double momentum = 0.9;
   bool nesterov = true;
   double wd = 5e-4;
@@ -37,13 +39,17 @@ struct Flags {
   int64_t max_image_pixels = int64_t{1} << 26;  // 8192 x 8192
   int64_t decode_memory_mb = 2048;
   std::string on_bad_sample = "error";
-  std::string decode = "auto";  // --data folder: auto | gpu | cpu | off
+  double max_bad_fraction = 0.01;  // --on-bad-sample skip: above this share of a folder's files, stop
+  std::string decode = "auto";     // --data folder: auto | gpu | cpu | off
   std::string nvjpeg_backend = "auto";
   std::string cpu_decoder = "auto";
   int pad = 2;
   double random_erase = 0.0;
   bool no_eval = false;
-  double target_accuracy = 0.0;  // > 0: stop at the first evaluation reaching it (time to accuracy)
+  double target_accuracy = 0.0;  // > 0: stop at the first evaluation reaching it (time to accuracy), 0..1
+  double ema = -1.0;             // >= 0: the EMA decay (--ema [DECAY]); < 0: no EMA
+  std::string ema_buffers = "copy";
+  bool tta_flip = false;
   int64_t timing_warmup = 5;
   std::string amp = "off";
   std::string cuda_graphs = "auto";
@@ -78,6 +84,13 @@ void check_flags(const CLI::App& app, const Flags& f);
 
 // --prefetch, or its default 2 x --workers capped at kMaxPrefetch.
 int effective_prefetch(const Flags& f);
+
+// The reference batch of --lr-scale (Goyal et al. 2017: lr 0.1 for 256 images per step).
+constexpr int64_t kLrScaleReferenceBatch = 256;
+// --lr (or the optimizer's default) scaled by --lr-scale for `images_per_step` (batch x accum x ranks).
+double effective_lr(const Flags& f, int64_t images_per_step);
+// "0.2 x 512/256 (--lr-scale linear)" when scaled, "" otherwise: how effective_lr was reached.
+std::string lr_scale_note(const Flags& f, int64_t images_per_step);
 
 // --save-every: "N" optimizer steps, "Ne" epochs; "" / "0": only at the end and on signals (both 0).
 struct SaveEvery {

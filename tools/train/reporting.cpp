@@ -76,6 +76,7 @@ RunReport collect_report(const Flags& f, TrainSetup& s) {
   const GraphReport graphs = graph_report(s.trainer->graph_status());
   RunReport report = f.profile ? s.monitor->finish(&loader_stats, comm_times(s), graphs) : RunReport{};
   report.config.model_flops_per_image = s.trainer->model_flops_per_image();
+  if (s.data.skips) s.data.skips->fill(report.loader);
   if (!f.profile) report.graphs = graphs;
   // Every rank's step time on rank 0 (a collective: all ranks profile or none do, since flags are shared).
   if (s.group && f.profile) report.rank_step_ms = all_gather_value(*s.group, report.step_ms_mean);

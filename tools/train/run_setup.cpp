@@ -57,12 +57,16 @@ void build_model(const Flags& f, TrainSetup& s) {
     s.ddp =
         std::make_unique<DistributedDataParallel>(*s.model, *s.group, dopts);  // broadcasts rank 0's weights
   }
-  s.lr = f.lr > 0 ? f.lr : (f.optimizer == "sgd" ? 0.1 : 1e-3);
+  s.lr = effective_lr(f, f.batch * f.accum * s.placement.env.world_size);
   if (f.optimizer == "sgd") {
     s.optimizer =
         std::make_unique<SGD>(s.model->parameters(), s.lr, f.momentum, f.wd, f.nesterov && f.momentum > 0);
   } else {
     s.optimizer = std::make_unique<AdamW>(s.model->parameters(), s.lr, 0.9, 0.999, 1e-8, f.wd);
+  }
+  if (f.ema >= 0) {
+    // After DDP's broadcast: every rank starts its average from rank 0's weights.
+    s.ema = std::make_unique<ModelEma>(*s.model, EmaOptions{f.ema, f.ema_buffers == "average"});
   }
   s.micro_per_epoch = s.train_batches().batches_per_epoch();
   const int64_t steps_per_epoch = (s.micro_per_epoch + f.accum - 1) / f.accum;
@@ -74,7 +78,8 @@ void build_model(const Flags& f, TrainSetup& s) {
   s.schedule = make_schedule(f.schedule, s.lr, total_steps, f.warmup, schedule_opts);
 }
 
-// The runtime's layout choice for conv activations (ops/conv2d/conv2d.h): channels-last under autocast on CUDA.
+// The runtime's layout choice for conv activations (ops/conv2d/conv2d.h): channels-last under autocast on
+// CUDA.
 const char* activation_layout(const Flags& f, Device device) {
   return device.is_cuda() && f.amp != "off" ? "channels_last" : "contiguous";
 }
@@ -120,6 +125,7 @@ void build_trainer(const Flags& f, TrainSetup& s) {
   trainer_opts.skip_nonfinite_steps = f.on_nan == "skip";
   trainer_opts.cuda_graphs = parse_graph_mode(f.cuda_graphs);
   trainer_opts.concurrent_micro_batches = parse_branch_mode(f.concurrent_micro_batches);
+  trainer_opts.ema = s.ema.get();
   s.trainer = std::make_unique<Trainer>(*s.model, *s.optimizer, s.schedule.get(), trainer_opts);
 }
 
@@ -148,13 +154,27 @@ void print_run_header(const Flags& f, const TrainSetup& s, const ResumePoint& re
               static_cast<long long>(s.data.train_size), static_cast<long long>(s.data.test_size),
               static_cast<long long>(s.data.channels), static_cast<long long>(s.data.height),
               static_cast<long long>(s.data.width));
-  std::printf("  batch %lld x accum %lld%s = %lld per step | %s lr %g (%s%s) | wd %g | amp %s | activations "
-              "%s\n",
-              static_cast<long long>(f.batch), static_cast<long long>(f.accum),
-              s.group ? (" x " + std::to_string(world) + " ranks").c_str() : "",
-              static_cast<long long>(f.batch * f.accum * world), f.optimizer.c_str(), s.lr,
-              f.schedule.c_str(), f.warmup > 0 ? (", warm-up " + std::to_string(f.warmup)).c_str() : "", f.wd,
-              f.amp.c_str(), activation_layout(f, s.device));
+  if (s.data.skips && !s.data.skips->load_line().empty())
+    std::printf("  %s\n", s.data.skips->load_line().c_str());
+  const std::string lr_note = lr_scale_note(f, f.batch * f.accum * world);
+  std::printf(
+      "  batch %lld x accum %lld%s = %lld per step | %s lr %g (%s%s%s) | wd %g | amp %s | activations "
+      "%s\n",
+      static_cast<long long>(f.batch), static_cast<long long>(f.accum),
+      s.group ? (" x " + std::to_string(world) + " ranks").c_str() : "",
+      static_cast<long long>(f.batch * f.accum * world), f.optimizer.c_str(), s.lr,
+      lr_note.empty() ? "" : (lr_note + "; ").c_str(), f.schedule.c_str(),
+      f.warmup > 0 ? (", warm-up " + std::to_string(f.warmup)).c_str() : "", f.wd, f.amp.c_str(),
+      activation_layout(f, s.device));
+  if (s.ema || f.tta_flip) {
+    std::printf(
+        "  evaluation:%s%s\n",
+        s.ema ? str_cat(" EMA of the weights (decay ", f.ema, ", batch-norm statistics ",
+                        f.ema_buffers == "average" ? "averaged" : "the model's", ", updated in the step)")
+                    .c_str()
+              : "",
+        f.tta_flip ? (s.ema ? "; flip averaging (image + mirror)" : " flip averaging (image + mirror)") : "");
+  }
   if (s.device.is_cuda()) {
     std::printf("  CUDA graphs: %s%s%s\n", f.cuda_graphs.c_str(),
                 f.cuda_graphs == "off" ? "" : " (the step is captured after 3 eager steps when it can be)",

@@ -7,6 +7,7 @@
 #include "models/nn/module.h"
 #include "models/report/report.h"
 #include "models/train/ddp.h"
+#include "models/train/ema.h"
 #include "models/train/optim.h"
 #include "models/train/schedule.h"
 #include "models/train/trainer.h"
@@ -38,7 +39,8 @@ struct TrainSetup {
   std::unique_ptr<DistributedDataParallel> ddp;
   double lr = 0.0;
   std::unique_ptr<Optimizer> optimizer;
-  int64_t micro_per_epoch = 0;  // micro-batches of the training loader per epoch
+  std::unique_ptr<ModelEma> ema;  // --ema
+  int64_t micro_per_epoch = 0;    // micro-batches of the training loader per epoch
   std::unique_ptr<LRSchedule> schedule;
   RunConfig run_config;
   // DDP totals at the end of the profiler's warm-up: the report's communication figures cover the measured

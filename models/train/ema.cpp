@@ -1,0 +1,77 @@
+#include "models/train/ema.h"
+
+#include "ops/ema/ema.h"
+#include "runtime/autocast.h"
+
+namespace liftoff {
+
+ModelEma::ModelEma(Module& model, EmaOptions options) : options_(options) {
+  LIFTOFF_CHECK(options_.decay >= 0.0 && options_.decay < 1.0, ValueError, "EMA decay ", options_.decay,
+                " must lie in [0, 1) (e.g. 0.999: about the last 1000 steps)");
+  NamedTensors tensors = model.named_parameters();
+  if (options_.average_buffers) {
+    for (const auto& [name, buffer] : model.named_buffers()) {
+      if (buffer.dtype() == DType::f32 || buffer.dtype() == DType::f64) tensors.emplace_back(name, buffer);
+    }
+  }
+  for (const auto& [name, t] : tensors) {
+    LIFTOFF_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::f64, DTypeError, "EMA: '", name, "' is ",
+                  dtype_name(t.dtype()),
+                  "; only f32 or f64 weights can be averaged (keep f32 master weights)");
+    const Tensor copy = t.detach().clone();
+    averages_.emplace_back(name, copy);
+    model_tensors_.push_back(t.detach());
+    averaged_.push_back(copy);
+  }
+  // The same checks the update makes, now rather than at the first step (mixed dtypes or devices).
+  ema_update(averaged_, model_tensors_, 1.0);
+}
+
+void ModelEma::update() {
+  ema_update(averaged_, model_tensors_, options_.decay);
+}
+
+void ModelEma::swap_with_model() {
+  swap_contents(model_tensors_, averaged_);
+  advance_weight_version();
+}
+
+namespace {
+constexpr const char* kEmaPrefix = "ema.";
+
+const Tensor* find_extra(const CheckpointState& state, const std::string& name) {
+  for (const auto& [key, value] : state.extra) {
+    if (key == name) return &value;
+  }
+  return nullptr;
+}
+}  // namespace
+
+void capture_ema(const ModelEma& ema, CheckpointState& state) {
+  for (const auto& [name, t] : ema.named_averages()) state.extra.emplace_back(kEmaPrefix + name, t);
+}
+
+void restore_ema(const CheckpointState& state, ModelEma* ema) {
+  if (ema == nullptr) {
+    for (const auto& entry : state.extra) {
+      LIFTOFF_CHECK(entry.first.rfind(kEmaPrefix, 0) != 0, ValueError, "checkpoint '", state.path,
+                    "' holds an EMA of the weights ('", entry.first,
+                    "'); resume with --ema (the same decay) to continue it");
+    }
+    return;
+  }
+  for (const auto& [name, t] : ema->named_averages()) {
+    const Tensor* saved = find_extra(state, kEmaPrefix + name);
+    LIFTOFF_CHECK(saved != nullptr, ValueError, "checkpoint '", state.path, "' has no EMA average '",
+                  kEmaPrefix, name,
+                  "' (written without --ema, or with another --ema-buffers); resume with "
+                  "the flags of the run that wrote it");
+    LIFTOFF_CHECK(saved->shape() == t.shape() && saved->dtype() == t.dtype(), ValueError, "checkpoint '",
+                  state.path, "': its EMA average '", kEmaPrefix, name, "' is ", dtype_name(saved->dtype()),
+                  " ", shape_str(saved->shape()), ", this run's is ", dtype_name(t.dtype()), " ",
+                  shape_str(t.shape()));
+  }
+  for (const auto& [name, t] : ema->named_averages()) t.copy_(*find_extra(state, kEmaPrefix + name));
+}
+
+}  // namespace liftoff

@@ -1,0 +1,74 @@
+# Stage "tta" of scripts/device_call.sh: time to 94% test accuracy on Fashion-MNIST (issue 23), data loading
+# and evaluation included, for 2-3 candidate recipes x 5 seeds, then PyTorch's best equivalent recipe
+# (tools/reference/time_to_accuracy.py: same model, epochs, batch, LR and its scaling, bf16 autocast,
+# channels_last, cudnn.benchmark, label smoothing, one-cycle, EMA and flip averaging) on the same seeds.
+# Goal: every seed >= 94.0%, median wall <= 5 s, PyTorch's median / ours >= 8.
+# Knobs: TTA_CANDIDATES (names, default "A B C"), TTA_SEEDS (default "1 2 3 4 5"), TTA_TORCH (candidates
+# PyTorch runs, default "A"; "" for none), TTA_EXTRA (extra train flags, e.g. --no-profile).
+tta_recipe() {
+  local common="--model resnet20 --amp bf16 --label-smoothing 0.1 --wd 5e-4 --lr 0.2"
+  case "$1" in
+    A) echo "$common --batch 512 --lr-scale linear --epochs 10 --ema 0.99 --tta-flip" ;;
+    B) echo "$common --batch 1024 --lr-scale sqrt --epochs 14 --ema 0.98 --tta-flip" ;;
+    C) echo "$common --batch 512 --lr-scale linear --epochs 14 --ema 0.99 --tta-flip" ;;
+    *) echo "" ;;
+  esac
+}
+tta_median() { sort -g | awk '{v[NR]=$1} END {if (NR==0) print "n/a"; else if (NR%2) print v[(NR+1)/2]; else printf "%.3f\n", (v[NR/2]+v[NR/2+1])/2}'; }
+# tta_summary <label> <file of "accuracy wall train" lines, "-" for an unreached time>
+tta_summary() {
+  local all_ok=yes
+  awk '$1 < 94.0 || $2 == "-" {bad=1} END {exit bad}' "$2" || all_ok=no
+  note "tta $1: seeds=$(wc -l <"$2") every seed >= 94%: $all_ok | accuracy $(awk '{printf "%s ", $1}' "$2")| median wall $(awk '$2!="-"{print $2}' "$2" | tta_median) s, training $(awk '$3!="-"{print $3}' "$2" | tta_median) s"
+}
+tta_drop_last=""
+/tmp/bin/train --help 2>/dev/null | grep -q -- "--drop-last" && tta_drop_last="--drop-last"  # ours drops by default then
+for cand in ${TTA_CANDIDATES:-A B C}; do
+  R=$(tta_recipe "$cand")
+  [ -n "$R" ] || { note "tta: unknown candidate $cand"; continue; }
+  log="$OUT/tta_$cand.log"
+  echo "#### candidate $cand: $R" >>"$log"
+  : >"/tmp/tta_$cand.txt"
+  for seed in ${TTA_SEEDS:-1 2 3 4 5}; do
+    echo "#### liftoff $cand seed $seed" >>"$log"
+    # shellcheck disable=SC2086
+    timeout 120 /tmp/bin/train --device cuda --data-dir "$DATA" $R --seed "$seed" --target-accuracy 94 \
+      ${TTA_EXTRA:-} >"/tmp/tta_run.log" 2>&1
+    rc=$?
+    cat /tmp/tta_run.log >>"$log"
+    acc=$(grep -oE 'final test accuracy [0-9.]+' /tmp/tta_run.log | grep -oE '[0-9.]+$')
+    # "time to 94.00% test accuracy: 4.61 s (epoch 10; ...); 4.30 s of training alone (...)"
+    read -r wall train <<<"$(grep -E '^time to ' /tmp/tta_run.log | grep -oE '[0-9.]+ s' | tr -d ' s' | tr '\n' ' ')"
+    wall=${wall:--} train=${train:--}
+    echo "${acc:-0} $wall $train" >>"/tmp/tta_$cand.txt"
+    note "tta $cand seed $seed liftoff rc=$rc: accuracy ${acc:-?}% | time to 94%: wall $wall s, training alone $train s"
+  done
+  tta_summary "$cand liftoff" "/tmp/tta_$cand.txt"
+done
+for cand in ${TTA_TORCH-A}; do
+  R=$(tta_recipe "$cand")
+  [ -n "$R" ] || continue
+  # The reference takes train's recipe flags under the same names.
+  log="$OUT/tta_${cand}_pytorch.log"
+  : >"/tmp/tta_${cand}_torch.txt"
+  for seed in ${TTA_SEEDS:-1 2 3 4 5}; do
+    echo "#### pytorch $cand seed $seed" >>"$log"
+    # shellcheck disable=SC2086
+    timeout 150 python3 tools/reference/time_to_accuracy.py --data-dir "$DATA" $R $tta_drop_last --seed "$seed" \
+      --target-accuracy 94 >"/tmp/tta_run.log" 2>&1
+    rc=$?
+    cat /tmp/tta_run.log >>"$log"
+    res=$(grep RESULT /tmp/tta_run.log | tail -1)
+    acc=$(echo "$res" | grep -oE 'accuracy=[0-9.]+' | cut -d= -f2)
+    reached=$(echo "$res" | grep -oE 'reached=[01]' | cut -d= -f2)
+    wall=$(echo "$res" | grep -oE 'wall_s=[0-9.]+' | cut -d= -f2)
+    train=$(echo "$res" | grep -oE 'train_s=[0-9.]+' | cut -d= -f2)
+    [ "$reached" = 1 ] || { wall=-; train=-; }
+    echo "$(awk -v a="${acc:-0}" 'BEGIN {printf "%.2f", 100 * a}') ${wall:--} ${train:--}" >>"/tmp/tta_${cand}_torch.txt"
+    note "tta $cand seed $seed pytorch rc=$rc: $res"
+  done
+  tta_summary "$cand pytorch" "/tmp/tta_${cand}_torch.txt"
+  ours=$(awk '$2!="-"{print $2}' "/tmp/tta_$cand.txt" | tta_median)
+  theirs=$(awk '$2!="-"{print $2}' "/tmp/tta_${cand}_torch.txt" | tta_median)
+  note "tta $cand: PyTorch median wall / Liftoff median wall = $(awk -v a="$theirs" -v b="$ours" 'BEGIN {if (a+0 > 0 && b+0 > 0) printf "%.1fx", a / b; else print "n/a"}')"
+done
