@@ -48,6 +48,7 @@
 #include "models/train/safetensors.h"
 #include "models/train/schedule.h"
 #include "models/train/trainer.h"
+#include "models/train/weights.h"
 #include "models/nn/zoo.h"
 #include "runtime/distributed/env.h"
 #include "runtime/distributed/process_group.h"

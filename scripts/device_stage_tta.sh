@@ -4,7 +4,7 @@
 # channels_last, cudnn.benchmark, label smoothing, one-cycle, EMA and flip averaging) on the same seeds.
 # Goal: every seed >= 94.0%, median wall <= 5 s, PyTorch's median / ours >= 8.
 # Knobs: TTA_CANDIDATES (names, default "A B C"), TTA_SEEDS (default "1 2 3 4 5"), TTA_TORCH (candidates
-# PyTorch runs, default "A"; "" for none), TTA_EXTRA (extra train flags, e.g. --no-profile).
+# PyTorch runs, default "A"; "" for none), TTA_TORCH_SEEDS (its seeds, default TTA_SEEDS), TTA_EXTRA (extra train flags, e.g. --no-profile).
 tta_recipe() {
   local common="--model resnet20 --amp bf16 --label-smoothing 0.1 --wd 5e-4 --lr 0.2"
   case "$1" in
@@ -51,7 +51,7 @@ for cand in ${TTA_TORCH-A}; do
   # The reference takes train's recipe flags under the same names.
   log="$OUT/tta_${cand}_pytorch.log"
   : >"/tmp/tta_${cand}_torch.txt"
-  for seed in ${TTA_SEEDS:-1 2 3 4 5}; do
+  for seed in ${TTA_TORCH_SEEDS:-${TTA_SEEDS:-1 2 3 4 5}}; do
     echo "#### pytorch $cand seed $seed" >>"$log"
     # shellcheck disable=SC2086
     timeout 150 python3 tools/reference/time_to_accuracy.py --data-dir "$DATA" $R $tta_drop_last --seed "$seed" \

@@ -12,13 +12,13 @@
 #include <filesystem>
 #include <limits>
 #include <random>
-#include <set>
 #include <system_error>
 #include <unordered_map>
 #include <utility>
 
 #include "models/nn/layers.h"
 #include "models/train/safetensors.h"
+#include "models/train/weights.h"
 #include "runtime/platform/file_lock.h"
 
 namespace liftoff {
@@ -34,7 +34,13 @@ constexpr const char* kRunKey = "liftoff.run";
 constexpr const char* kLockFile = "liftoff-run.lock";
 constexpr const char* kDamagedHint =
     "the checkpoint is damaged or was not written by Liftoff; resume from another one";
-const char* const kSections[] = {"model/", "optimizer/", "extra/"};
+// Format 3 stores model tensors under their state_dict names (PyTorch loads them as they are); formats 1 and
+// 2 prefixed them with "model/".
+const char* const kSections[] = {"", "optimizer/", "extra/"};
+constexpr const char* kLegacyModelSection = "model/";
+constexpr const char* kFormat2 = "liftoff-checkpoint-2";
+constexpr const char* kFormat1 = "liftoff-checkpoint-1";  // its CRC covered the tensor bytes alone
+constexpr const char* kFormat1ChecksumKey = "liftoff.data_crc32";
 
 bool starts_with(const std::string& s, const std::string& prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
@@ -85,6 +91,11 @@ uLong crc_text(uLong crc, const std::string& s) {
   return crc_bytes(crc_bytes(crc, s.data(), s.size()), "", 1);  // NUL-terminated: "ab"+"c" != "a"+"bc"
 }
 
+uLong crc_tensor_bytes(uLong crc, const NamedTensors& tensors) {
+  for (const auto& entry : tensors) crc = crc_bytes(crc, entry.second.raw_data(), entry.second.nbytes());
+  return crc;
+}
+
 }  // namespace
 
 // CRC-32 of everything a checkpoint says: the metadata (but the checksum itself), each tensor's name, dtype
@@ -100,11 +111,15 @@ uint32_t checkpoint_checksum(const std::map<std::string, std::string>& meta, con
     for (int64_t d : t.shape()) dims += str_cat(d, ",");
     crc = crc_text(crc_text(crc_text(crc, name), safetensors_dtype_name(t.dtype())), dims);
   }
-  for (const auto& entry : tensors) crc = crc_bytes(crc, entry.second.raw_data(), entry.second.nbytes());
-  return static_cast<uint32_t>(crc);
+  return static_cast<uint32_t>(crc_tensor_bytes(crc, tensors));
 }
 
 namespace {
+
+// Format 1's checksum: the tensor bytes alone, in file order.
+uint32_t tensor_bytes_checksum(const NamedTensors& tensors) {
+  return static_cast<uint32_t>(crc_tensor_bytes(crc32(0L, Z_NULL, 0), tensors));
+}
 
 // The first element of a floating tensor that is NaN or infinite (by its exponent bits), -1 when none.
 template <class Bits>
@@ -159,13 +174,6 @@ void collect_generators(Module& m, const std::string& path,
   for (const auto& [name, child] : m.named_children()) {
     collect_generators(*child, path.empty() ? name : path + "." + name, out);
   }
-}
-
-// "name [2, 3] vs [3, 2]" or "name F32 vs I32" (checkpoint first).
-std::string describe_mismatch(const std::string& name, const Tensor& saved, const Tensor& own) {
-  if (saved.shape() != own.shape())
-    return str_cat(name, " ", shape_str(saved.shape()), " vs ", shape_str(own.shape()));
-  return str_cat(name, " ", dtype_name(saved.dtype()), " vs ", dtype_name(own.dtype()));
 }
 
 struct Candidate {
@@ -267,11 +275,22 @@ CheckpointState load_checkpoint(const std::string& path) {
     fail(path, "its metadata has no liftoff.format: this safetensors file is not a Liftoff checkpoint",
          "pass a checkpoint-<step>.safetensors file written by train");
   }
-  if (format->second != kCheckpointFormat) {
+  const bool format1 = format->second == kFormat1;
+  const bool prefixed_model = format1 || format->second == kFormat2;
+  if (format->second != kCheckpointFormat && !prefixed_model) {
     fail(path,
-         str_cat("format '", format->second, "' is not the one this build reads ('", kCheckpointFormat, "')"),
+         str_cat("format '", format->second, "' is not one this build reads ('", kCheckpointFormat, "', '",
+                 kFormat2, "', '", kFormat1, "')"),
          "use the Liftoff version that wrote it");
   }
+  if (format1) {
+    state.warnings.push_back(str_cat(
+        who(path), " has the older format '", kFormat1,
+        "': its header and metadata carry no checksum (only its tensor data is verified), so an edited "
+        "header would go unnoticed; checkpoints saved from now on use '",
+        kCheckpointFormat, "'"));
+  }
+  const char* checksum_key = format1 ? kFormat1ChecksumKey : kChecksumKey;
   auto integer = [&](const char* key) {
     const auto it = meta.find(key);
     if (it == meta.end()) fail(path, str_cat("metadata '", key, "' is missing"));
@@ -297,10 +316,10 @@ CheckpointState load_checkpoint(const std::string& path) {
       if (value.empty() || end != value.c_str() + value.size() || !std::isfinite(state.lr) || state.lr < 0)
         fail(path, str_cat("metadata 'liftoff.lr' = '", value, "' is not a learning rate"));
       has_lr = true;
-    } else if (key == kChecksumKey) {
+    } else if (key == checksum_key) {
       if (!parse_whole(value, crc)) fail(path, str_cat("metadata '", key, "' = '", value, "' is not a CRC"));
       has_crc = true;
-    } else if (key == kRunKey) {
+    } else if (key == kRunKey && !format1) {
       if (!valid_generator_name(value))
         fail(path, str_cat("metadata '", key, "' = '", value, "' is not a run id"));
       state.run_id = value;
@@ -320,19 +339,23 @@ CheckpointState load_checkpoint(const std::string& path) {
     }
   }
   if (!has_lr) fail(path, "metadata 'liftoff.lr' is missing");
+  const std::string optimizer_section = kSections[1], extra_section = kSections[2];
   for (const auto& [name, t] : file.tensors) {
-    if (starts_with(name, kSections[0])) {
-      state.model.emplace_back(name.substr(6), t);
-    } else if (starts_with(name, kSections[1])) {
-      state.optimizer.emplace_back(name.substr(10), t);
-    } else if (starts_with(name, kSections[2])) {
-      state.extra.emplace_back(name.substr(6), t);
+    if (starts_with(name, optimizer_section)) {
+      state.optimizer.emplace_back(name.substr(optimizer_section.size()), t);
+    } else if (starts_with(name, extra_section)) {
+      state.extra.emplace_back(name.substr(extra_section.size()), t);
+    } else if (!prefixed_model) {
+      state.model.emplace_back(name, t);
+    } else if (starts_with(name, kLegacyModelSection)) {
+      state.model.emplace_back(name.substr(std::string(kLegacyModelSection).size()), t);
     } else {
       fail(path, str_cat("tensor '", name, "' is in no section (model/, optimizer/ or extra/)"));
     }
   }
-  if (!has_crc) fail(path, str_cat("metadata '", kChecksumKey, "' is missing"));
-  const uint32_t actual = checkpoint_checksum(meta, file.tensors);
+  if (!has_crc) fail(path, str_cat("metadata '", checksum_key, "' is missing"));
+  const uint32_t actual =
+      format1 ? tensor_bytes_checksum(file.tensors) : checkpoint_checksum(meta, file.tensors);
   if (actual != crc) {
     char buf[160];
     std::snprintf(buf, sizeof buf,
@@ -403,37 +426,17 @@ void restore_model(const CheckpointState& state, const std::string& model_name, 
                              model_name, "; pass --model ", state.model_name, " or a checkpoint of ",
                              model_name));
   }
-  std::unordered_map<std::string, const Tensor*> given;
-  for (const auto& [name, t] : state.model) given.emplace(name, &t);
-  std::vector<std::string> missing, unexpected, mismatched;
-  std::set<std::string> known;
-  for (const auto& [name, t] : model.state_dict()) {
-    known.insert(name);
-    const auto it = given.find(name);
-    if (it == given.end()) {
-      missing.push_back(name);
-    } else if (it->second->shape() != t.shape() || it->second->dtype() != t.dtype()) {
-      mismatched.push_back(describe_mismatch(name, *it->second, t));
-    }
-  }
-  for (const auto& entry : state.model) {
-    if (!known.count(entry.first)) unexpected.push_back(entry.first);
-  }
+  const StateMismatch mismatch = match_state(state.model, model.state_dict());
   std::vector<std::pair<std::string, Generator*>> gens;
   collect_generators(model, "", gens);
   std::vector<std::string> missing_gens;
   for (const auto& [name, g] : gens) {
     if (!state.generators.count(name)) missing_gens.push_back(name);
   }
-  if (!missing.empty() || !unexpected.empty() || !mismatched.empty() || !missing_gens.empty()) {
+  if (!mismatch.empty() || !missing_gens.empty()) {
     std::string what = str_cat(who(state.path), " does not match the model");
     if (!state.model_name.empty()) what += str_cat(" (it holds a ", state.model_name, ")");
-    what += ":";
-    if (!missing.empty()) what += str_cat(" missing ", missing.size(), " key(s): ", list(missing), ";");
-    if (!unexpected.empty())
-      what += str_cat(" unexpected ", unexpected.size(), " key(s): ", list(unexpected), ";");
-    if (!mismatched.empty())
-      what += str_cat(" shape/dtype mismatch (checkpoint vs model) for ", list(mismatched), ";");
+    what += ":" + mismatch.describe();
     if (!missing_gens.empty()) what += str_cat(" no generator state for ", list(missing_gens), ";");
     throw ValueError(what + " was it written for another --model or data set?");
   }
@@ -454,39 +457,23 @@ void capture_optimizer(const Optimizer& optimizer, CheckpointState& state) {
 
 void restore_optimizer(const CheckpointState& state, Optimizer& optimizer) {
   const NamedTensors own = optimizer.named_state();
+  const StateMismatch mismatch = match_state(state.optimizer, own);
+  if (!mismatch.empty()) {
+    throw ValueError(str_cat(who(state.path), ": the optimizer state does not match the optimizer:",
+                             mismatch.describe(), " was it written with another --optimizer or model?"));
+  }
   std::unordered_map<std::string, const Tensor*> given;
   for (const auto& [name, t] : state.optimizer) given.emplace(name, &t);
-  std::vector<std::string> missing, unexpected, mismatched;
-  std::set<std::string> known;
-  for (const auto& [name, t] : own) {
-    known.insert(name);
-    const auto it = given.find(name);
-    if (it == given.end()) {
-      missing.push_back(name);
-    } else if (it->second->shape() != t.shape() || it->second->dtype() != t.dtype()) {
-      mismatched.push_back(describe_mismatch(name, *it->second, t));
-    }
-  }
-  for (const auto& entry : state.optimizer) {
-    if (!known.count(entry.first)) unexpected.push_back(entry.first);
-  }
-  if (!missing.empty() || !unexpected.empty() || !mismatched.empty()) {
-    std::string what = str_cat(who(state.path), ": the optimizer state does not match the optimizer:");
-    if (!missing.empty()) what += str_cat(" missing ", missing.size(), " key(s): ", list(missing), ";");
-    if (!unexpected.empty())
-      what += str_cat(" unexpected ", unexpected.size(), " key(s): ", list(unexpected), ";");
-    if (!mismatched.empty())
-      what += str_cat(" shape/dtype mismatch (checkpoint vs optimizer) for ", list(mismatched), ";");
-    throw ValueError(what + " was it written with another --optimizer or model?");
-  }
   for (const auto& [name, t] : own) t.copy_(*given.at(name));
   optimizer.set_lr(state.lr);
 }
 
-CheckpointManager::CheckpointManager(std::string dir, int64_t keep_last, std::string run_id)
+CheckpointManager::CheckpointManager(std::string dir, int64_t keep_last, std::string run_id,
+                                     bool adopt_unlabelled)
     : dir_(std::move(dir)),
       keep_last_(keep_last),
-      run_id_(run_id.empty() ? new_run_id() : std::move(run_id)) {
+      run_id_(run_id.empty() ? new_run_id() : std::move(run_id)),
+      adopt_unlabelled_(adopt_unlabelled) {
   LIFTOFF_CHECK(keep_last >= 0, ValueError, "CheckpointManager: keep_last must be >= 0 (0: keep all), got ",
                 keep_last);
   LIFTOFF_CHECK(valid_generator_name(run_id_), ValueError, "CheckpointManager: run id '", run_id_,
@@ -521,7 +508,7 @@ CheckpointManager::CheckpointManager(std::string dir, int64_t keep_last, std::st
   }
   for (const Candidate& c : list_checkpoints(dir_)) {
     const std::string owner = owner_of(c.path);
-    if (owner == kUnreadable || owner == run_id_) continue;
+    if (owner == kUnreadable || owns(owner)) continue;
     throw IOError(str_cat("checkpoint directory '", dir_, "' holds checkpoints of another run (",
                           owner.empty() ? std::string("one without a run id") : "run " + owner, ": ",
                           fs::path(c.path).filename().string(),
@@ -556,7 +543,7 @@ std::string CheckpointManager::save(const CheckpointState& state) {
   std::error_code ec;
   if (fs::exists(path, ec)) {
     const std::string owner = owner_of(path);
-    if (owner != run_id_) {
+    if (!owns(owner)) {
       throw IOError(str_cat("checkpoint '", path, "' exists and was not written by this run (",
                             owner == kUnreadable ? std::string("unreadable") : "run " + owner,
                             "); it is left alone; move it away or pick another --checkpoint-dir"));
@@ -573,9 +560,9 @@ void CheckpointManager::prune(const std::string& just_saved) const {
   if (keep_last_ == 0) return;
   auto files = list_checkpoints(dir_);
   // Only this run's files count and are ever deleted.
-  files.erase(std::remove_if(files.begin(), files.end(),
-                             [&](const Candidate& c) { return owner_of(c.path) != run_id_; }),
-              files.end());
+  files.erase(
+      std::remove_if(files.begin(), files.end(), [&](const Candidate& c) { return !owns(owner_of(c.path)); }),
+      files.end());
   // The file just written always stays, even when older-numbered files exist beside it (a resumed run).
   int64_t keep = keep_last_;
   if (!just_saved.empty()) {

@@ -1,6 +1,7 @@
 // Training checkpoints: one safetensors file (models/train/safetensors.h) per save, readable from Python with
-// `safetensors.torch.load_file`. Layout:
-//   tensors   "model/<state_dict name>"   Module::state_dict(), PyTorch's names
+// `safetensors.torch.load_file`; `model.load_state_dict(load_file(path), strict=False)` loads the weights as
+// they are (the optimizer/ and extra/ tensors are the only other names). Layout (format 3):
+//   tensors   "<state_dict name>"         Module::state_dict(), PyTorch's names ("layer1.0.conv1.weight")
 //             "optimizer/<name>"          Optimizer::named_state() ("momentum_buffer.0", "exp_avg.3", ...)
 //             "extra/<name>"              other training state (e.g. a loss scaler), free for the caller
 //   metadata  "liftoff.format"            kCheckpointFormat
@@ -19,7 +20,8 @@
 // directory fsync), so a crash leaves the previous checkpoints intact and never a torn file under that name.
 // Loading validates everything and throws one IOError / ValueError line that names the file; a checkpoint
 // holding a NaN or infinite floating value is rejected too (and never written): no run continues from
-// diverged weights.
+// diverged weights. Older formats still load: 2 (model tensors as "model/<name>") as they are, 1 (its CRC-32
+// "liftoff.data_crc32" covered the tensor bytes only, no run id) with a warning in CheckpointState::warnings.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -38,8 +40,9 @@ namespace platform {
 class FileLock;
 }
 
-// Version 2: the checksum covers the header and metadata too (version 1's covered the tensor bytes only).
-constexpr const char* kCheckpointFormat = "liftoff-checkpoint-2";
+// Version 3: model tensors under their own names. Version 2: the checksum covers the header and metadata too
+// (version 1's covered the tensor bytes only).
+constexpr const char* kCheckpointFormat = "liftoff-checkpoint-3";
 
 struct GeneratorState {
   uint64_t seed = 0;
@@ -59,6 +62,7 @@ struct CheckpointState {
   std::map<std::string, std::string> metadata;       // keys must not start with "liftoff."
   std::string run_id;                                // the writing run ([A-Za-z0-9_.:-]+); "" for none
   std::string path;                                  // set by load_checkpoint, for messages
+  std::vector<std::string> warnings;  // set by load_checkpoint: what a tool should tell the user
 };
 
 // Writes `state` to `path` atomically (see above). Throws ValueError for bad names, Error for a NaN/inf
@@ -108,8 +112,10 @@ class CheckpointManager {
  public:
   // Creates `dir` if needed, takes the lock, removes temporary files a crashed writer left there, and checks
   // that no checkpoint in it belongs to another run. run_id: the run continued (a resumed run passes its
-  // checkpoint's run_id); "" starts a new run with a fresh id. Throws IOError.
-  CheckpointManager(std::string dir, int64_t keep_last, std::string run_id = "");
+  // checkpoint's run_id); "" starts a new run with a fresh id. adopt_unlabelled: checkpoints without a run id
+  // (format 1) count as this run's, for a run resumed from one of them. Throws IOError.
+  CheckpointManager(std::string dir, int64_t keep_last, std::string run_id = "",
+                    bool adopt_unlabelled = false);
   ~CheckpointManager();
   CheckpointManager(const CheckpointManager&) = delete;
   CheckpointManager& operator=(const CheckpointManager&) = delete;
@@ -134,7 +140,12 @@ class CheckpointManager {
   int64_t keep_last_;
   std::string run_id_;
   std::string lock_note_;
+  bool adopt_unlabelled_ = false;
   std::unique_ptr<platform::FileLock> lock_;
+
+  bool owns(const std::string& owner) const {
+    return owner == run_id_ || (adopt_unlabelled_ && owner.empty());
+  }
 };
 
 }  // namespace liftoff

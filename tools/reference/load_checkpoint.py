@@ -3,8 +3,9 @@
 tools/reference/resnet_cifar.py (same state-dict names) and evaluates test accuracy on Fashion-MNIST.
 Never used at run time; it proves that the files are standard safetensors and that the weights mean the same.
 
-The checkpoint layout (models/train/checkpoint.h): tensors "model/<name>", "optimizer/<name>", "extra/<name>";
-metadata "liftoff.model" (e.g. resnet20), "liftoff.step", ... Only "model/" tensors are used here.
+The checkpoint layout (models/train/checkpoint.h, docs/checkpoints.md): format 3 stores the model tensors under
+their state_dict names and the rest as "optimizer/<name>", "extra/<name>" (formats 1 and 2: "model/<name>");
+metadata "liftoff.model" (e.g. resnet20), "liftoff.step", ... Only the model tensors are used here.
 
 Prints one machine-readable line at the end:  RESULT accuracy=<a> images=<n> step=<s> model=<name>
 Example:
@@ -44,14 +45,18 @@ def main():
 
     with safe_open(args.checkpoint, framework="pt") as f:
         meta = f.metadata() or {}
-    if meta.get("liftoff.format") != "liftoff-checkpoint-2":
+    fmt = meta.get("liftoff.format")
+    if fmt not in ("liftoff-checkpoint-1", "liftoff-checkpoint-2", "liftoff-checkpoint-3"):
         sys.exit(f"{args.checkpoint}: not a Liftoff checkpoint (liftoff.format = {meta.get('liftoff.format')!r})")
     name = meta.get("liftoff.model", "")
     if not name.startswith("resnet"):
         sys.exit(f"{args.checkpoint}: model {name!r}; this script rebuilds the CIFAR ResNets (resnet20/32/44/56)")
 
     tensors = load_file(args.checkpoint)
-    state = {k[len("model/"):]: v for k, v in tensors.items() if k.startswith("model/")}
+    if fmt == "liftoff-checkpoint-3":  # PyTorch's names as they are; the other sections hold a "/"
+        state = {k: v for k, v in tensors.items() if "/" not in k}
+    else:
+        state = {k[len("model/"):]: v for k, v in tensors.items() if k.startswith("model/")}
     model = resnet(int(name[len("resnet"):]), in_channels=state["conv1.weight"].shape[1],
                    classes=state["fc.weight"].shape[0])
     model.load_state_dict(state, strict=True)  # every key, every shape: Liftoff's names are PyTorch's

@@ -8,61 +8,22 @@
 #include <filesystem>
 
 #include "models/train/ema.h"
+#include "models/train/weights.h"
 
 namespace liftoff::tools {
-
-std::string run_defining_config(const Flags& f) {
-  nlohmann::json j;
-  j["model"] = f.model;
-  j["data"] = f.data;
-  j["batch"] = f.batch;
-  j["accum"] = f.accum;
-  j["seed"] = f.seed;
-  j["optimizer"] = f.optimizer;
-  j["lr"] = f.lr;
-  j["momentum"] = f.momentum;
-  j["nesterov"] = f.nesterov;
-  j["wd"] = f.wd;
-  j["schedule"] = f.schedule;
-  j["warmup"] = f.warmup;
-  j["epochs"] = f.epochs;
-  j["max_steps"] = f.max_steps;
-  j["augment"] = f.augment;
-  j["pad"] = f.pad;
-  j["random_erase"] = f.random_erase;
-  j["label_smoothing"] = f.label_smoothing;
-  j["amp"] = f.amp;
-  j["deterministic"] = f.deterministic;
-  // Only when on, so checkpoints of runs without them still match (issue 23).
-  if (f.ema >= 0) j["ema"] = str_cat(f.ema, " ", f.ema_buffers);
-  if (f.lr_scale != "none") j["lr_scale"] = f.lr_scale;
-  return j.dump();
-}
 
 namespace {
 
 namespace fs = std::filesystem;
 
-// The "config" metadata (the flags of the run that wrote it): a JSON object, or the checkpoint is rejected
-// (and --resume DIR falls back to an older one).
-nlohmann::json saved_config(const CheckpointState& st) {
-  const auto it = st.metadata.find("config");
-  if (it == st.metadata.end()) return nlohmann::json::object();
-  nlohmann::json saved = nlohmann::json::parse(it->second, nullptr, false);
-  if (saved.is_discarded() || !saved.is_object()) {
-    throw IOError(
-        str_cat("checkpoint '", st.path,
-                "': its 'config' metadata is not a JSON object of flags; the checkpoint is damaged or "
-                "was not written by train; resume from another one"));
-  }
-  return saved;
-}
-
 // Counters that must fit this run: an epoch beyond --epochs, or more micro-batches into the epoch than an
 // epoch has, means another data set or batch size.
 void check_position(const CheckpointState& st, const Flags& f, int64_t micro_batches_per_epoch) {
   LIFTOFF_CHECK(st.epoch <= f.epochs, ValueError, "--resume ", st.path, ": it is at epoch ", st.epoch + 1,
-                " but this run has --epochs ", f.epochs, "; resume with the same flags");
+                " but this run has --epochs ", f.epochs, "; pass --epochs ", st.epoch + 1, " or more");
+  LIFTOFF_CHECK(f.max_steps < 0 || f.max_steps >= st.step, ValueError, "--resume ", st.path,
+                ": it is at step ", st.step, " but this run has --max-steps ", f.max_steps,
+                "; pass --max-steps ", st.step, " or more (or -1: all epochs)");
   LIFTOFF_CHECK(st.batches_into_epoch <= micro_batches_per_epoch, ValueError, "--resume ", st.path,
                 ": it is ", st.batches_into_epoch, " micro-batches into epoch ", st.epoch + 1,
                 ", but an epoch has ", micro_batches_per_epoch,
@@ -80,6 +41,15 @@ std::string checkpoint_dir_of(const Flags& f) {
 
 }  // namespace
 
+void print_passed_over(const std::string& what, const std::vector<std::string>& passed_over,
+                       const std::string& chosen) {
+  for (const std::string& why : passed_over)
+    std::fprintf(stderr, "train: warning: --resume %s: passed over a newer checkpoint: %s\n", what.c_str(),
+                 why.c_str());
+  if (!passed_over.empty())
+    std::fprintf(stderr, "train: warning: --resume %s: falling back to %s\n", what.c_str(), chosen.c_str());
+}
+
 RunCheckpoints::RunCheckpoints(const Flags& f, bool writer, Module& model, Optimizer& optimizer,
                                Trainer& trainer, int64_t micro_batches_per_epoch)
     : flags_(f),
@@ -88,9 +58,15 @@ RunCheckpoints::RunCheckpoints(const Flags& f, bool writer, Module& model, Optim
       trainer_(trainer),
       every_(parse_save_every(f.save_every)) {
   if (!f.resume.empty()) resume_point_ = resume(f.resume, micro_batches_per_epoch, writer);
+  if (!f.init_from.empty()) {
+    load_model_weights(f.init_from, model);  // every rank: the same weights without a broadcast
+    if (writer) std::printf("initial weights from %s\n", f.init_from.c_str());
+  }
   const std::string dir = checkpoint_dir_of(f);
   if (!writer || dir.empty()) return;
-  manager_ = std::make_unique<CheckpointManager>(dir, f.keep, run_id_);
+  // A run resumed from a checkpoint without a run id (format 1) continues that run: its files are this run's.
+  const bool adopt_unlabelled = !f.resume.empty() && run_id_.empty();
+  manager_ = std::make_unique<CheckpointManager>(dir, f.keep, run_id_, adopt_unlabelled);
   if (!manager_->lock_note().empty())
     std::fprintf(stderr, "train: note: %s\n", manager_->lock_note().c_str());
   if (f.checkpoint_dir.empty())
@@ -108,7 +84,8 @@ std::string RunCheckpoints::save(int64_t epoch, int64_t micro_batches_into_epoch
   st.epoch = epoch;
   st.step = trainer_.global_step();
   st.batches_into_epoch = micro_batches_into_epoch;
-  st.metadata["config"] = run_defining_config(flags_);
+  if (!flags_.stored_config.empty()) st.metadata["config"] = flags_.stored_config;
+  if (!data_facts_.empty()) st.metadata["dataset"] = data_facts_;
   last_saved_ = manager_->save(st);
   return last_saved_;
 }
@@ -116,33 +93,13 @@ std::string RunCheckpoints::save(int64_t epoch, int64_t micro_batches_into_epoch
 ResumePoint RunCheckpoints::resume(const std::string& what, int64_t micro_batches_per_epoch, bool writer) {
   ResumePoint point;
   std::vector<std::string> passed_over;
-  point.path = resolve_checkpoint(what, &passed_over, [](const CheckpointState& st) { saved_config(st); });
-  for (const std::string& why : passed_over) {
-    if (writer)
-      std::fprintf(stderr, "train: warning: --resume %s: passed over a newer checkpoint: %s\n", what.c_str(),
-                   why.c_str());
-  }
-  if (writer && !passed_over.empty())
-    std::fprintf(stderr, "train: warning: --resume %s: falling back to %s\n", what.c_str(),
-                 point.path.c_str());
+  point.path = resolve_checkpoint(what, &passed_over);
+  if (writer) print_passed_over(what, passed_over, point.path);
   const CheckpointState st = load_checkpoint(point.path);
-  const nlohmann::json saved = saved_config(st);
-  if (!saved.empty()) {
-    const nlohmann::json now = nlohmann::json::parse(run_defining_config(flags_));
-    std::string differ;
-    for (const auto& [key, value] : now.items()) {
-      if (!saved.contains(key) || saved[key] != value) {
-        differ += (differ.empty() ? "" : ", ") + key + " (checkpoint " +
-                  (saved.contains(key) ? saved[key].dump() : std::string("-")) + ", now " + value.dump() +
-                  ")";
-      }
-    }
-    for (const auto& [key, value] : saved.items()) {  // flags written only when on (--ema, --lr-scale)
-      if (!now.contains(key))
-        differ += (differ.empty() ? "" : ", ") + key + " (checkpoint " + value.dump() + ", now -)";
-    }
-    LIFTOFF_CHECK(differ.empty(), ValueError, "--resume ", point.path,
-                  ": these flags differ from the checkpointed run: ", differ, "; resume with the same flags");
+#include "models/train/ema.h"
+#include "models/train/weights.h"
+
+namespace liftoff::tools {
   }
   check_position(st, flags_, micro_batches_per_epoch);
   // The scaler's state is checked before anything is restored, like the model's and optimizer's.

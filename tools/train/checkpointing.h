@@ -2,9 +2,11 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
-#include "models/train/checkpoint.h"
 #include "models/nn/module.h"
+#include "models/train/checkpoint.h"
 #include "models/train/optim.h"
 #include "models/train/trainer.h"
 #include "tools/train/flags.h"
@@ -22,14 +24,17 @@ struct ResumePoint {
 class RunCheckpoints {
  public:
   // With --resume: loads the checkpoint (a file, or a directory's latest valid one: newer files passed over
-  // are named on stderr with the reason), checks that the run-defining flags match and restores model,
-  // optimizer, scaler and step counter (every rank). Then, when `writer` (rank 0) and a directory is known
+  // are named on stderr with the reason; main has already applied its stored flags, resume_config.h) and
+  // restores model, optimizer, scaler and step counter (every rank). With --init-from: loads model weights.
+  // Then, when `writer` (rank 0) and a directory is known
   // (--checkpoint-dir, else the directory resumed from), takes the directory for this run: its lock, and the
   // run id of the checkpoint resumed (a new id otherwise); see CheckpointManager.
   RunCheckpoints(const Flags& flags, bool writer, Module& model, Optimizer& optimizer, Trainer& trainer,
                  int64_t micro_batches_per_epoch);
 
   bool enabled() const { return manager_ != nullptr; }
+  // Stored with every checkpoint as its "dataset" metadata (data_facts_json): what evaluate and predict need.
+  void set_data_facts(std::string json) { data_facts_ = std::move(json); }
   bool due_at_step(int64_t global_step) const { return every_.steps > 0 && global_step % every_.steps == 0; }
   bool due_at_epoch_end(int64_t epoch) const { return every_.epochs > 0 && (epoch + 1) % every_.epochs == 0; }
   // Writes a checkpoint of the current state; returns its path ("" when saving is off).
@@ -49,10 +54,12 @@ class RunCheckpoints {
   SaveEvery every_;
   std::string last_saved_;
   std::string run_id_;  // of the checkpoint resumed
+  std::string data_facts_;
   ResumePoint resume_point_;
 };
 
-// The flags that define a run (a resumed run must use the same), as one JSON object.
-std::string run_defining_config(const Flags& flags);
+// The newer checkpoints --resume DIR passed over (why), and the one it fell back to, as warnings on stderr.
+void print_passed_over(const std::string& what, const std::vector<std::string>& passed_over,
+                       const std::string& chosen);
 
 }  // namespace liftoff::tools

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
 #include "data/cifar.h"
 #include "data/dataset.h"
 #include "data/decode/decode_loader.h"
@@ -132,7 +134,38 @@ void check_folder_files(const Flags& f, TrainData& data) {
   data.skips->check_at_load(f.workers);
 }
 
+// The names of a built-in data set's classes ("0", "1", ... where it has none).
+std::vector<std::string> class_names_of(const std::string& data, int64_t classes) {
+  if (data == "fashion-mnist" && classes == 10)
+    return {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+            "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+  if (data == "cifar10" && classes == 10)
+    return {"airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"};
+  std::vector<std::string> out;
+  for (int64_t i = 0; i < classes; ++i) out.push_back(std::to_string(i));
+  return out;
+}
+
+// Classes and normalisation of a folder data set.
+void take_folder_facts(TrainData& data) {
+  data.class_names = data.train_folder->class_names();
+  data.mean = data.train_folder->mean();
+  data.stddev = data.train_folder->stddev();
+}
+
 }  // namespace
+
+std::string data_facts_json(const TrainData& data) {
+  nlohmann::json j;
+  j["channels"] = data.channels;
+  j["height"] = data.height;
+  j["width"] = data.width;
+  j["classes"] = data.classes;
+  j["class_names"] = data.class_names;
+  j["mean"] = data.mean;
+  j["stddev"] = data.stddev;
+  return j.dump();
+}
 
 TrainData make_train_data(const Flags& f, Device device, int rank, int world_size) {
   LoaderOptions train_opts;
@@ -183,6 +216,7 @@ TrainData make_train_data(const Flags& f, Device device, int rank, int world_siz
       data.test_size = data.test_folder->size();
       data.channels = data.train_folder->channels();
       data.classes = data.train_folder->num_classes();
+      take_folder_facts(data);
       return data;
     }
     fo.height = fo.width = f.image_size;
@@ -205,6 +239,7 @@ TrainData make_train_data(const Flags& f, Device device, int rank, int world_siz
     data.height = data.train_folder->height();
     data.width = data.train_folder->width();
     data.classes = data.train_folder->num_classes();
+    take_folder_facts(data);
     return data;
   }
   auto [train_set, test_set] = load_in_memory(f);
@@ -216,6 +251,9 @@ TrainData make_train_data(const Flags& f, Device device, int rank, int world_siz
   data.height = train_set.height();
   data.width = train_set.width();
   data.classes = train_set.num_classes;
+  data.mean = train_set.mean;
+  data.stddev = train_set.stddev;
+  data.class_names = class_names_of(f.data, data.classes);
   set_train_loader(data, std::make_unique<DataLoader>(std::move(train_set), train_opts),
                    std::make_unique<DataLoader>(std::move(test_set), test_opts));
   data.augment = augment_mode_name(static_cast<DataLoader&>(*data.train).augment_mode());

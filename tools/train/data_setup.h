@@ -3,6 +3,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "data/loader.h"
 #include "tools/train/flags.h"
@@ -22,7 +23,13 @@ struct TrainData {
   std::shared_ptr<SkippedFiles> skips;  // --data folder --on-bad-sample skip: what was left out, and why
   int64_t train_size = 0, test_size = 0;
   int64_t channels = 0, height = 0, width = 0, classes = 0;
+  std::vector<float> mean, stddev;       // the training set's normalisation (per channel, pixel / 255)
+  std::vector<std::string> class_names;  // folder names, the data set's names, or "0", "1", ...
 };
+
+// The facts a trained model needs to be used later (evaluate, predict): input channels/height/width, classes
+// and their names, normalisation, as the JSON object train stores in each checkpoint's "dataset" metadata.
+std::string data_facts_json(const TrainData& data);
 
 // rank/world_size: each rank's shard of every epoch (training padded to equal shards, evaluation not).
 TrainData make_train_data(const Flags& flags, Device device, int rank = 0, int world_size = 1);

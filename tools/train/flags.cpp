@@ -7,20 +7,14 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/platform/files.h"
+#include "tools/common/cli.h"
 
 namespace liftoff::tools {
 
 namespace {
-
-// CLI11's Range and PositiveNumber let NaN through (every comparison with it is false).
-const CLI::Validator kFinite(
-    [](std::string& text) {
-      char* end = nullptr;
-      const double v = std::strtod(text.c_str(), &end);
-      return std::isfinite(v) ? std::string() : "'" + text + "' is not a finite number";
-    },
-    "FINITE");
 
 // An unsigned flag parses "-1" as 2^64-1 without a word: refuse a sign.
 const CLI::Validator kUnsigned(
@@ -41,6 +35,16 @@ void check_output(const std::string& flag, const std::string& path) {
 }
 
 }  // namespace
+
+std::string stored_config_json(const CLI::App& app) {
+  nlohmann::json j = nlohmann::json::object();
+  // Where the checkpoints go is not part of the run: a resumed run saves where it resumed from, and two
+  // directories holding the same training hold the same bytes.
+  for (const auto& [name, value] : flag_values(app)) {
+    if (name != "checkpoint-dir") j[name] = value;
+  }
+  return j.dump();
+}
 
 int effective_prefetch(const Flags& f) {
   return f.prefetch > 0 ? f.prefetch : std::min(2 * f.workers, kMaxPrefetch);
@@ -84,8 +88,15 @@ SaveEvery parse_save_every(const std::string& every) {
 void check_flags(const CLI::App& app, const Flags& f) {
   parse_save_every(f.save_every);
   const bool saving = !f.checkpoint_dir.empty() || !f.resume.empty();
-  if (!saving && (app.count("--save-every") > 0 || app.count("--keep") > 0)) {
-    throw CLI::ValidationError(app.count("--save-every") > 0 ? "--save-every" : "--keep",
+  // Given with another value than its default (a --config file from --print-config lists the defaults too).
+  const auto set = [&app](const std::string& name) {
+    const CLI::Option* opt = app.get_option(name);
+    if (opt->count() == 0) return false;
+    const auto results = opt->reduced_results();
+    return results.empty() || !same_flag_value(results.front(), opt->get_default_str());
+  };
+  if (!saving && (set("--save-every") || set("--keep"))) {
+    throw CLI::ValidationError(set("--save-every") ? "--save-every" : "--keep",
                                "needs --checkpoint-dir (where to save); without it no checkpoint is written");
   }
   std::error_code ec;
@@ -109,6 +120,11 @@ void check_flags(const CLI::App& app, const Flags& f) {
 }
 
 void add_flags(CLI::App& app, Flags& f) {
+  // As argparse does: a flag given twice takes the last value (a --config file's values come before them).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  auto formatter = std::make_shared<HelpFormatter>();
+  formatter->column_width(34);
+  app.formatter(formatter);
   const std::string g_dev = "Device";
   app.add_option("--device", f.device, "auto | cpu | cuda | cuda:N (auto: CUDA when usable, else the CPU)")
       ->capture_default_str()
@@ -116,7 +132,7 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--threads", f.threads,
                  "CPU threads for the CPU backend (0: all cores, shared out among the ranks on this machine)")
       ->capture_default_str()
-      ->check(CLI::Range(0, 1024))
+      ->check(in_range(int64_t{0}, int64_t{1024}))
       ->group(g_dev);
 
   const std::string g_data = "Model and data";
@@ -139,18 +155,18 @@ void add_flags(CLI::App& app, Flags& f) {
          "--data folder: the model input's side (0: 224 with --decode gpu|cpu, the first image's with "
          "--decode off)")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{16384}))
+      ->check(in_range(int64_t{0}, int64_t{16384}))
       ->group(g_data);
   app.add_option("--max-image-pixels", f.max_image_pixels,
                  "--data folder: refuse images with more pixels (width x height) than this")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 28))
+      ->check(in_range(int64_t{1}, int64_t{1} << 28))
       ->group(g_data);
   app.add_option("--decode-memory-mb", f.decode_memory_mb,
                  "--data folder: host memory the workers may use for images being decoded at once (a worker "
                  "waits for room; an image needing more alone is refused)")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{16}, int64_t{1} << 20))
+      ->check(in_range(int64_t{16}, int64_t{1} << 20))
       ->group(g_data);
   app.add_option("--on-bad-sample", f.on_bad_sample,
                  "--data folder: error | skip. skip checks every file's header and structure at load time "
@@ -187,7 +203,7 @@ void add_flags(CLI::App& app, Flags& f) {
       ->group(g_data);
   app.add_option("--synthetic-size", f.synthetic_size, "training images of --data synthetic")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{10000000}))
+      ->check(in_range(int64_t{1}, int64_t{10000000}))
       ->group(g_data);
   app.add_option(
          "--augment", f.augment,
@@ -196,63 +212,64 @@ void add_flags(CLI::App& app, Flags& f) {
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "gpu", "cpu", "none"}))
       ->group(g_data);
-  app.add_option("--workers", f.workers, "loader threads that gather/decode (and augment with --augment cpu)")
+  app.add_option("-j,--workers", f.workers,
+                 "loader threads that gather/decode (and augment with --augment cpu)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 256))
+      ->check(in_range(int64_t{1}, int64_t{256}))
       ->group(g_data);
   app.add_option("--prefetch", f.prefetch,
                  "batches in flight in the loader's pinned ring (0: 2 x workers, at most 256)")
       ->capture_default_str()
-      ->check(CLI::Range(0, kMaxPrefetch))
+      ->check(in_range(int64_t{0}, int64_t{kMaxPrefetch}))
       ->group(g_data);
   app.add_flag("--pin-memory,!--no-pin-memory", f.pin_memory,
                "page-locked host buffers for asynchronous H2D copies (default on)")
+      ->default_str(f.pin_memory ? "true" : "false")
       ->group(g_data);
   app.add_option("--pad", f.pad, "zero padding of the random crop, in pixels")
       ->capture_default_str()
-      ->check(CLI::Range(0, 64))
+      ->check(in_range(int64_t{0}, int64_t{64}))
       ->group(g_data);
   app.add_option("--random-erase", f.random_erase, "random erasing probability")
-      ->check(kFinite)
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(in_range(0.0, 1.0))
       ->group(g_data);
 
   const std::string g_train = "Training";
   app.add_option("--epochs", f.epochs, "passes over the training set")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{100000}))
+      ->check(in_range(int64_t{1}, int64_t{100000}))
       ->group(g_train);
-  app.add_option("--batch", f.batch, "micro-batch size (images per forward/backward)")
+  app.add_option("--batch,--batch-size", f.batch, "micro-batch size (images per forward/backward)")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->check(in_range(int64_t{1}, int64_t{1} << 20))
       ->group(g_train);
   app.add_option("--accum", f.accum,
                  "micro-batches accumulated per optimizer step (effective batch = batch * accum)")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{4096}))
+      ->check(in_range(int64_t{1}, int64_t{4096}))
       ->group(g_train);
   app.add_option("--max-steps", f.max_steps, "stop after this many optimizer steps (-1: run all epochs)")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{-1}, int64_t{1} << 40))
+      ->check(in_range(int64_t{-1}, int64_t{1} << 40))
       ->group(g_train);
   app.add_option("--seed", f.seed, "seed of the weights, the shuffle and the augmentation (0 .. 2^64-1)")
       ->capture_default_str()
       ->check(kUnsigned)
       ->group(g_train);
   app.add_option("--label-smoothing", f.label_smoothing, "cross-entropy label smoothing")
-      ->check(kFinite)
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 0.999))
+      ->check(in_range(0.0, 0.999))
       ->group(g_train);
-  app.add_flag("--no-eval", f.no_eval, "skip the test-set evaluation after each epoch")->group(g_train);
+  app.add_flag("--no-eval", f.no_eval, "skip the test-set evaluation after each epoch")
+      ->default_str("false")
+      ->group(g_train);
   app.add_option(
          "--target-accuracy", f.target_accuracy,
          "stop at the first epoch whose test accuracy reaches this (0..1, or a percentage: 94 = 0.94) "
          "and print the time to it: wall time from the first step (data loading and evaluation "
          "included) and training time alone")
-      ->check(kFinite)
-      ->check(CLI::Range(0.0, 100.0))
+      ->check(in_range(0.0, 100.0))
       ->excludes("--no-eval")
       ->group(g_train);
   app.add_option("--ema", f.ema,
@@ -260,8 +277,7 @@ void add_flags(CLI::App& app, Flags& f) {
                  "* w after each optimizer step, on the device) and evaluate it; checkpointed")
       ->expected(0, 1)
       ->default_str("0.999")
-      ->check(kFinite)
-      ->check(CLI::Range(0.0, 0.999999))
+      ->check(in_range(0.0, 0.999999))
       ->group(g_train);
   app.add_option("--ema-buffers", f.ema_buffers,
                  "--ema: copy (the model's batch-norm statistics) | average (averaged like the weights)")
@@ -275,7 +291,7 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--timing-warmup", f.timing_warmup,
                  "optimizer steps left out of the steady-state images/s (start-up, algorithm search)")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{1000000}))
+      ->check(in_range(int64_t{0}, int64_t{1000000}))
       ->group(g_train);
 
   const std::string g_opt = "Optimizer and schedule";
@@ -284,8 +300,7 @@ void add_flags(CLI::App& app, Flags& f) {
       ->check(CLI::IsMember({"sgd", "adamw"}))
       ->group(g_opt);
   app.add_option("--lr", f.lr, "peak learning rate (default: 0.1 for sgd, 0.001 for adamw)")
-      ->check(kFinite)
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->group(g_opt);
   app.add_option("--lr-scale", f.lr_scale,
                  "linear | sqrt | none: scale --lr by (batch x accum x ranks / 256), or its square root "
@@ -294,16 +309,15 @@ void add_flags(CLI::App& app, Flags& f) {
       ->check(CLI::IsMember({"linear", "sqrt", "none"}))
       ->group(g_opt);
   app.add_option("--momentum", f.momentum, "SGD momentum")
-      ->check(kFinite)
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 0.999999))
+      ->check(in_range(0.0, 0.999999))
       ->group(g_opt);
   app.add_flag("--nesterov,!--no-nesterov", f.nesterov, "Nesterov momentum for SGD (default on)")
+      ->default_str(f.nesterov ? "true" : "false")
       ->group(g_opt);
-  app.add_option("--wd", f.wd, "weight decay (L2 for sgd, decoupled for adamw)")
-      ->check(kFinite)
+  app.add_option("--wd,--weight-decay", f.wd, "weight decay (L2 for sgd, decoupled for adamw)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(in_range(0.0, 1.0))
       ->group(g_opt);
   app.add_option("--schedule", f.schedule, "constant | step | cosine | onecycle")
       ->capture_default_str()
@@ -311,16 +325,15 @@ void add_flags(CLI::App& app, Flags& f) {
       ->group(g_opt);
   app.add_option("--warmup", f.warmup, "linear warm-up, in optimizer steps")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+      ->check(in_range(int64_t{0}, int64_t{1} << 40))
       ->group(g_opt);
   app.add_option("--step-size", f.step_size, "--schedule step: optimizer steps between decays (0: one epoch)")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+      ->check(in_range(int64_t{0}, int64_t{1} << 40))
       ->group(g_opt);
   app.add_option("--gamma", f.gamma, "--schedule step: decay factor")
-      ->check(kFinite)
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(in_range(0.0, 1.0))
       ->group(g_opt);
 
   const std::string g_perf = "Precision and parallelism";
@@ -344,18 +357,16 @@ void add_flags(CLI::App& app, Flags& f) {
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->group(g_perf);
   app.add_option("--loss-scale", f.loss_scale, "--amp fp16: a static loss scale (0: dynamic, from 2^16)")
-      ->check(kFinite)
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1e30))
+      ->check(in_range(0.0, 1e30))
       ->group(g_perf);
   app.add_option("--gpus", f.gpus, "data-parallel over N local GPUs: one process per GPU, NCCL all-reduce")
       ->capture_default_str()
-      ->check(CLI::Range(0, 1024))
+      ->check(in_range(int64_t{0}, int64_t{1024}))
       ->group(g_perf);
   app.add_option("--bucket-mb", f.bucket_mb, "DDP gradient bucket size in MB")
-      ->check(kFinite)
       ->capture_default_str()
-      ->check(CLI::Range(0.001, 4096.0))
+      ->check(in_range(0.001, 4096.0))
       ->group(g_perf);
 
   const std::string g_out = "Report and logs";
@@ -373,12 +384,13 @@ void add_flags(CLI::App& app, Flags& f) {
       ->group(g_out);
   app.add_flag("--profile,!--no-profile", f.profile,
                "stage timing, GPU/CPU sampling and the end-of-run utilization report (default on)")
+      ->default_str(f.profile ? "true" : "false")
       ->group(g_out);
   app.add_option(
          "--log-every", f.log_every,
          "optimizer steps between --log / --tensorboard records (each reads the loss: one device sync)")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->check(in_range(int64_t{1}, int64_t{1} << 40))
       ->group(g_out);
 
   const std::string g_ckpt = "Checkpoints and faults";
@@ -390,13 +402,26 @@ void add_flags(CLI::App& app, Flags& f) {
       ->group(g_ckpt);
   app.add_option("--keep", f.keep, "checkpoints kept (0: all)")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{1000000}))
+      ->check(in_range(int64_t{0}, int64_t{1000000}))
       ->group(g_ckpt);
-  app.add_option("--resume", f.resume, "continue from a checkpoint file, or the latest valid one in a folder")
+  app.add_option(
+         "--resume", f.resume,
+         "continue from a checkpoint file, or the latest valid one in a folder, with the flags it stores "
+         "(flags given again override them where safe: more --epochs or --max-steps, outputs)")
+      ->configurable(false)
+      ->group(g_ckpt);
+  app.add_option(
+         "--init-from", f.init_from,
+         "start from these model weights (fine-tuning): a safetensors state_dict with PyTorch's names "
+         "(safetensors.torch.save_file(model.state_dict(), F)) or a train checkpoint; optimizer and "
+         "schedule start fresh")
+      ->configurable(false)
+      ->excludes("--resume")
       ->group(g_ckpt);
   app.add_flag(
          "--deterministic", f.deterministic,
          "reproducible algorithms only (cuDNN), so a stopped and resumed run ends with the same weights")
+      ->default_str("false")
       ->group(g_ckpt);
   app.add_option(
          "--on-nan", f.on_nan,
@@ -408,6 +433,15 @@ void add_flags(CLI::App& app, Flags& f) {
 
   app.add_flag("--print-settings", f.print_settings,
                "print the LIFTOFF_* environment settings (value, source, default, accepted values) and exit")
+      ->configurable(false)
+      ->group(g_out);
+  app.set_config("--config", "",
+                 "read flags from a TOML file (name = value lines, e.g. from --print-config); flags on the "
+                 "command line override it")
+      ->group(g_out);
+  app.add_flag("--print-config", f.print_config,
+               "print the run's flags (these and the defaults) as a TOML file for --config, and exit")
+      ->configurable(false)
       ->group(g_out);
 
   // Cross-flag checks and output paths, after every value is parsed and before anything runs.

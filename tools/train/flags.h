@@ -67,16 +67,26 @@ struct Flags {
   std::string save_every;
   int64_t keep = 3;
   std::string resume;
+  std::string init_from;  // model weights to start from (safetensors, PyTorch names)
   std::string on_nan = "stop";
   bool deterministic = false;
   bool print_settings = false;  // print runtime/config's table of environment settings and exit
+  bool print_config = false;    // print the flags as TOML (what --config reads) and exit
+
+  // Not a flag: the run's flags as JSON ({"name": "value"}, flag_values()), stored in every checkpoint so
+  // that
+  // --resume, evaluate and predict know the run. Set by the tool after parsing.
+  std::string stored_config;
 };
 
 // The DataLoader's ring holds at most this many batches.
 constexpr int kMaxPrefetch = 256;
 
-// Registers every flag on app, bound to f, and check_flags as the app's final callback.
+// Registers every flag on app, bound to f (PyTorch/timm spellings as aliases: --batch-size, --weight-decay,
+// -j), --config FILE.toml and --print-config, the help layout, and check_flags as the app's final callback.
 void add_flags(CLI::App& app, Flags& f);
+// The flags' effective values as the JSON object Flags::stored_config holds.
+std::string stored_config_json(const CLI::App& app);
 // What no single flag's range can say, before the run starts: --save-every's form, --save-every / --keep
 // without a checkpoint directory, output paths (--report, --trace, --log) writable now (the OS reason
 // otherwise), --checkpoint-dir not a file. Throws CLI::ValidationError (a usage error, exit 2).

@@ -11,6 +11,7 @@
 #include "runtime/config.h"
 #include "runtime/determinism.h"
 #include "runtime/distributed/env.h"
+#include "tools/common/cli.h"
 #include "tools/common/signals.h"
 #include "tools/common/stack_dump.h"
 #include "tools/train/checkpointing.h"
@@ -19,6 +20,7 @@
 #include "tools/train/launch.h"
 #include "tools/train/memory_check.h"
 #include "tools/train/reporting.h"
+#include "tools/train/resume_config.h"
 #include "tools/train/run_setup.h"
 
 namespace {
@@ -56,6 +58,7 @@ int run(const Flags& f) {
 
   // Rank 0 alone writes checkpoints (and locks the directory); every rank resumes from the same file.
   tools::RunCheckpoints checkpoints(f, s.rank0, *s.model, *s.optimizer, *s.trainer, s.micro_per_epoch);
+  checkpoints.set_data_facts(tools::data_facts_json(s.data));
   const tools::ResumePoint resume_point = checkpoints.resume_point();
   if (s.ddp && !resume_point.path.empty()) s.ddp->broadcast_buffers();
   tools::check_host_memory(*s.model, f, s.device, s.data);
@@ -78,25 +81,33 @@ int run(const Flags& f) {
 
 int main(int argc, char** argv) {
   CLI::App app{"train: train an image classifier with Liftoff (CPU or CUDA)", "train"};
-  app.get_formatter()->column_width(34);
   Flags flags;
   add_flags(app, flags);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::printf("%s", app.help().c_str());
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "train: %s\nRun 'train --help' for the flags and their defaults.\n", e.what());
-    return 2;
-  }
+  if (const int code = liftoff::tools::parse_command_line(app, argc, argv); code >= 0) return code;
   if (flags.print_settings) {
     std::printf("%s", liftoff::config::format_table().c_str());
     return 0;
   }
   try {
+    const liftoff::distributed::DistEnv env = liftoff::distributed::discover_env();
+    const bool launcher = flags.gpus > 1 && !env.distributed();
+    // --resume: the checkpoint's flags, with those given again (ranks of --gpus N do this themselves).
+    if (!flags.resume.empty() && (flags.print_config || !launcher)) {
+      const std::string what = flags.resume;
+      const liftoff::tools::ResumedRun resumed = liftoff::tools::apply_resumed_config(app, flags, argc, argv);
+      if (env.rank == 0) {
+        liftoff::tools::print_passed_over(what, resumed.passed_over, resumed.checkpoint);
+        for (const std::string& note : resumed.notes) std::fprintf(stderr, "train: note: %s\n", note.c_str());
+      }
+    }
+    if (flags.print_config) {
+      std::printf("%s",
+                  liftoff::tools::config_toml(app, "train flags; run with: train --config FILE").c_str());
+      return 0;
+    }
+    flags.stored_config = liftoff::tools::stored_config_json(app);
     // train --gpus N: this process becomes the launcher of N ranks (one per GPU) and waits for them.
-    if (flags.gpus > 1 && !liftoff::distributed::discover_env().distributed()) {
+    if (launcher) {
       liftoff::tools::LaunchOptions launch;
       launch.nprocs = flags.gpus;
       launch.args = liftoff::tools::strip_flag(std::vector<std::string>(argv, argv + argc), "--gpus");

@@ -422,7 +422,7 @@ TEST(Checkpoint, FileIsPlainSafetensorsWithSections) {
   const std::string path = dir.file("c.safetensors");
   save_checkpoint(path, state);
   const SafetensorsFile f = read_safetensors(path);
-  EXPECT_EQ(f.tensors.front().first, "model/0.weight");
+  EXPECT_EQ(f.tensors.front().first, "0.weight");  // format 3: PyTorch's names
   EXPECT_EQ(f.tensors.back().first, "extra/note");
   EXPECT_EQ(f.metadata.at("liftoff.format"), kCheckpointFormat);
   EXPECT_EQ(f.metadata.at("liftoff.model"), "small");
@@ -464,7 +464,7 @@ TEST(BadCheckpoint, OtherFormatVersion) {
   TempDir dir;
   const auto path =
       checkpoint_with_metadata(dir, [](SafetensorsFile& f) { f.metadata["liftoff.format"] = "x-9"; });
-  expect_error<IOError>([&] { load_checkpoint(path); }, path, "format 'x-9' is not the one this build reads");
+  expect_error<IOError>([&] { load_checkpoint(path); }, path, "format 'x-9' is not one this build reads");
 }
 
 TEST(BadCheckpoint, BadCounter) {
@@ -501,8 +501,14 @@ TEST(BadCheckpoint, UnknownReservedKey) {
 
 TEST(BadCheckpoint, TensorOutsideSections) {
   TempDir dir;
+  // Formats 1 and 2 put model tensors under "model/" (format 3 under their own names: a stray one is an
+  // unexpected key on restore).
   const auto path = checkpoint_with_metadata(dir, [](SafetensorsFile& f) {
-    f.tensors.emplace_back("stray", Tensor::zeros({0}));  // 0 bytes: the CRC stays right
+    f.metadata["liftoff.format"] = "liftoff-checkpoint-2";
+    for (auto& entry : f.tensors) {
+      if (entry.first.find('/') == std::string::npos) entry.first = "model/" + entry.first;
+    }
+    f.tensors.emplace_back("stray", Tensor::zeros({0}));
   });
   expect_error<IOError>([&] { load_checkpoint(path); }, path, "tensor 'stray' is in no section");
 }
@@ -566,8 +572,8 @@ TEST_F(RestoreMismatch, UnexpectedKeys) {
 }
 TEST_F(RestoreMismatch, ShapeMismatch) {
   state_.model[0].second = Tensor::zeros({3, 1, 5, 5});
-  expect_model_rejected(
-      "small", "shape/dtype mismatch (checkpoint vs model) for 0.weight [3, 1, 5, 5] vs [3, 1, 3, 3]");
+  expect_model_rejected("small",
+                        "size/dtype mismatch for 0.weight: [3, 1, 5, 5] given, [3, 1, 3, 3] expected");
 }
 TEST_F(RestoreMismatch, MissingDropoutGenerator) {
   state_.generators.clear();
@@ -586,7 +592,7 @@ TEST_F(RestoreMismatch, OptimizerShapeMismatch) {
   auto m = small_model(1);
   SGD opt(m->parameters(), 0.1, 0.9);
   expect_error<ValueError>([&] { restore_optimizer(state_, opt); }, state_.path,
-                           "shape/dtype mismatch (checkpoint vs optimizer) for momentum_buffer.1 [7] vs [3]");
+                           "size/dtype mismatch for momentum_buffer.1: [7] given, [3] expected");
 }
 
 // ---- directories: atomicity, latest valid, pruning
@@ -750,7 +756,7 @@ TEST(BadCheckpoint, NonFiniteWeightsAreNeverResumedNorSaved) {
   TempDir dir;
   const std::string path = nan_checkpoint(dir.file("nan.safetensors"));
   expect_error<IOError>([&] { load_checkpoint(path); }, path,
-                        "tensor 'model/w' holds a NaN or infinite value (at index [3])");
+                        "tensor 'w' holds a NaN or infinite value (at index [3])");
   CheckpointState state = state_at(1);
   state.model[0].second.data<float>()[0] = INFINITY;
   expect_error<Error>([&] { save_checkpoint(dir.file("inf.safetensors"), state); },
@@ -760,7 +766,7 @@ TEST(BadCheckpoint, NonFiniteWeightsAreNeverResumedNorSaved) {
 
 TEST_F(RestoreMismatch, DtypeMismatch) {
   state_.model[0].second = Tensor::zeros({3, 1, 3, 3}, DType::f64);
-  expect_model_rejected("small", "shape/dtype mismatch (checkpoint vs model) for 0.weight f64 vs f32");
+  expect_model_rejected("small", "size/dtype mismatch for 0.weight: f64 given, f32 expected");
 }
 
 TEST(CheckpointDir, ResumeFallsBackAndSaysWhichFileItPassedOver) {
