@@ -96,10 +96,8 @@ ResumePoint RunCheckpoints::resume(const std::string& what, int64_t micro_batche
   point.path = resolve_checkpoint(what, &passed_over);
   if (writer) print_passed_over(what, passed_over, point.path);
   const CheckpointState st = load_checkpoint(point.path);
-#include "models/train/ema.h"
-#include "models/train/weights.h"
-
-namespace liftoff::tools {
+  for (const std::string& warning : st.warnings) {
+    if (writer) std::fprintf(stderr, "train: warning: %s\n", warning.c_str());
   }
   check_position(st, flags_, micro_batches_per_epoch);
   // The scaler's state is checked before anything is restored, like the model's and optimizer's.

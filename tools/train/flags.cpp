@@ -176,9 +176,8 @@ void add_flags(CLI::App& app, Flags& f) {
       ->group(g_data);
   app.add_option("--max-bad-fraction", f.max_bad_fraction,
                  "--on-bad-sample skip: stop (exit 1) when more than this share of a folder's files is bad")
-      ->check(kFinite)
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(in_range(0.0, 1.0))
       ->group(g_data);
   app.add_option(
          "--decode", f.decode,
