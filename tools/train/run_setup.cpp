@@ -155,6 +155,7 @@ void print_run_header(const Flags& f, const TrainSetup& s, const ResumePoint& re
               static_cast<long long>(f.batch * f.accum * world), f.optimizer.c_str(), s.lr,
               f.schedule.c_str(), f.warmup > 0 ? (", warm-up " + std::to_string(f.warmup)).c_str() : "", f.wd,
               f.amp.c_str(), activation_layout(f, s.device));
+  if (s.schedule && !s.schedule->note().empty()) std::printf("  note: %s\n", s.schedule->note().c_str());
   if (s.device.is_cuda()) {
     std::printf("  CUDA graphs: %s%s%s\n", f.cuda_graphs.c_str(),
                 f.cuda_graphs == "off" ? "" : " (the step is captured after 3 eager steps when it can be)",
