@@ -25,6 +25,7 @@ std::string run_defining_config(const Flags& f) {
   j["warmup"] = f.warmup;
   j["epochs"] = f.epochs;
   j["max_steps"] = f.max_steps;
+  j["drop_last"] = f.drop_last;
   j["augment"] = f.augment;
   j["pad"] = f.pad;
   j["random_erase"] = f.random_erase;

@@ -75,6 +75,7 @@ void set_train_loader(TrainData& data, std::unique_ptr<Loader> train, std::uniqu
 void make_decode_loaders(const Flags& f, const LoaderOptions& base, TrainData& data) {
   DecodeLoaderOptions o;
   o.batch = base.batch;
+  o.drop_last = base.drop_last;
   o.workers = base.workers;
   o.prefetch = base.prefetch;
   o.decode = parse_decode_mode(f.decode);
@@ -96,6 +97,7 @@ void make_decode_loaders(const Flags& f, const LoaderOptions& base, TrainData& d
   DecodeLoaderOptions eval = o;
   eval.train = false;
   eval.shuffle = false;
+  eval.drop_last = false;
   eval.even_shards = false;
   eval.batch = std::max<int64_t>(f.batch, 256);
   auto train = std::make_unique<DecodeLoader>(data.train_folder, o);
@@ -128,6 +130,7 @@ TrainData make_train_data(const Flags& f, Device device, int rank, int world_siz
   LoaderOptions train_opts;
   train_opts.batch = f.batch;
   train_opts.shuffle = true;
+  train_opts.drop_last = f.drop_last;
   train_opts.workers = f.workers;
   train_opts.prefetch = effective_prefetch(f);
   train_opts.pin_memory = f.pin_memory;
@@ -147,6 +150,7 @@ TrainData make_train_data(const Flags& f, Device device, int rank, int world_siz
   test_opts.even_shards = false;
   test_opts.batch = std::max<int64_t>(f.batch, 256);
   test_opts.shuffle = false;
+  test_opts.drop_last = false;  // every test image counts
   test_opts.augment = AugmentMode::none;
 
   TrainData data;
