@@ -12,7 +12,7 @@ struct MetricsRecord {
   int64_t epoch = 0;
   std::optional<double> loss;  // running mean loss (reading it synchronises: log every N steps)
   double lr = 0.0;
-  double images_per_second = 0.0;  // recent (smoothed)
+  double images_per_second = 0.0;  // the run's throughput so far (the report's figure)
   double step_ms = 0.0;            // recent (smoothed)
   double elapsed_s = 0.0;
   std::optional<double> gpu_util_pct;    // latest NVML sample

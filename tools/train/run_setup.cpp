@@ -96,6 +96,8 @@ RunConfig make_run_config(const Flags& f, const TrainSetup& s) {
   rc.cuda_available = cuda_unavailable_reason(0).empty();
   if (s.device.is_cuda()) rc.device_name = cuda_device_name(s.device.index);
   rc.activation_layout = activation_layout(f, s.device);
+  rc.decode = s.data.decode_where;
+  rc.jpeg = s.data.jpeg;
   return rc;
 }
 
