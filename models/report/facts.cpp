@@ -103,7 +103,8 @@ void device_facts(const RunReport& r, const VerdictThresholds& th, VerdictFacts&
   const bool nvml = r.gpu.available && r.gpu.samples >= th.nvml_min_samples;
   f.sms_idle = nvml && r.gpu.util_mean_pct / 100.0 < th.sm_idle;
   f.nvml_busy = nvml && r.gpu.util_mean_pct / 100.0 >= th.gpu_busy;
-  // Our spans run from a stage's first to its last kernel: a device that keeps up with the host idles in them.
+  // Our spans run from a stage's first to its last kernel: a device that keeps up with the host idles in
+  // them.
   if (f.host_paced && f.busy && !f.nvml_busy && r.device_busy_pct && *f.busy * 100.0 >= *r.device_busy_pct) {
     f.busy_text += "; the spans include the gaps between kernels, and the device finished each step " +
                    fmt("%.2f", *r.device_lag_ms) + " ms after the host issued it: it idled in them";

@@ -56,9 +56,9 @@ struct VerdictFacts {
 
   // The device finishing steps more than a step's time after the host issued them is behind the host.
   bool device_behind = false;
-  bool inside_marks = false;   // our device marks cover at least gpu_busy of the step
-  bool sms_idle = false;       // NVML (with enough samples) found the SMs nearly idle
-  bool nvml_busy = false;      // NVML (with enough samples) found the SMs busy (>= gpu_busy)
+  bool inside_marks = false;  // our device marks cover at least gpu_busy of the step
+  bool sms_idle = false;      // NVML (with enough samples) found the SMs nearly idle
+  bool nvml_busy = false;     // NVML (with enough samples) found the SMs busy (>= gpu_busy)
   // The device finished each step less than keeps_up_share of a step after the host issued it: it drained
   // the host's launches as they came and idled between them (our stage spans include those gaps).
   bool host_paced = false;

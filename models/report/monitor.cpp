@@ -157,7 +157,8 @@ RunReport RunMonitor::finish(const LoaderStats* loader, std::optional<CommTimes>
 std::string RunMonitor::progress_text() const {
   // The report's figure over the steps the device has finished so far (never the host's queueing rate).
   const ThroughputFigures t = profiler_.throughput();
-  std::string s = t.steps > 0 ? report_format::fmt("%.0f", t.images_per_second()) + " img/s" : "img/s pending";
+  std::string s =
+      t.steps > 0 ? report_format::fmt("%.0f", t.images_per_second()) + " img/s" : "img/s pending";
   if (const auto g = sampler_.latest(); g && g->sample.valid) {
     s += " | GPU " + std::to_string(g->sample.utilization_gpu) + "%";
   }

@@ -103,8 +103,8 @@ std::string idle_workers_suggestion(const RunReport& r, std::string& evidence) {
   const LoaderReport& l = r.loader;
   const int depth = c.prefetch > 0 ? c.prefetch : 2 * c.workers;
   if (c.prefetch > 0 && c.prefetch <= c.workers) {
-    evidence += "; the ring holds " + std::to_string(c.prefetch) + " batches for " + std::to_string(c.workers) +
-                " workers: the workers wait for free slots";
+    evidence += "; the ring holds " + std::to_string(c.prefetch) + " batches for " +
+                std::to_string(c.workers) + " workers: the workers wait for free slots";
     return "--prefetch " + std::to_string(2 * c.workers);
   }
   struct Piece {

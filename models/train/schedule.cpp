@@ -72,7 +72,8 @@ OneCycleLR::OneCycleLR(double max_lr, int64_t total_steps, double pct_start, dou
   if (peak_step_ <= 0) {
     peak_step_ = 0.0;
     note_ = str_cat("onecycle: ", total_steps, " step", total_steps == 1 ? " is" : "s are",
-                    " too few for a warm-up phase (pct_start ", pct_start, "): lr ", max_lr, " from the first step",
+                    " too few for a warm-up phase (pct_start ", pct_start, "): lr ", max_lr,
+                    " from the first step",
                     total_steps > 1 ? str_cat(", annealed to ", min_lr_, " at the last") : std::string());
   }
 }

@@ -26,7 +26,6 @@ DType autocast_dtype_for(AmpMode mode) {
   return mode == AmpMode::off ? DType::f32 : amp_compute_dtype(mode);
 }
 
-
 // Top-1 hits of [N, classes] outputs against i64 class indices [N] (host read: evaluation only); 0 for
 // outputs of another form (a regression loss, say), whose accuracy is not defined.
 int64_t count_correct(const Tensor& output, const Tensor& labels) {
@@ -180,7 +179,7 @@ EpochResult Trainer::train_epoch(BatchSource& source, int64_t epoch,
       p.lr = executor_.optimizer().lr();
       on_step(p);
     }
-    if (prof) prof->end_step(images);  // after on_step: its prints count as "other"
+    if (prof) prof->end_step(images);                      // after on_step: its prints count as "other"
     if (!tail_checked_) prepare_tail_shape(source, step);  // between steps: in no step's timing
   }
   graph_.release_if_disabled();  // no step is staged now
@@ -204,7 +203,8 @@ void Trainer::prepare_tail_shape(const BatchSource& source, const Step& step) {
     // No all-reduce: every rank rehearses alone, and the gradients are dropped below.
     std::optional<DistributedDataParallel::NoSyncGuard> no_sync;
     if (options_.ddp) no_sync.emplace(*options_.ddp);
-    const MicroBatch tail{full.input.slice(0, 0, rows).contiguous(), full.labels.slice(0, 0, rows).contiguous()};
+    const MicroBatch tail{full.input.slice(0, 0, rows).contiguous(),
+                          full.labels.slice(0, 0, rows).contiguous()};
     const LossFn loss_fn = options_.loss ? options_.loss : cross_entropy_loss(options_.label_smoothing);
     loss_fn(model.forward(tail.input), tail).backward();
   }

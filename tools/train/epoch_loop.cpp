@@ -79,7 +79,7 @@ class EpochLoop {
       m.epoch = p.epoch;
       m.loss = trainer_.running_loss();  // a device read, only every --log-every steps
       m.lr = p.lr;
-      m.images_per_second = f_.profile ? s_.monitor->profiler().throughput().images_per_second()
+      m.images_per_second = f_.profile      ? s_.monitor->profiler().throughput().images_per_second()
                             : p.seconds > 0 ? static_cast<double>(p.images) / p.seconds
                                             : 0.0;
       m.elapsed_s = seconds_since(run_start_);

@@ -81,7 +81,8 @@ std::string steady_text(const Flags& f, const RunReport& report, const LoopResul
            (world > 1 ? str_cat(", ", world, " ranks") : std::string()) + "; the report's throughput)";
   }
   if (!loop.steady_started || loop.steady_seconds <= 0) return "";
-  return "; steady state " + fmt("%.1f", world * static_cast<double>(loop.steady_images) / loop.steady_seconds) +
+  return "; steady state " +
+         fmt("%.1f", world * static_cast<double>(loop.steady_images) / loop.steady_seconds) +
          " images/s (after the first " + std::to_string(f.timing_warmup) + " steps)";
 }
 
@@ -135,13 +136,13 @@ void print_run_summary(const Flags& f, TrainSetup& s, const RunReport& report, c
   if (f.profile && !f.report.empty()) report.write_json(f.report);
   if (f.profile && !f.trace.empty())
     write_trace(f.trace, s.monitor->profiler(), &s.monitor->sampler(), s.monitor->config());
-  std::printf(
-      "done: %lld optimizer steps, %lld images in %.1f s of training (warm-up included)%s%s\n",
-      static_cast<long long>(trainer.global_step()),
-      static_cast<long long>(static_cast<double>(loop.train_images) * world), loop.train_seconds, steady.c_str(),
-      loop.last_accuracy >= 0
-          ? ("; final test accuracy " + fmt("%.2f", 100.0 * loop.last_accuracy) + "%").c_str()
-          : "");
+  std::printf("done: %lld optimizer steps, %lld images in %.1f s of training (warm-up included)%s%s\n",
+              static_cast<long long>(trainer.global_step()),
+              static_cast<long long>(static_cast<double>(loop.train_images) * world), loop.train_seconds,
+              steady.c_str(),
+              loop.last_accuracy >= 0
+                  ? ("; final test accuracy " + fmt("%.2f", 100.0 * loop.last_accuracy) + "%").c_str()
+                  : "");
 }
 
 }  // namespace liftoff::tools

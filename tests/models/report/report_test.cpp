@@ -15,8 +15,8 @@
 #include <thread>
 
 #include "data/loader.h"
-#include "runtime/error.h"
 #include "models/report/format.h"
+#include "runtime/error.h"
 #include "tests/models/report/report_fixtures.h"
 
 namespace liftoff {
@@ -408,7 +408,8 @@ TEST(Report, RunMonitorOnTheCpu) {
   EXPECT_EQ(r.images_measured, 176);
   EXPECT_GT(r.images_per_second, 0.0);
   // The progress line shows the report's figure: the same run, the same number.
-  EXPECT_NE(mon.progress_text().find(report_format::fmt("%.0f", r.images_per_second) + " img/s"), std::string::npos)
+  EXPECT_NE(mon.progress_text().find(report_format::fmt("%.0f", r.images_per_second) + " img/s"),
+            std::string::npos)
       << mon.progress_text() << " vs " << r.images_per_second;
   EXPECT_FALSE(r.device_timing);
   EXPECT_FALSE(r.device_busy_pct.has_value());

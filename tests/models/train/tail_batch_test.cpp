@@ -19,7 +19,8 @@ std::unique_ptr<Sequential> make_bn_model() {
   Generator gen(11);
   return std::make_unique<Sequential>(std::initializer_list<std::shared_ptr<Module>>{
       std::make_shared<Conv2d>(1, 4, 3, 1, 1, false, gen), std::make_shared<BatchNorm2d>(4),
-      std::make_shared<ReLU>(), std::make_shared<Flatten>(), std::make_shared<Linear>(4 * 8 * 8, 10, true, gen)});
+      std::make_shared<ReLU>(), std::make_shared<Flatten>(),
+      std::make_shared<Linear>(4 * 8 * 8, 10, true, gen)});
 }
 
 InOrderOptions batches_of(int64_t batch, bool drop_last) {
@@ -44,7 +45,8 @@ TailRun train_two_epochs(bool prepare, bool drop_last) {
   TrainerOptions options;
   options.prepare_tail_shape = prepare;
   Trainer trainer(*run.model, sgd, nullptr, options);
-  for (int64_t epoch = 0; epoch < 2; ++epoch) run.epoch_steps.push_back(trainer.train_epoch(batches, epoch).steps);
+  for (int64_t epoch = 0; epoch < 2; ++epoch)
+    run.epoch_steps.push_back(trainer.train_epoch(batches, epoch).steps);
   run.prepared = trainer.prepared_tail_rows();
   return run;
 }
@@ -65,7 +67,8 @@ TEST(TailBatch, ItsShapeIsPreparedOnceAndLeavesNoTrace) {
   expect_identical(prepared.model->parameters(), plain.model->parameters(), "parameter");
   expect_identical(prepared.model->buffers(), plain.model->buffers(), "buffer");
   // And the runs trained (the comparison is not between two untouched models).
-  EXPECT_FALSE(testing::all_close(prepared.model->parameters()[0], make_bn_model()->parameters()[0], 0.0, 0.0));
+  EXPECT_FALSE(
+      testing::all_close(prepared.model->parameters()[0], make_bn_model()->parameters()[0], 0.0, 0.0));
 }
 
 TEST(TailBatch, DropLastLeavesNoTailToPrepare) {

@@ -33,7 +33,7 @@ TEST(Throughput, QueuedStepsAreTimedByTheDeviceNotByTheHost) {
   m.add_step(0.002, 3.0, 256, true);
   m.add_step(0.003, 4.0, 256, true);
   const ThroughputFigures f = m.figures();
-  EXPECT_EQ(f.steps, 3);  // the warm-up step is left out...
+  EXPECT_EQ(f.steps, 3);             // the warm-up step is left out...
   EXPECT_DOUBLE_EQ(f.seconds, 3.0);  // ...and each measured step starts when the device finished the last
   EXPECT_DOUBLE_EQ(f.images_per_second(), 256.0);
 }
