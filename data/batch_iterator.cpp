@@ -42,7 +42,7 @@ InOrderBatches::InOrderBatches(ImageDataset dataset, InOrderOptions options)
                 " must be at least 1 (--batch)");
   LIFTOFF_CHECK(!options_.drop_last || options_.batch <= dataset_.size(), ValueError,
                 "InOrderBatches: batch size ", options_.batch, " with drop_last leaves no batch from ",
-                dataset_.size(), " samples; use a smaller --batch");
+                dataset_.size(), " samples; use a smaller --batch (or --no-drop-last)");
   if (options_.augment) validate_augment_config(options_.augment_config);
   dataset_.images = dataset_.images.contiguous();
   dataset_.labels = dataset_.labels.contiguous();
@@ -51,6 +51,10 @@ InOrderBatches::InOrderBatches(ImageDataset dataset, InOrderOptions options)
 int64_t InOrderBatches::batches_per_epoch() const {
   const int64_t n = dataset_.size();
   return options_.drop_last ? n / options_.batch : (n + options_.batch - 1) / options_.batch;
+}
+
+int64_t InOrderBatches::tail_batch_size() const {
+  return options_.drop_last ? 0 : dataset_.size() % options_.batch;
 }
 
 void InOrderBatches::start_epoch(int64_t epoch) {

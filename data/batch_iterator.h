@@ -28,6 +28,9 @@ class BatchSource {
   // Fills out with the next batch of the current epoch; false when the epoch is over.
   virtual bool next(Batch& out) = 0;
   virtual int64_t batches_per_epoch() const = 0;
+  // Rows of each epoch's last batch when it is smaller than the others (the data set does not divide by the
+  // batch and drop_last is off); 0 when every batch is full. The Trainer prepares that shape up front.
+  virtual int64_t tail_batch_size() const { return 0; }
 };
 
 struct InOrderOptions {
@@ -55,6 +58,7 @@ class InOrderBatches : public BatchSource {
   void start_epoch(int64_t epoch) override;
   bool next(Batch& out) override;
   int64_t batches_per_epoch() const override;
+  int64_t tail_batch_size() const override;
 
   // The model input for a batch whose images_u8, indices and epoch are set (next() calls this).
   Tensor make_input(const Batch& batch) const;

@@ -159,7 +159,7 @@ void DataLoader::init() {
   shard_size_ = o.even_shards ? (size_ + world - 1) / world : (size_ - o.rank + world - 1) / world;
   LIFTOFF_CHECK(!o.drop_last || o.batch <= shard_size_, ValueError, "DataLoader: batch size ", o.batch,
                 " with drop_last leaves no batch from ", shard_size_, " samples",
-                world > 1 ? " (this rank's shard)" : "", "; use a smaller --batch");
+                world > 1 ? " (this rank's shard)" : "", "; use a smaller --batch (or --no-drop-last)");
   LIFTOFF_CHECK(o.workers >= 1 && o.workers <= 256, ValueError, "DataLoader: --workers ", o.workers,
                 " must be in [1, 256]");
   LIFTOFF_CHECK(o.prefetch >= 1 && o.prefetch <= 256, ValueError, "DataLoader: --prefetch ", o.prefetch,

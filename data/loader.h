@@ -103,6 +103,7 @@ class DataLoader : public BatchSource {
   // With a skip policy a batch can lose samples, and a batch that loses all of them is left out: then
   // next() returns fewer batches than this.
   int64_t batches_per_epoch() const override;
+  int64_t tail_batch_size() const override { return options_.drop_last ? 0 : shard_size_ % options_.batch; }
 
   // The sample order of the current epoch (this rank's shard when world_size > 1).
   const std::vector<int64_t>& order() const { return order_; }

@@ -120,7 +120,8 @@ DecodeLoader::DecodeLoader(std::shared_ptr<const ImageFolder> folder, DecodeLoad
   const int64_t size = folder_->size(), world = o.world_size;
   shard_size_ = o.even_shards ? (size + world - 1) / world : (size - o.rank + world - 1) / world;
   LIFTOFF_CHECK(!o.drop_last || o.batch <= shard_size_, ValueError, "DecodeLoader: batch size ", o.batch,
-                " with drop_last leaves no batch from ", shard_size_, " samples; use a smaller --batch");
+                " with drop_last leaves no batch from ", shard_size_,
+                " samples; use a smaller --batch (or --no-drop-last)");
   mean_ = o.mean;
   stddev_ = o.stddev;
   if (mean_.empty() && stddev_.empty()) {

@@ -100,6 +100,7 @@ class DecodeLoader : public BatchSource {
   void start_epoch(int64_t epoch) override;
   bool next(Batch& out) override;
   int64_t batches_per_epoch() const override;
+  int64_t tail_batch_size() const override { return options_.drop_last ? 0 : shard_size_ % options_.batch; }
 
   DecodeMode decode_mode() const { return mode_; }  // resolved (never auto_)
   // "gpu: nvJPEG hardware backend (+ gpu-hybrid ...), libnvjpeg.so.13 (...)" or "cpu: libjpeg-turbo, DCT

@@ -48,7 +48,8 @@ void step_figures(const ProfileSummary& p, RunReport& r) {
     r.step_ms_max = t.wall_ms_max;
     r.step_ms_std = std::sqrt(std::max(0.0, t.wall_ms_sq / n - r.step_ms_mean * r.step_ms_mean));
   }
-  if (r.wall_seconds > 0) r.images_per_second = static_cast<double>(t.images) / r.wall_seconds;
+  r.throughput_seconds = p.throughput.seconds;
+  r.images_per_second = p.throughput.images_per_second();
   r.device_timing = p.device_timing;
   r.device_steps = t.device_steps;
   r.device_steps_dropped = p.device_steps_dropped;

@@ -37,10 +37,13 @@ void busy_facts(const RunReport& r, const VerdictThresholds& th, VerdictFacts& f
         f.busy_text += " (the lower figure is used)";
       }
     }
-  } else if (g.available && g.samples > 0) {
+  } else if (g.available && g.samples >= th.nvml_min_samples) {
     f.busy = g.util_mean_pct / 100.0;
     f.busy_text = "GPU utilization " + fmt("%.0f%%", g.util_mean_pct) + " (NVML, " +
                   std::to_string(g.samples) + " samples; no CUDA event timings)";
+  } else if (f.cuda && g.available && g.samples > 0) {
+    f.busy_text = "GPU busy not measured (no CUDA event timings; NVML " + std::to_string(g.samples) +
+                  " sample(s) only, not used)";
   } else if (f.cuda) {
     f.busy_text = "GPU busy not measured (no CUDA event timings; NVML: " +
                   (g.reason.empty() ? std::string("not sampled") : g.reason) + ")";
@@ -95,9 +98,17 @@ void worker_facts(const RunReport& r, VerdictFacts& f) {
 // graph whose node count alone, at the least a node costs, takes half the step.
 void device_facts(const RunReport& r, const VerdictThresholds& th, VerdictFacts& f) {
   f.device_behind = f.cuda && r.device_lag_ms && *r.device_lag_ms > f.wall_ms;
+  f.host_paced = f.cuda && r.device_lag_ms && *r.device_lag_ms < th.keeps_up_share * f.wall_ms;
   f.inside_marks = r.device_busy_pct && *r.device_busy_pct / 100.0 >= th.gpu_busy;
-  f.sms_idle =
-      r.gpu.available && r.gpu.samples >= th.nvml_min_samples && r.gpu.util_mean_pct / 100.0 < th.sm_idle;
+  const bool nvml = r.gpu.available && r.gpu.samples >= th.nvml_min_samples;
+  f.sms_idle = nvml && r.gpu.util_mean_pct / 100.0 < th.sm_idle;
+  f.nvml_busy = nvml && r.gpu.util_mean_pct / 100.0 >= th.gpu_busy;
+  // Our spans run from a stage's first to its last kernel: a device that keeps up with the host idles in
+  // them.
+  if (f.host_paced && f.busy && !f.nvml_busy && r.device_busy_pct && *f.busy * 100.0 >= *r.device_busy_pct) {
+    f.busy_text += "; the spans include the gaps between kernels, and the device finished each step " +
+                   fmt("%.2f", *r.device_lag_ms) + " ms after the host issued it: it idled in them";
+  }
   // Concurrent micro-batches split the nodes over parallel paths: the floor is one path's.
   f.node_floor_ms = r.graphs.used ? static_cast<double>(r.graphs.nodes) * th.node_latency_us / 1000.0 /
                                         static_cast<double>(std::max<int64_t>(1, r.graphs.streams))
@@ -116,6 +127,11 @@ VerdictFacts compute_facts(const RunReport& r, const VerdictThresholds& th) {
   if (!f.measured) return f;  // no denominator: every share stays 0 and unmeasured
   f.wall_ms = r.step_ms_mean;
   f.step_text = "step " + fmt("%.2f", f.wall_ms) + " ms";
+  const double measured_s = static_cast<double>(r.steps_measured) * f.wall_ms * 1e-3;
+  f.too_short = r.steps_measured < th.min_steps && measured_s < th.min_measured_s;
+  f.thin_text = std::to_string(r.steps_measured) + " step" + (r.steps_measured == 1 ? "" : "s") + " (" +
+                fmt("%.2f", measured_s) + " s)" +
+                (f.cuda ? ", " + std::to_string(r.gpu.available ? r.gpu.samples : 0) + " NVML samples" : "");
   busy_facts(r, th, f);
   share_facts(r, f);
   worker_facts(r, f);

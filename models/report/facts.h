@@ -16,6 +16,10 @@ namespace liftoff {
 
 struct VerdictFacts {
   bool measured = false;  // a step was measured (steps_measured > 0 and a positive mean step time)
+  // Too little evidence for a verdict: fewer than min_steps measured steps covering less than
+  // min_measured_s (a smoke test, or a run no longer than its warm-up); thin_text: "N steps, M samples".
+  bool too_short = false;
+  std::string thin_text;
   bool cuda = false;      // the run's device is a GPU
   double wall_ms = 0.0;   // mean step wall time, the denominator of every share
   std::string step_text;  // "step 20.00 ms"
@@ -52,8 +56,12 @@ struct VerdictFacts {
 
   // The device finishing steps more than a step's time after the host issued them is behind the host.
   bool device_behind = false;
-  bool inside_marks = false;   // our device marks cover at least gpu_busy of the step
-  bool sms_idle = false;       // NVML (with enough samples) found the SMs nearly idle
+  bool inside_marks = false;  // our device marks cover at least gpu_busy of the step
+  bool sms_idle = false;      // NVML (with enough samples) found the SMs nearly idle
+  bool nvml_busy = false;     // NVML (with enough samples) found the SMs busy (>= gpu_busy)
+  // The device finished each step less than keeps_up_share of a step after the host issued it: it drained
+  // the host's launches as they came and idled between them (our stage spans include those gaps).
+  bool host_paced = false;
   double node_floor_ms = 0.0;  // a captured graph's nodes at the least a node costs (one stream's path)
   bool many_nodes = false;     // ... take at least latency_share of the step
   bool latency_bound = false;  // behind inside our marks, kernels too small to fill the device

@@ -43,6 +43,13 @@ void describe_config(Io& io, C& c) {
         later("model_flops_per_image", c.model_flops_per_image);
       },
       !c.activation_layout.empty());
+  io.when_present(  // image files decoded (absent otherwise, and in older reports)
+      "decode",
+      [&](auto& later) {
+        later("decode", c.decode);
+        later("jpeg", c.jpeg);
+      },
+      !c.decode.empty());
 }
 
 template <class Io, class R>
@@ -59,6 +66,7 @@ void describe_steps(Io& io, R& r) {
     m("std", r.step_ms_std);
   });
   io("images_per_s", r.images_per_second);
+  io.when_present("throughput_s", [&](auto& later) { later("throughput_s", r.throughput_seconds); });
 }
 
 template <class Io, class S>

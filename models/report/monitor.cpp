@@ -167,7 +167,10 @@ LiveSample RunMonitor::live_sample() const {
 }
 
 std::string RunMonitor::progress_text() const {
-  std::string text = report_format::fmt("%.0f", profiler_.recent_images_per_second()) + " img/s";
+  // The report's figure over the steps the device has finished so far (never the host's queueing rate).
+  const ThroughputFigures t = profiler_.throughput();
+  std::string text =
+      t.steps > 0 ? report_format::fmt("%.0f", t.images_per_second()) + " img/s" : "img/s pending";
   const LiveSample s = live_sample();
   if (s.gpu_util_pct) text += " | GPU " + report_format::fmt("%.0f", *s.gpu_util_pct) + "%";
   if (s.device_memory) {

@@ -42,7 +42,8 @@ class RunMonitor {
   // the training DataLoader's stats (null for InOrderBatches).
   RunReport finish(const LoaderStats* loader = nullptr, std::optional<CommTimes> comm = std::nullopt,
                    std::optional<GraphReport> graphs = std::nullopt);
-  // "6368 img/s | GPU 87% | mem 2.1 GiB" for the progress line (only what is measured).
+  // "6368 img/s | GPU 87% | mem 2.1 GiB" for the progress line (only what is measured; img/s is the run's
+  // throughput over the steps the device has finished, the figure the report ends with).
   std::string progress_text() const;
   LiveSample live_sample() const;
 

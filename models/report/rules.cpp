@@ -43,6 +43,16 @@ std::optional<Verdict> no_steps(const RunReport&, const VerdictFacts& f, const V
   return verdict("unknown", "no training step was measured");
 }
 
+// Start-up costs (cuDNN's searches, allocator growth) and a sample or two of NVML are no evidence: better no
+// verdict than a confident wrong one.
+std::optional<Verdict> too_short(const RunReport& r, const VerdictFacts& f, const VerdictThresholds& th) {
+  if (!f.too_short) return std::nullopt;
+  std::string e = "too short to judge: " + f.thin_text + "; a verdict needs " + std::to_string(th.min_steps) +
+                  " steps after the warm-up or " + fmt("%.0f", th.min_measured_s) + " s of them";
+  if (r.warmup_steps_excluded == 0) e += " (these include the start-up: no step came after the warm-up)";
+  return verdict("unknown", e, "a longer run (--max-steps 100 or more)");
+}
+
 std::optional<Verdict> copy_bound(const RunReport& r, const VerdictFacts& f, const VerdictThresholds& th) {
   if (largest_share(f, th) != ShareRule::copy) return std::nullopt;
   const RunConfig& c = r.config;
@@ -70,6 +80,56 @@ std::optional<Verdict> copy_bound(const RunReport& r, const VerdictFacts& f, con
   return verdict("copy-bound", e, suggestion);
 }
 
+// Saturated workers: the CPU work per batch is what to move or spread (decode or augment on the GPU, more
+// workers, more cores). Appends to `evidence` what explains the choice.
+std::string saturated_workers_suggestion(const RunReport& r, const VerdictFacts& f, std::string& evidence) {
+  const RunConfig& c = r.config;
+  const int cores = c.host_cores;
+  if (f.cuda && c.decode == "cpu" && c.jpeg) {
+    evidence += "; the workers decode JPEGs on the CPU";
+    return "--decode gpu";
+  }
+  const int limit = cores > 1 ? cores - 1 : c.workers;  // leave one core to the training thread
+  const int w = std::min(2 * c.workers, limit);
+  if (w > c.workers) return "--workers " + std::to_string(w);
+  if (f.cuda && c.augment == "cpu") return "--augment gpu";
+  evidence += "; the workers already use every core (" + std::to_string(cores) + ")";
+  return "more CPU cores, or lighter decoding (smaller stored images)";
+}
+
+// Idle workers while the step waits: the hold-up is in the loader itself. Names its largest measured stage.
+std::string idle_workers_suggestion(const RunReport& r, std::string& evidence) {
+  const RunConfig& c = r.config;
+  const LoaderReport& l = r.loader;
+  const int depth = c.prefetch > 0 ? c.prefetch : 2 * c.workers;
+  if (c.prefetch > 0 && c.prefetch <= c.workers) {
+    evidence += "; the ring holds " + std::to_string(c.prefetch) + " batches for " +
+                std::to_string(c.workers) + " workers: the workers wait for free slots";
+    return "--prefetch " + std::to_string(2 * c.workers);
+  }
+  struct Piece {
+    const char* what;
+    std::optional<double> ms;
+  };
+  const Piece pieces[] = {{"the host-to-device copy (copy stream)", l.h2d_ms_per_batch},
+                          {"issuing the copies on the training thread", l.h2d_issue_ms_per_batch},
+                          {"the GPU augmentation kernel", l.augment_ms_per_batch}};
+  const Piece* largest = nullptr;
+  for (const Piece& p : pieces) {
+    if (p.ms && (!largest || *p.ms > *largest->ms)) largest = &p;
+  }
+  if (!largest) {
+    evidence += "; the loader's own stages were not measured";
+    return "--prefetch " + std::to_string(2 * depth);  // the workers' burstiness is what is left
+  }
+  evidence += "; the loader's own largest stage is " + std::string(largest->what) + ", " +
+              fmt("%.2f", *largest->ms) + " ms per batch";
+  if (largest != &pieces[2] && !c.pin_memory) return "--pin-memory";
+  if (largest == &pieces[0] && c.augment == "cpu") return "--augment gpu";  // uint8 copies: 4x fewer bytes
+  if (largest == &pieces[2]) return "";  // the kernel is the device's work; nothing on the host to change
+  return "--prefetch " + std::to_string(2 * depth);
+}
+
 // The input-bound suggestion; appends to `evidence` what explains it (or why there is none).
 std::string input_suggestion(const RunReport& r, const VerdictFacts& f, const VerdictThresholds& th,
                              std::string& evidence) {
@@ -82,20 +142,9 @@ std::string input_suggestion(const RunReport& r, const VerdictFacts& f, const Ve
     evidence += "; CPU augmentation is " + pct(*r.loader.cpu_augment_share) + " of the workers' time";
     return "--augment gpu";
   }
-  if (f.workers_busy && *f.workers_busy >= th.workers_busy) {
-    const int limit = cores > 1 ? cores - 1 : c.workers;  // leave one core to the training thread
-    const int w = std::min(2 * c.workers, limit);
-    if (w > c.workers) return "--workers " + std::to_string(w);
-    if (f.cuda && c.augment == "cpu") return "--augment gpu";
-    evidence += "; the workers already use every core (" + std::to_string(cores) + ")";
-    return "";
-  }
-  if (f.workers_busy) {
-    // The workers have idle time yet the batch is late: a deeper ring absorbs their burstiness.
-    const int depth = c.prefetch > 0 ? c.prefetch : 2 * c.workers;
-    return "--prefetch " + std::to_string(2 * depth);
-  }
-  return "--workers " + std::to_string(2 * c.workers);
+  if (!f.workers_busy) return "--workers " + std::to_string(2 * c.workers);
+  if (*f.workers_busy >= th.workers_busy) return saturated_workers_suggestion(r, f, evidence);
+  return idle_workers_suggestion(r, evidence);
 }
 
 std::optional<Verdict> input_bound(const RunReport& r, const VerdictFacts& f, const VerdictThresholds& th) {
@@ -151,6 +200,8 @@ std::optional<Verdict> unmeasured(const RunReport&, const VerdictFacts& f, const
 std::optional<Verdict> gpu_compute(const RunReport& r, const VerdictFacts& f, const VerdictThresholds& th) {
   if (!f.cuda || !f.busy || f.latency_bound || !(*f.busy >= th.gpu_busy || f.back_pressure))
     return std::nullopt;
+  // A device that drains the host's launches as they come waits for the host, however full our spans look.
+  if (f.host_paced && !f.nvml_busy) return std::nullopt;
   std::string e = f.busy_text + "; " + f.shares_text;
   if (r.device_lag_ms) e += "; the device ran " + fmt("%.2f", *r.device_lag_ms) + " ms behind the host";
   if (f.back_pressure && f.wait_share >= th.input_share)
@@ -206,6 +257,7 @@ std::optional<Verdict> gpu_host(const RunReport& r, const VerdictFacts& f, const
 const std::vector<VerdictRule>& verdict_rules() {
   static const std::vector<VerdictRule> rules = {
       {"R0 no-steps", no_steps},
+      {"R0 too-short", too_short},
       {"R1 copy", copy_bound},
       {"R2 input", input_bound},
       {"R3 communication", communication_bound},

@@ -23,8 +23,9 @@ struct VerdictRule {
   VerdictRuleFn apply;
 };
 
-// In priority order: R0 no-steps; R1 copy, R2 input, R3 communication (among these three, the one that fires
-// with the largest share wins); R4 compute (cpu), R5 host (cpu); R6 unmeasured; R4 compute; R5 host.
+// In priority order: R0 no-steps, R0 too-short; R1 copy, R2 input, R3 communication (among these three, the
+// one that fires with the largest share wins); R4 compute (cpu), R5 host (cpu); R6 unmeasured; R4 compute; R5
+// host.
 const std::vector<VerdictRule>& verdict_rules();
 // The rule of that name (tests run one rule alone); throws ValueError naming the known rules.
 const VerdictRule& verdict_rule(const std::string& name);

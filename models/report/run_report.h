@@ -36,6 +36,8 @@ struct RunConfig {
   int world_size = 1;           // DDP processes
   bool cuda_available = false;  // a usable CUDA device exists (for suggestions on CPU runs)
   std::string activation_layout;  // what the runtime chose for 4-D activations: channels_last | contiguous
+  std::string decode;  // who decodes image files: gpu (nvJPEG) | cpu (the loader workers) | "" (no files)
+  bool jpeg = false;   // the training files are JPEGs (GPU decoding applies)
   // FLOPs of one image's forward, counted on the run's first micro-batch (0: not counted); with the run's
   // images/s and the device's peak this gives the achieved TFLOP/s and the MFU (runtime/profile/flops.h).
   double model_flops_per_image = 0.0;
@@ -101,9 +103,19 @@ struct VerdictThresholds {
   double node_latency_us = 2.5;  // R5: the least a CUDA graph node costs the device (launch latency)
   double latency_share = 0.50;   // R5: graph nodes x node latency above this share of the step: tiny kernels
   double cpu_compute_share = 0.50;  // R4 (CPU device): forward+backward+optimizer / step wall
-  double workers_busy = 0.75;       // input-bound suggestion: workers busy above this -> more workers
+  // Input-bound advice: workers busy at least this are saturated (decode/augment on the GPU, more workers or
+  // cores); below it they idle while the step waits, and the loader's own bottleneck is named.
+  double workers_busy = 0.60;
   double cpu_augment_share = 0.30;  // input-bound suggestion: CPU augmentation share of worker time
   int64_t small_batch = 256;        // host-bound suggestion: batches below this -> larger batch
+  // R0 too-short: fewer measured steps than this, covering less time than min_measured_s, are too little
+  // evidence for a verdict (start-up costs, a sample or two of NVML).
+  int64_t min_steps = 10;
+  double min_measured_s = 2.0;
+  // The device keeps up with the host: it finished each step within this share of a step after the host
+  // issued it, so it waited for the host between kernels whatever our stage spans say (not compute-bound
+  // unless NVML, with enough samples, finds it busy).
+  double keeps_up_share = 0.25;
 };
 
 // Whole-step CUDA graphs in the run (models/train/trainer.h GraphStatus).
@@ -133,7 +145,11 @@ struct RunReport {
   double step_ms_min = 0.0;
   double step_ms_max = 0.0;
   double step_ms_std = 0.0;
+  // The run's throughput (runtime/profile/throughput.h): images_measured over throughput_seconds, the wall
+  // time the device spent on the measured steps (their end events; the host clock on the CPU). The progress
+  // line, the done line, the JSON and compare all show this one figure.
   double images_per_second = 0.0;
+  double throughput_seconds = 0.0;
   std::array<StageReport, kNumStages> stages{};
 
   bool device_timing = false;  // CUDA event marks were recorded

@@ -67,17 +67,21 @@ OneCycleLR::OneCycleLR(double max_lr, int64_t total_steps, double pct_start, dou
                 "onecycle schedule: pct_start must be in (0, 1), got ", pct_start);
   LIFTOFF_CHECK(div_factor > 0 && final_div_factor > 0, ValueError,
                 "onecycle schedule: div_factor and final_div_factor must be > 0");
-  // PyTorch divides by the phase lengths; a one-step phase would divide by zero there too.
-  const double end = static_cast<double>(total_steps) - 1.0;
-  LIFTOFF_CHECK(peak_step_ > 0 && end - peak_step_ > 0, ValueError, "onecycle schedule: total_steps ",
-                total_steps, " is too short for pct_start ", pct_start,
-                " (each phase needs more than one step)");
+  // PyTorch divides by the phase lengths and refuses a run whose rising phase ends before step 0 (at most
+  // 1 / pct_start steps: a smoke test). Such a run keeps the decay: its first step at the peak.
+  if (peak_step_ <= 0) {
+    peak_step_ = 0.0;
+    note_ = str_cat("onecycle: ", total_steps, " step", total_steps == 1 ? " is" : "s are",
+                    " too few for a warm-up phase (pct_start ", pct_start, "): lr ", max_lr,
+                    " from the first step",
+                    total_steps > 1 ? str_cat(", annealed to ", min_lr_, " at the last") : std::string());
+  }
 }
 
 double OneCycleLR::lr_at(int64_t step) const {
   check_step(step);
   const double s = static_cast<double>(std::min(step, total_steps_ - 1));
-  if (s <= peak_step_) return anneal_cos(initial_lr_, max_lr_, s / peak_step_);
+  if (s <= peak_step_) return peak_step_ > 0 ? anneal_cos(initial_lr_, max_lr_, s / peak_step_) : max_lr_;
   const double end = static_cast<double>(total_steps_) - 1.0;
   return anneal_cos(max_lr_, min_lr_, (s - peak_step_) / (end - peak_step_));
 }

@@ -1,6 +1,7 @@
 #include "models/train/trainer.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "models/train/ema.h"
@@ -193,7 +194,8 @@ EpochResult Trainer::train_epoch(BatchSource& source, int64_t epoch,
       p.lr = executor_.optimizer().lr();
       on_step(p);
     }
-    if (prof) prof->end_step(images);  // after on_step: its prints count as "other"
+    if (prof) prof->end_step(images);                      // after on_step: its prints count as "other"
+    if (!tail_checked_) prepare_tail_shape(source, step);  // between steps: in no step's timing
   }
   graph_.release_if_disabled();  // no step is staged now
   synchronize(device);
@@ -201,6 +203,29 @@ EpochResult Trainer::train_epoch(BatchSource& source, int64_t epoch,
   result.mean_loss = running_loss();
   result.stopped_early = finished();
   return result;
+}
+
+void Trainer::prepare_tail_shape(const BatchSource& source, const Step& step) {
+  tail_checked_ = true;
+  const int64_t rows = source.tail_batch_size();
+  const MicroBatch& full = step.micro_batches.front();
+  if (!options_.prepare_tail_shape || rows <= 0 || rows >= full.input.size(0)) return;
+  Module& model = executor_.model();
+  std::vector<Tensor> buffers = model.buffers();
+  std::vector<Tensor> saved;
+  for (const Tensor& b : buffers) saved.push_back(b.clone());
+  {
+    // No all-reduce: every rank rehearses alone, and the gradients are dropped below.
+    std::optional<DistributedDataParallel::NoSyncGuard> no_sync;
+    if (options_.ddp) no_sync.emplace(*options_.ddp);
+    const MicroBatch tail{full.input.slice(0, 0, rows).contiguous(),
+                          full.labels.slice(0, 0, rows).contiguous()};
+    const LossFn loss_fn = options_.loss ? options_.loss : cross_entropy_loss(options_.label_smoothing);
+    loss_fn(model.forward(tail.input), tail).backward();
+  }
+  for (const Tensor& p : model.parameters()) p.set_grad(Tensor());
+  for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(saved[i]);
+  prepared_tail_rows_ = rows;
 }
 
 double Trainer::running_loss() const {

@@ -95,6 +95,8 @@ class Trainer {
   // Resume: the optimizer steps already done (drives the LR schedule and max_steps).
   void set_global_step(int64_t step) { executor_.set_global_step(step); }
   const GraphStatus& graph_status() const { return graph_status_; }
+  // Rows of the tail shape prepared up front (TrainerOptions::prepare_tail_shape); 0 when none was.
+  int64_t prepared_tail_rows() const { return prepared_tail_rows_; }
   // Forward FLOPs per image of the model's convolutions, linear layers, products and attention, counted in
   // the first training step (runtime/profile/flops.h; a training step costs about 3x); 0 before it.
   double model_flops_per_image() const { return executor_.model_flops_per_image(); }
@@ -106,6 +108,8 @@ class Trainer {
   Tensor run_step(const Step& step);
   // One pass of evaluate() with whichever weights the model holds now.
   EvalResult evaluate_pass(BatchSource& source, const EvalOptions& options);
+  // Once per run, after the first step: forward + backward at the source's tail shape, then undone.
+  void prepare_tail_shape(const BatchSource& source, const Step& step);
 
   TrainerOptions options_;
   GraphStatus graph_status_;
@@ -116,6 +120,8 @@ class Trainer {
   Tensor loss_sum_;  // device-side sum of micro-batch losses this epoch
   AsyncScalar recent_loss_;
   int64_t loss_count_ = 0;
+  bool tail_checked_ = false;
+  int64_t prepared_tail_rows_ = 0;
 };
 
 }  // namespace liftoff

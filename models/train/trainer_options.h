@@ -75,6 +75,11 @@ struct TrainerOptions {
   // (that work would be left out of the graph).
   GraphMode cuda_graphs = GraphMode::automatic;
   int64_t graph_warmup_steps = 3;  // eager optimizer steps before the capture (>= 1: cuDNN plans, state)
+  // An epoch's last, smaller batch (BatchSource::tail_batch_size) has a shape of its own: after the first
+  // step the Trainer runs forward and backward once at that shape and undoes it (gradients dropped, buffers
+  // such as batch-norm statistics restored), so its cuDNN algorithm searches and allocations happen during
+  // the warm-up, not inside the measured steps at each epoch's end. Off: the tail pays them when it comes.
+  bool prepare_tail_shape = true;
   BranchMode concurrent_micro_batches = BranchMode::automatic;  // see BranchMode
   int max_concurrent_micro_batches = 8;                         // streams at most (1..16)
   // Updated after every optimizer step, inside the step (and its CUDA graph); evaluate() uses its weights.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 
 #include "runtime/error.h"
 #include "runtime/platform/cpu_usage.h"
@@ -66,6 +67,14 @@ struct Profiler::DeviceState {
     bool allreduce;
   };
 
+  // A step's end for the throughput: never dropped, resolved in step order.
+  struct StepEnd {
+    double begin_s;
+    int64_t images;
+    bool measured;
+    int event;
+  };
+
   // How a mark's event is recorded: now (eager steps), as a node of the graph being captured, or not at all
   // (a replay: the graph's node records it).
   enum class MarkMode { record, capture, defer };
@@ -81,6 +90,10 @@ struct Profiler::DeviceState {
   std::vector<int> free_events;
   int anchor = -1;        // a completed event whose time on the host clock is known
   double anchor_s = 0.0;  // that time
+  // The step ends chain their own anchor (the last one timed), so they are always timed forward from it.
+  std::deque<StepEnd> ends;
+  int ends_anchor = -1;
+  double ends_anchor_s = 0.0;
   double busy_cursor_s = -1e300;
   std::vector<Slot> ring;
   size_t head = 0;   // oldest pending slot
@@ -97,15 +110,21 @@ struct Profiler::DeviceState {
     scratch.reserve(static_cast<size_t>(options.max_marks_per_step));
     compute_merged.reserve(static_cast<size_t>(options.max_marks_per_step));
     open.fill(-1);
-    // Anchor device time on the host clock: with the device idle, the event completes as soon as it is
-    // recorded, so its host time is known to within the record + synchronize round trip.
     synchronize(device);
-    anchor = take();
-    Event& e = events[static_cast<size_t>(anchor)];
+    anchor = anchored_event(&anchor_s);
+    ends_anchor = anchored_event(&ends_anchor_s);
+  }
+
+  // Anchors device time on the host clock: with the device idle, the event completes as soon as it is
+  // recorded, so its host time is known to within the record + synchronize round trip.
+  int anchored_event(double* host_s) {
+    const int i = take();
+    Event& e = events[static_cast<size_t>(i)];
     const double t0 = now_s();
     e.record(streams[0]);
     e.synchronize();
-    anchor_s = 0.5 * (t0 + now_s());
+    *host_s = 0.5 * (t0 + now_s());
+    return i;
   }
 
   int take() {
@@ -447,6 +466,10 @@ void Profiler::end_step(int64_t images) {
       open = -1;
     }
     s.end_s = end;
+    // Recorded before the slot's end event: a resolved slot implies its step end has completed too.
+    const int step_end = d.take();
+    d.record(step_end, StreamKind::compute);
+    d.ends.push_back(DeviceState::StepEnd{step_begin_s_, images, measured, step_end});
     s.end_event = d.take();
     d.record(s.end_event, StreamKind::compute);
     // Resolve the steps at least `lag` steps old whose events have completed, oldest first.
@@ -455,6 +478,9 @@ void Profiler::end_step(int64_t images) {
       if (step_ - old.step < options_.lag) break;
       if (!resolve_oldest(false)) break;
     }
+    resolve_step_ends(false);
+  } else {
+    throughput_.add_step(step_begin_s_, end, images, measured);  // the CPU's work is done when it returns
   }
   ++step_;
   if (step_ == options_.warmup_steps && options_.on_warmup_end) options_.on_warmup_end();
@@ -555,11 +581,30 @@ bool Profiler::resolve_oldest(bool wait) {
   return true;
 }
 
+void Profiler::resolve_step_ends(bool wait) {
+  DeviceState& d = *dev_;
+  while (!d.ends.empty()) {
+    const DeviceState::StepEnd& e = d.ends.front();
+    if (wait) {
+      d.events[static_cast<size_t>(e.event)].synchronize();
+    } else if (!d.done(e.event)) {
+      return;
+    }
+    const double end_s = d.ends_anchor_s + d.elapsed_ms(d.ends_anchor, e.event) * 1e-3;
+    throughput_.add_step(e.begin_s, end_s, e.images, e.measured);
+    d.give(d.ends_anchor);
+    d.ends_anchor = e.event;
+    d.ends_anchor_s = end_s;
+    d.ends.pop_front();
+  }
+}
+
 void Profiler::finish() {
   LIFTOFF_CHECK(!in_step_, ValueError, "Profiler::finish inside a step");
   if (!dev_) return;
   synchronize(dev_->device);
   while (dev_->count > 0) resolve_oldest(true);
+  resolve_step_ends(true);
 }
 
 void Profiler::record_thread_span(const char* name, std::chrono::steady_clock::time_point begin,
@@ -590,6 +635,7 @@ ProfileSummary Profiler::summary() const {
     s.trace_spans_dropped = trace_spans_dropped_;
   }
   s.windows = any_measured ? windows_ : warmup_windows_;
+  s.throughput = throughput_.figures();
   return s;
 }
 

@@ -17,6 +17,9 @@
 // waiting for the host to launch the next one), so it is an upper bound of kernel-busy time; work not
 // bracketed by marks (e.g. the loader's own kernels) is not in it.
 //
+// Throughput (runtime/profile/throughput.h): images over the device's wall time on the steps, from an end
+// event per step that is never dropped (a step whose stage marks are dropped still has its end timed).
+//
 // Device lag: when the step's end mark completed on the device minus when end_step ran on the host (device
 // timestamps mapped onto steady_clock through an event synchronised once in set_device). Large: the host is
 // ahead and the device is the bottleneck; near zero: the device drains its queue as fast as the host fills
@@ -36,6 +39,7 @@
 
 #include "runtime/capture.h"
 #include "runtime/device.h"
+#include "runtime/profile/throughput.h"
 #include "runtime/stream.h"  // StreamKind
 
 namespace liftoff {
@@ -99,6 +103,8 @@ struct ProfileSummary {
   int64_t trace_spans_dropped = 0;  // host spans beyond max_marks_per_step (left out of the trace only)
   // Merged steady_clock windows of the measured steps (to restrict NVML averages to training time).
   std::vector<std::pair<double, double>> windows;
+  // The run's throughput (measured steps, or the warm-up's when there are none); complete after finish().
+  ThroughputFigures throughput;
 };
 
 class Profiler : public CaptureParticipant {
@@ -153,7 +159,11 @@ class Profiler : public CaptureParticipant {
   void finish();
 
   ProfileSummary summary() const;
-  // Mean wall time and images/s of the last few steps (exponentially smoothed), for a progress line.
+  // The run's throughput over the steps the device has finished so far (the figure the report ends with once
+  // finish() has run): what a progress line shows.
+  ThroughputFigures throughput() const { return throughput_.figures(); }
+  // Mean host wall time and images/s of the last few steps (exponentially smoothed). Host clocks: under CUDA
+  // graphs this is the rate steps are queued at, not the training rate (use throughput()).
   double recent_step_ms() const { return recent_step_ms_; }
   double recent_images_per_second() const;
   // Spans kept for the trace (empty unless options.keep_trace), and the wall-time origin of the run.
@@ -212,6 +222,8 @@ class Profiler : public CaptureParticipant {
   static void add_window(std::vector<std::pair<double, double>>& windows, double begin_s, double end_s);
   // Resolves the oldest pending step's device marks; false when they have not completed (wait: block).
   bool resolve_oldest(bool wait);
+  // Times the pending step ends the device has passed (all of them, waiting, when `wait`).
+  void resolve_step_ends(bool wait);
   bool keeps_trace_for(int64_t step) const;
 
   ProfilerOptions options_;
@@ -238,6 +250,7 @@ class Profiler : public CaptureParticipant {
   std::vector<std::pair<double, double>> windows_, warmup_windows_;
   double recent_step_ms_ = 0.0;
   double recent_images_ = 0.0;
+  ThroughputMeter throughput_;
 
   std::unique_ptr<DeviceState> dev_;
   struct GraphMarkCall {

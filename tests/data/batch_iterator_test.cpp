@@ -48,6 +48,10 @@ TEST(InOrderBatches, EverySampleOncePerEpoch) {
 TEST(InOrderBatches, DropLast) {
   InOrderBatches it(make_synthetic_dataset(10, 1, 4, 4, 3, 0), options(3, true, true));
   EXPECT_EQ(it.batches_per_epoch(), 3);
+  EXPECT_EQ(it.tail_batch_size(), 0);  // dropped: every batch the trainer sees is full
+  EXPECT_EQ(
+      InOrderBatches(make_synthetic_dataset(10, 1, 4, 4, 3, 0), options(3, true, false)).tail_batch_size(),
+      1);
   const auto batches = epoch_indices(it, 0);
   ASSERT_EQ(batches.size(), 3u);
   std::vector<int64_t> all;
@@ -60,6 +64,9 @@ TEST(InOrderBatches, DropLast) {
   // Exact multiple: nothing dropped.
   InOrderBatches even(make_synthetic_dataset(9, 1, 4, 4, 3, 0), options(3, false, true));
   EXPECT_EQ(even.batches_per_epoch(), 3);
+  EXPECT_EQ(
+      InOrderBatches(make_synthetic_dataset(9, 1, 4, 4, 3, 0), options(3, false, false)).tail_batch_size(),
+      0);
   EXPECT_THROW(InOrderBatches(make_synthetic_dataset(2, 1, 4, 4, 3, 0), options(3, false, true)), ValueError);
 }
 

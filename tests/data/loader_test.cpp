@@ -123,12 +123,14 @@ TEST(DataLoader, DropLast) {
   o.drop_last = true;
   DataLoader dropping(ds, o);
   EXPECT_EQ(dropping.batches_per_epoch(), 3);
+  EXPECT_EQ(dropping.tail_batch_size(), 0);
   const auto batches = run_epoch(dropping, 0);
   ASSERT_EQ(batches.size(), 3u);
   for (const auto& b : batches) EXPECT_EQ(b.indices.size(), 3u);
   o.drop_last = false;
   DataLoader keeping(ds, o);
   EXPECT_EQ(keeping.batches_per_epoch(), 4);
+  EXPECT_EQ(keeping.tail_batch_size(), 1);
   const auto all = run_epoch(keeping, 0);
   ASSERT_EQ(all.size(), 4u);
   EXPECT_EQ(all.back().indices.size(), 1u);

@@ -143,7 +143,7 @@ check "--workers 256 runs (its default --prefetch is capped at 256)" test $? -eq
 check "... and says so" grep -q "loader: 256 workers, prefetch 256" "$work/w.log"
 # 8f. Memory: a batch that cannot fit is refused before the first step with the numbers, also under ulimit -v.
 (ulimit -v 4000000; "$TRAIN" --device cpu --threads 2 --data synthetic --synthetic-size 8192 --model resnet20 \
-  --batch 1048576 --epochs 2 --schedule constant --workers 1 --no-profile --no-eval >"$work/m.log" 2>&1)
+  --batch 1048576 --no-drop-last --epochs 2 --schedule constant --workers 1 --no-profile --no-eval >"$work/m.log" 2>&1)
 check "a huge --batch under ulimit -v exits 1, not killed" test $? -eq 1
 check "... with the estimate, the limit and the flag that helps" \
   grep -q "a training step on the CPU needs about .* are available (ulimit -v); use --batch [0-9]* or less" "$work/m.log"
@@ -184,6 +184,37 @@ if [ -x "$COMPARE" ]; then
   check "compare /dev/zero exits 1" test $? -eq 1
   check "... at the size limit" grep -q "report '/dev/zero': larger than the limit of" "$work/cz.log"
 fi
+
+# 9. One throughput figure (issue 23): the table, the done line, the JSON and compare show the same number.
+"$TRAIN" --device cpu --threads 2 --data synthetic --synthetic-size 1000 --model simple_cnn --batch 32 --epochs 1 \
+  --workers 1 --no-eval --report "$work/tp.json" >"$work/tp.log" 2>&1
+table=$(grep -oE 'throughput [0-9.]+ images/s' "$work/tp.log" | grep -oE '[0-9.]+')
+done_line=$(grep -oE 'steady state [0-9.]+ images/s' "$work/tp.log" | grep -oE '[0-9.]+')
+json_figure=$(python3 -c "import json,sys; print('%.1f' % json.load(open(sys.argv[1]))['steps']['images_per_s'])" "$work/tp.json" 2>/dev/null)
+check "the table states a throughput" test -n "$table"
+check "... the done line the same ($done_line)" test "$done_line" = "$table"
+check "... the JSON the same ($json_figure)" test "$json_figure" = "$table"
+if [ -x "$COMPARE" ]; then
+  "$COMPARE" "$work/tp.json" "$work/tp.json" >"$work/tpc.log" 2>&1
+  check "... and compare the same" grep -qE "^  images/s +$table +$table " "$work/tpc.log"
+fi
+
+# 10. --drop-last (default): 1000 / 32 leaves 8 images out, 31 steps; --no-drop-last trains on them (32 steps).
+check "drop-last is the default: 31 steps of 32" grep -q "done: 31 optimizer steps, 992 images" "$work/tp.log"
+"$TRAIN" --device cpu --threads 2 --data synthetic --synthetic-size 1000 --model simple_cnn --batch 32 --epochs 1 \
+  --workers 1 --no-eval --no-profile --no-drop-last >"$work/nd.log" 2>&1
+check "--no-drop-last keeps the tail: 32 steps, 1000 images" grep -q "done: 32 optimizer steps, 1000 images" "$work/nd.log"
+"$TRAIN" --device cpu --data synthetic --synthetic-size 100 --batch 128 --epochs 1 --no-profile >"$work/big.log" 2>&1
+check "a batch larger than the data set with drop-last exits 2" test $? -eq 2
+check "... naming --no-drop-last" grep -q -- "--no-drop-last" "$work/big.log"
+
+# 11. A 2-step smoke test runs with the default one-cycle schedule (a note says how), and the verdict says the
+#     run is too short to judge instead of guessing.
+"$TRAIN" --device cpu --threads 2 --data synthetic --synthetic-size 512 --model simple_cnn --batch 32 \
+  --workers 1 --no-eval --max-steps 2 >"$work/s2.log" 2>&1
+check "--max-steps 2 exits 0" test $? -eq 0
+check "... with the schedule's note, once" test "$(grep -c 'onecycle: 2 steps are too few' "$work/s2.log")" -eq 1
+check "... and a verdict of too short to judge" grep -q "verdict: unknown: too short to judge: 2 steps" "$work/s2.log"
 
 [ $fail -eq 0 ] && echo "all train CLI checks passed"
 exit $fail

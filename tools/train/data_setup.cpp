@@ -1,6 +1,7 @@
 #include "tools/train/data_setup.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include <nlohmann/json.hpp>
 
@@ -63,6 +64,18 @@ void check_same_classes(const Flags& f, const TrainData& data) {
                 "; both need the same class folders");
 }
 
+// Most of the first files are JPEGs (by name): what --decode gpu can take.
+bool mostly_jpeg(const ImageFolder& folder) {
+  const int64_t n = std::min<int64_t>(folder.size(), 64);
+  int64_t jpegs = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    std::string ext = folder.path(i).substr(folder.path(i).find_last_of('.') + 1);
+    for (char& ch : ext) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    jpegs += ext == "jpg" || ext == "jpeg" ? 1 : 0;
+  }
+  return n > 0 && 2 * jpegs > n;
+}
+
 // Hands a loader to TrainData with its counters and description.
 template <class Loader>
 void set_train_loader(TrainData& data, std::unique_ptr<Loader> train, std::unique_ptr<Loader> test) {
@@ -77,6 +90,7 @@ void set_train_loader(TrainData& data, std::unique_ptr<Loader> train, std::uniqu
 void make_decode_loaders(const Flags& f, const LoaderOptions& base, TrainData& data) {
   DecodeLoaderOptions o;
   o.batch = base.batch;
+  o.drop_last = base.drop_last;
   o.workers = base.workers;
   o.prefetch = base.prefetch;
   o.decode = parse_decode_mode(f.decode);
@@ -98,6 +112,7 @@ void make_decode_loaders(const Flags& f, const LoaderOptions& base, TrainData& d
   DecodeLoaderOptions eval = o;
   eval.train = false;
   eval.shuffle = false;
+  eval.drop_last = false;
   eval.even_shards = false;
   eval.batch = std::max<int64_t>(f.batch, 256);
   auto train = std::make_unique<DecodeLoader>(data.train_folder, o);
@@ -109,6 +124,7 @@ void make_decode_loaders(const Flags& f, const LoaderOptions& base, TrainData& d
                         o.train ? "random resized crop + flip" : "resize + centre crop", " to ", o.crop.out_height,
                         "x", o.crop.out_width, ", normalise, ", dtype_name(o.input_dtype),
                         base.device.is_cuda() ? " channels-last, in one kernel" : " (CPU twin)");
+  data.decode_where = decode_mode_name(train->decode_mode());
   DecodeLoader* loader = train.get();
   data.decode_summary = [loader] {
     const DecodeCounts c = loader->decode_counts();
@@ -171,6 +187,7 @@ TrainData make_train_data(const Flags& f, Device device, int rank, int world_siz
   LoaderOptions train_opts;
   train_opts.batch = f.batch;
   train_opts.shuffle = true;
+  train_opts.drop_last = f.drop_last;
   train_opts.workers = f.workers;
   train_opts.prefetch = effective_prefetch(f);
   train_opts.pin_memory = f.pin_memory;
@@ -190,6 +207,7 @@ TrainData make_train_data(const Flags& f, Device device, int rank, int world_siz
   test_opts.even_shards = false;
   test_opts.batch = std::max<int64_t>(f.batch, 256);
   test_opts.shuffle = false;
+  test_opts.drop_last = false;  // every test image counts
   test_opts.augment = AugmentMode::none;
 
   TrainData data;
@@ -212,6 +230,7 @@ TrainData make_train_data(const Flags& f, Device device, int rank, int world_siz
       check_same_classes(f, data);
       check_folder_files(f, data);
       make_decode_loaders(f, train_opts, data);
+      data.jpeg = mostly_jpeg(*data.train_folder);
       data.train_size = data.train_folder->size();
       data.test_size = data.test_folder->size();
       data.channels = data.train_folder->channels();
@@ -230,6 +249,8 @@ TrainData make_train_data(const Flags& f, Device device, int rank, int world_siz
     data.test_folder = std::make_shared<ImageFolder>(f.data_dir + "/test", fo);
     check_same_classes(f, data);
     check_folder_files(f, data);
+    data.decode_where = "cpu";  // the loader's workers decode every file
+    data.jpeg = mostly_jpeg(*data.train_folder);
     set_train_loader(data, std::make_unique<DataLoader>(data.train_folder, train_opts),
                      std::make_unique<DataLoader>(data.test_folder, test_opts));
     data.augment = augment_mode_name(static_cast<DataLoader&>(*data.train).augment_mode());

@@ -17,6 +17,8 @@ struct TrainData {
   std::function<LoaderStats()> train_stats;         // the training loader's counters
   std::string augment;                              // for the run header and report
   std::string decode;                               // the decode pipeline's description ("" without it)
+  std::string decode_where;  // who decodes the training files: gpu | cpu ("" for in-memory data)
+  bool jpeg = false;         // the training files are mostly JPEGs
   std::function<std::string()> decode_summary;      // end-of-run decode route counts ("" without it)
   std::shared_ptr<const ImageFolder> train_folder;  // set for --data folder (skip counts live there)
   std::shared_ptr<const ImageFolder> test_folder;

@@ -252,6 +252,10 @@ void add_flags(CLI::App& app, Flags& f) {
       ->capture_default_str()
       ->check(in_range(int64_t{-1}, int64_t{1} << 40))
       ->group(g_train);
+  app.add_flag("--drop-last,!--no-drop-last", f.drop_last,
+               "leave out each epoch's last, smaller training batch (default on; evaluation never drops; "
+               "--no-drop-last trains on it, its shape prepared during the warm-up)")
+      ->group(g_train);
   app.add_option("--seed", f.seed, "seed of the weights, the shuffle and the augmentation (0 .. 2^64-1)")
       ->capture_default_str()
       ->check(kUnsigned)

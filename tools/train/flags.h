@@ -18,6 +18,7 @@ struct Flags {
   int64_t batch = 128;
   int64_t accum = 1;
   int64_t max_steps = -1;
+  bool drop_last = true;  // training: an epoch's last, smaller batch is left out (evaluation never drops)
   uint64_t seed = 0;
   std::string optimizer = "sgd";
   double lr = -1.0;

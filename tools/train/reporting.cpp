@@ -68,6 +68,24 @@ void print_ddp_summary(const Flags& f, const TrainSetup& s, const RunReport& rep
   std::printf("\n");
 }
 
+// The run's one throughput figure for the done line: the report's (images over the device's time on the
+// measured steps) when profiled, else the epoch loop's (wall time between device synchronisations after the
+// warm-up). Both leave out the warm-up and evaluation; "" when neither was measured.
+std::string steady_text(const Flags& f, const RunReport& report, const LoopResult& loop, double world) {
+  if (f.profile && report.steps_measured > 0 && report.images_per_second > 0) {
+    const std::string after = report.warmup_steps_excluded > 0
+                                  ? str_cat("after the first ", report.warmup_steps_excluded, " steps")
+                                  : str_cat("all ", report.steps_measured, " steps, none after the ",
+                                            f.timing_warmup, "-step warm-up");
+    return "; steady state " + fmt("%.1f", world * report.images_per_second) + " images/s (" + after +
+           (world > 1 ? str_cat(", ", world, " ranks") : std::string()) + "; the report's throughput)";
+  }
+  if (!loop.steady_started || loop.steady_seconds <= 0) return "";
+  return "; steady state " +
+         fmt("%.1f", world * static_cast<double>(loop.steady_images) / loop.steady_seconds) +
+         " images/s (after the first " + std::to_string(f.timing_warmup) + " steps)";
+}
+
 }  // namespace
 
 RunReport collect_report(const Flags& f, TrainSetup& s) {
@@ -101,12 +119,7 @@ void print_run_summary(const Flags& f, TrainSetup& s, const RunReport& report, c
   Trainer& trainer = *s.trainer;
   const GraphStatus& gs = trainer.graph_status();
   const double world = static_cast<double>(s.placement.env.world_size);
-  const std::string steady =
-      loop.steady_started && loop.steady_seconds > 0
-          ? "; steady state " +
-                fmt("%.1f", world * static_cast<double>(loop.steady_images) / loop.steady_seconds) +
-                " images/s (after the first " + std::to_string(f.timing_warmup) + " steps)"
-          : "";
+  const std::string steady = steady_text(f, report, loop, world);
   if (f.profile) std::printf("%s", report.render_table().c_str());
   if (!f.profile && s.device.is_cuda()) {  // the table says it otherwise
     std::printf(
@@ -124,15 +137,13 @@ void print_run_summary(const Flags& f, TrainSetup& s, const RunReport& report, c
   if (f.profile && !f.report.empty()) report.write_json(f.report);
   if (f.profile && !f.trace.empty())
     write_trace(f.trace, s.monitor->profiler(), &s.monitor->sampler(), s.monitor->config());
-  std::printf(
-      "done: %lld optimizer steps, %lld images in %.1f s of training: %.1f images/s%s%s\n",
-      static_cast<long long>(trainer.global_step()),
-      static_cast<long long>(static_cast<double>(loop.train_images) * world), loop.train_seconds,
-      loop.train_seconds > 0 ? world * static_cast<double>(loop.train_images) / loop.train_seconds : 0.0,
-      steady.c_str(),
-      loop.last_accuracy >= 0
-          ? ("; final test accuracy " + fmt("%.2f", 100.0 * loop.last_accuracy) + "%").c_str()
-          : "");
+  std::printf("done: %lld optimizer steps, %lld images in %.1f s of training (warm-up included)%s%s\n",
+              static_cast<long long>(trainer.global_step()),
+              static_cast<long long>(static_cast<double>(loop.train_images) * world), loop.train_seconds,
+              steady.c_str(),
+              loop.last_accuracy >= 0
+                  ? ("; final test accuracy " + fmt("%.2f", 100.0 * loop.last_accuracy) + "%").c_str()
+                  : "");
 }
 
 }  // namespace liftoff::tools

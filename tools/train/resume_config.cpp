@@ -18,7 +18,7 @@ const std::set<std::string> kRunDefining = {
     "model",        "data",  "synthetic-size", "image-size", "batch",        "accum",           "seed",
     "optimizer",    "lr",    "momentum",       "nesterov",   "wd",           "schedule",        "warmup",
     "step-size",    "gamma", "augment",        "pad",        "random-erase", "label-smoothing", "amp",
-    "deterministic", "ema", "ema-buffers", "lr-scale"};
+    "deterministic", "ema", "ema-buffers", "lr-scale", "drop-last"};
 // The run's length: given again, the run is extended (or ends earlier), and the LR schedule spans the new
 // total.
 const std::set<std::string> kLength = {"epochs", "max-steps"};

@@ -101,6 +101,8 @@ RunConfig make_run_config(const Flags& f, const TrainSetup& s) {
   rc.cuda_available = cuda_unavailable_reason(0).empty();
   if (s.device.is_cuda()) rc.device_name = cuda_device_name(s.device.index);
   rc.activation_layout = activation_layout(f, s.device);
+  rc.decode = s.data.decode_where;
+  rc.jpeg = s.data.jpeg;
   return rc;
 }
 
@@ -175,6 +177,7 @@ void print_run_header(const Flags& f, const TrainSetup& s, const ResumePoint& re
               : "",
         f.tta_flip ? (s.ema ? "; flip averaging (image + mirror)" : " flip averaging (image + mirror)") : "");
   }
+  if (s.schedule && !s.schedule->note().empty()) std::printf("  note: %s\n", s.schedule->note().c_str());
   if (s.device.is_cuda()) {
     std::printf("  CUDA graphs: %s%s%s\n", f.cuda_graphs.c_str(),
                 f.cuda_graphs == "off" ? "" : " (the step is captured after 3 eager steps when it can be)",

@@ -141,7 +141,7 @@ TEST(Verdict, InputBoundVariants) {
   r.config.workers = 15;
   Verdict v = diagnose(r);
   EXPECT_EQ(v.kind, "input-bound");
-  EXPECT_EQ(v.suggestion, "");
+  EXPECT_EQ(v.suggestion, "more CPU cores, or lighter decoding (smaller stored images)");
   EXPECT_NE(v.evidence.find("every core (16)"), std::string::npos) << v.evidence;
   // Idle workers but a late batch: deeper prefetch.
   r.config.workers = 4;

@@ -145,7 +145,8 @@ constexpr const char* kGolden = R"json({
       "max": 21.0,
       "std": 0.4472135954999452
     },
-    "images_per_s": 6400.0
+    "images_per_s": 6400.0,
+    "throughput_s": 0.2
   },
   "stages": {
     "data_wait": {
@@ -348,7 +349,10 @@ TEST(ReportJson, ReportsWrittenBeforeAFieldExistedStillRead) {
   j.erase("cuda_graphs");
   j["memory"].erase("device_steady_peak_allocated");
   j["loader"].erase("h2d_issue_ms_per_batch");
+  j["steps"].erase("throughput_s");
   RunReport r = RunReport::from_json(j.dump(), "old.json");
+  EXPECT_EQ(r.throughput_seconds, 0.0);
+  EXPECT_EQ(r.images_per_second, 6400.0);
   EXPECT_TRUE(r.rank_step_ms.empty());
   EXPECT_FALSE(r.graphs.used);
   EXPECT_EQ(r.graphs.mode, "off");

@@ -68,6 +68,7 @@ inline RunMeasurements recorded_measurements() {
   t.device_marks[static_cast<size_t>(Stage::backward)] = 8;
   t.device_busy_ms = 120.0;
   t.device_lag_ms = 8.0;
+  m.profile.throughput = ThroughputFigures{10, 1280, 0.2};  // the device kept up: its spans are the host's
   GpuUtilization g;
   g.available = true;
   g.samples = 30;

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "data/loader.h"
+#include "models/report/format.h"
 #include "runtime/error.h"
 #include "tests/models/report/report_fixtures.h"
 
@@ -25,12 +26,28 @@ using json = nlohmann::json;
 using report_testing::recorded_config;
 using report_testing::recorded_measurements;
 
+// Under CUDA graphs the host queues steps faster than the device runs them: its step times (here 200 ms for
+// 10 steps) are the queueing rate. The report's throughput is the device's (500 ms), and the table and the
+// JSON show that one figure.
+TEST(Report, ThroughputIsTheDevicesNotTheHostsQueueingRate) {
+  RunMeasurements m = recorded_measurements();
+  m.profile.throughput = ThroughputFigures{10, 1280, 0.5};
+  const RunReport r = build_report(recorded_config(), m);
+  EXPECT_DOUBLE_EQ(r.images_per_second, 2560.0);
+  EXPECT_DOUBLE_EQ(r.wall_seconds, 0.2);  // the host's figure stays what it is, under its own name
+  EXPECT_NE(r.render_table().find("throughput 2560.0 images/s"), std::string::npos) << r.render_table();
+  const RunReport back = RunReport::from_json(r.to_json());
+  EXPECT_DOUBLE_EQ(back.images_per_second, 2560.0);
+  EXPECT_DOUBLE_EQ(back.throughput_seconds, 0.5);
+}
+
 TEST(Report, BuildFromMeasurements) {
   const RunReport r = build_report(recorded_config(), recorded_measurements());
   EXPECT_EQ(r.steps_measured, 10);
   EXPECT_DOUBLE_EQ(r.step_ms_mean, 20.0);
   EXPECT_NEAR(r.step_ms_std, std::sqrt(0.2), 1e-9);
   EXPECT_DOUBLE_EQ(r.images_per_second, 6400.0);
+  EXPECT_DOUBLE_EQ(r.throughput_seconds, 0.2);
   double share = 0.0;
   for (const StageReport& s : r.stages) share += s.host_share;
   EXPECT_NEAR(share, 1.0, 1e-12);  // host stages + other = the step
@@ -314,7 +331,7 @@ TEST(Report, RunMonitorOnTheCpu) {
   RunMonitor mon(c, Device::cpu(), o);
   mon.start();
   Profiler& p = mon.profiler();
-  for (int i = 0; i < 6; ++i) {
+  for (int i = 0; i < 12; ++i) {
     p.begin_step();
     {
       Profiler::StageScope s(&p, Stage::data_wait);  // a batch that is already there
@@ -331,10 +348,14 @@ TEST(Report, RunMonitorOnTheCpu) {
   const RunReport r = mon.finish();
   EXPECT_EQ(r.config.device, "cpu");
   EXPECT_GT(r.config.host_cores, 0);
-  EXPECT_EQ(r.steps_total, 6);
-  EXPECT_EQ(r.steps_measured, 5);
-  EXPECT_EQ(r.images_measured, 80);
+  EXPECT_EQ(r.steps_total, 12);
+  EXPECT_EQ(r.steps_measured, 11);
+  EXPECT_EQ(r.images_measured, 176);
   EXPECT_GT(r.images_per_second, 0.0);
+  // The progress line shows the report's figure: the same run, the same number.
+  EXPECT_NE(mon.progress_text().find(report_format::fmt("%.0f", r.images_per_second) + " img/s"),
+            std::string::npos)
+      << mon.progress_text() << " vs " << r.images_per_second;
   EXPECT_FALSE(r.device_timing);
   EXPECT_FALSE(r.device_busy_pct.has_value());
   EXPECT_FALSE(r.gpu.available);

@@ -50,9 +50,9 @@ RunReport tiny_kernels_report() {
 TEST(VerdictRules, TableIsInPriorityOrderAndNamesAreLookedUp) {
   std::vector<std::string> names;
   for (const VerdictRule& rule : verdict_rules()) names.emplace_back(rule.name);
-  const std::vector<std::string> expected = {"R0 no-steps",      "R1 copy",          "R2 input",
-                                             "R3 communication", "R4 compute (cpu)", "R5 host (cpu)",
-                                             "R6 unmeasured",    "R4 compute",       "R5 host"};
+  const std::vector<std::string> expected = {
+      "R0 no-steps",      "R0 too-short",  "R1 copy",       "R2 input",   "R3 communication",
+      "R4 compute (cpu)", "R5 host (cpu)", "R6 unmeasured", "R4 compute", "R5 host"};
   EXPECT_EQ(names, expected);
   EXPECT_STREQ(verdict_rule("R2 input").name, "R2 input");
   try {

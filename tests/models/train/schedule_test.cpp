@@ -56,7 +56,27 @@ TEST(Schedule, OneCycleMatchesOneCycleLR) {
   EXPECT_NEAR(s->lr_at(60), 0.05892800902855288, kTol);
   EXPECT_NEAR(s->lr_at(99), 4e-07, kTol);  // max_lr / 25 / 1e4
   EXPECT_NEAR(s->lr_at(150), 4e-07, kTol);
-  EXPECT_THROW(make_schedule("onecycle", 0.1, 2), ValueError);
+  EXPECT_EQ(s->note(), "");  // PyTorch's form: nothing to say
+}
+
+// PyTorch refuses runs too short for both phases (`train --max-steps 2`); here they rise and decay at whole
+// steps, and the schedule says so once through note().
+TEST(Schedule, OneCycleAcceptsAnyStepCount) {
+  const auto two = make_schedule("onecycle", 0.1, 2);
+  EXPECT_NEAR(two->lr_at(0), 0.1, kTol);    // no room to rise: the peak first
+  EXPECT_NEAR(two->lr_at(1), 4e-07, kTol);  // then the final rate
+  EXPECT_NE(two->note().find("2 steps are too few"), std::string::npos) << two->note();
+  const auto one = make_schedule("onecycle", 0.1, 1);
+  EXPECT_NEAR(one->lr_at(0), 0.1, kTol);
+  EXPECT_NEAR(one->lr_at(5), 0.1, kTol);
+  // Three steps: the decay over steps 0..2, halfway at step 1.
+  const auto three = make_schedule("onecycle", 0.1, 3);
+  EXPECT_NEAR(three->lr_at(1), (0.1 + 4e-07) / 2, kTol);
+  EXPECT_NEAR(three->lr_at(2), 4e-07, kTol);
+  // A warm-up wrapper passes the note on; lengths that PyTorch accepts keep its values exactly.
+  EXPECT_EQ(make_schedule("onecycle", 0.1, 2, 1)->note(), two->note());
+  EXPECT_EQ(make_schedule("onecycle", 0.1, 4)->note(), "");
+  EXPECT_THROW(make_schedule("onecycle", 0.1, 0), ValueError);
 }
 
 TEST(Schedule, WarmupScalesTheWrappedSchedule) {

@@ -166,3 +166,42 @@ TEST(ProfilerCuda, AllreduceOverlapOnTheCommStream) {
 
 }  // namespace
 }  // namespace liftoff
+
+namespace liftoff {
+namespace {
+
+// Steps queued faster than the device runs them (as a CUDA graph's are): the host's step times add up to a
+// fraction of the run, the throughput's spans to the device's time, and every step is timed even when the
+// ring drops the stage marks of steps the device is too far behind on.
+TEST(ProfilerCuda, ThroughputFollowsTheDeviceWhenTheHostRunsAhead) {
+  LIFTOFF_REQUIRE_CUDA();
+  ProfilerOptions o;
+  o.lag = 0;
+  o.ring_slack = 1;  // the ring drops stage marks; the step ends are kept
+  o.warmup_steps = 1;
+  Profiler p(o);
+  const Tensor a = square(4096);
+  queue_work(a, 1);
+  p.set_device(Device::cuda(0));
+  const double start = now_s();
+  for (int i = 0; i < 8; ++i) {
+    p.begin_step();
+    {
+      Profiler::DeviceScope d(&p, Stage::forward);
+      queue_work(a, 10);
+    }
+    p.end_step(64);
+  }
+  p.finish();
+  const double end = now_s();
+  const ProfileSummary s = p.summary();
+  EXPECT_GE(s.device_steps_dropped, 1);
+  EXPECT_EQ(s.throughput.steps, 7);
+  EXPECT_EQ(s.throughput.images, 7 * 64);
+  EXPECT_GT(s.throughput.seconds, 2.0 * s.totals.wall_ms * 1e-3) << "timed by the host's queueing";
+  EXPECT_LE(s.throughput.seconds, end - start);
+  EXPECT_EQ(p.throughput().images_per_second(), s.throughput.images_per_second());
+}
+
+}  // namespace
+}  // namespace liftoff
