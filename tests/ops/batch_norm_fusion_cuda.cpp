@@ -47,7 +47,7 @@ TEST(BatchNormFusionCuda, ResidualAddAndReluFoldOnEitherSide) {
   const std::vector<Tensor> in{
       rnd({4, 8, 6, 6}, 4).set_requires_grad(true), rnd({8}, 5, 0.5, 1.5).set_requires_grad(true),
       rnd({8}, 6).set_requires_grad(true), rnd({4, 8, 6, 6}, 7).set_requires_grad(true)};
-  for (const auto& fn : {right, left, no_relu, both}) EXPECT_TRUE(testing::cuda_parity(fn, in, kTol));
+  for (const testing::TensorFn& fn : std::vector<testing::TensorFn>{right, left, no_relu, both}) EXPECT_TRUE(testing::cuda_parity(fn, in, kTol));
   std::vector<Tensor> dev;
   for (const Tensor& t : in) dev.push_back(t.detach().to(Device::cuda()).set_requires_grad(true));
   EXPECT_EQ(right(dev).grad_fn()->name(), "batch_norm2d_relu");

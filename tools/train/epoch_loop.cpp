@@ -51,7 +51,7 @@ class EpochLoop {
     run_start_ = Clock::now();
     clock_.start();
     if (f_.profile) s_.monitor->start();
-    if (s_.data.skips) s_.data.skips->report_new("load", metrics_.get(), false);  // printed in the header
+    if (s_.data.skips) s_.data.skips->report_new("load", logs_.jsonl(), false);  // printed in the header
     for (int64_t epoch = resume.epoch; epoch < f_.epochs && !trainer_.finished(); ++epoch) {
       label_ = progress_.epoch_label(epoch);
       epoch_images_at_start_ = 0;
@@ -149,7 +149,7 @@ class EpochLoop {
     }
     if (s_.rank0) std::printf("%s\n", line.c_str());
     std::fflush(stdout);
-    if (s_.data.skips) s_.data.skips->report_new(str_cat("epoch ", epoch + 1), metrics_.get(), s_.rank0);
+    if (s_.data.skips) s_.data.skips->report_new(str_cat("epoch ", epoch + 1), logs_.jsonl(), s_.rank0);
     steady_start_ = Clock::now();  // evaluation is not training time
     if (f_.target_accuracy > 0 && r_.last_accuracy >= f_.target_accuracy) {
       reached_target(epoch, saved_at_epoch_end);

@@ -24,6 +24,8 @@ class RunLogs {
   void on_evaluation(int64_t epoch, const EvalResult& e, double seconds);
   // The last, partial window (when steps were taken since the last record).
   void finish();
+  // The JSONL log, or null (for records of other kinds, e.g. skipped files).
+  MetricsLog* jsonl() const { return jsonl_.get(); }
 
  private:
   bool enabled() const { return jsonl_ || tensorboard_; }
