@@ -147,6 +147,10 @@ std::vector<std::pair<std::string, std::string>> flag_values(const CLI::App& app
       for (size_t i = 0; i < results.size(); ++i) value += (i ? "," : "") + results[i];
       bool b = false;
       if (opt->get_type_size() == 0 && parse_bool(value, b)) value = b ? "true" : "false";
+    } else if (opt->get_expected_min() == 0 && opt->get_type_size() != 0) {
+      continue;  // an optional value (--ema [DECAY]): its default string is what a bare flag means, not off
+    } else if (!opt->get_needs().empty()) {
+      continue;  // a default of a flag that needs another (--ema-buffers: --ema) means nothing on its own
     } else {
       value = opt->get_default_str();
     }

@@ -114,8 +114,9 @@ void print_text(const nlohmann::json& j) {
 }
 
 int run(const Options& o) {
-  std::map<std::string, std::string> overrides = {{"batch", std::to_string(o.batch)},
-                                                  {"workers", std::to_string(o.workers)}};
+  // Evaluation never drops a batch (the training loader is built too, and must not refuse a small set).
+  std::map<std::string, std::string> overrides = {
+      {"batch", std::to_string(o.batch)}, {"workers", std::to_string(o.workers)}, {"drop-last", "false"}};
   if (!o.data.empty()) overrides["data"] = o.data;
   if (!o.data_dir.empty()) overrides["data-dir"] = o.data_dir;
   if (o.split == "train") overrides["augment"] = "none";  // the training images as they are

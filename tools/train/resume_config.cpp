@@ -15,10 +15,10 @@ namespace {
 
 // What defines the training a checkpoint continues: changing one on --resume would train something else.
 const std::set<std::string> kRunDefining = {
-    "model",        "data",  "synthetic-size", "image-size", "batch",        "accum",           "seed",
-    "optimizer",    "lr",    "momentum",       "nesterov",   "wd",           "schedule",        "warmup",
-    "step-size",    "gamma", "augment",        "pad",        "random-erase", "label-smoothing", "amp",
-    "deterministic", "ema", "ema-buffers", "lr-scale", "drop-last"};
+    "model",         "data",  "synthetic-size", "image-size", "batch",        "accum",           "seed",
+    "optimizer",     "lr",    "momentum",       "nesterov",   "wd",           "schedule",        "warmup",
+    "step-size",     "gamma", "augment",        "pad",        "random-erase", "label-smoothing", "amp",
+    "deterministic", "ema",   "ema-buffers",    "lr-scale",   "drop-last"};
 // The run's length: given again, the run is extended (or ends earlier), and the LR schedule spans the new
 // total.
 const std::set<std::string> kLength = {"epochs", "max-steps"};
@@ -54,6 +54,9 @@ std::vector<std::string> merged_arguments(const CLI::App& app, int argc, char** 
     if (given.count(name) || kNotRestored.count(name)) continue;
     const CLI::Option* opt = app.get_option_no_throw("--" + name);
     if (opt == nullptr || !opt->get_configurable()) continue;  // a flag this build no longer has
+    // This build's default already: nothing to restore (and flags that need another one, such as
+    // --ema-buffers' --ema, stay unset with it).
+    if (opt->count() == 0 && same_flag_value(value, opt->get_default_str())) continue;
     args.push_back("--" + name + "=" + value);
   }
   std::reverse(args.begin(), args.end());  // CLI11 parses a vector from its back
