@@ -76,7 +76,7 @@ constexpr Entry kTable[] = {
         "how cuDNN candidates are timed: auto replays them in a graph before a capture, else eagerly"),
     text_knob(Knob::cudnn_library, "LIFTOFF_CUDNN_LIBRARY", "libcudnn.so.9, else libcudnn.so",
               "the cuDNN library file to load (only that one)"),
-    number_knob(Knob::cudnn_workspace_mb, "LIFTOFF_CUDNN_WORKSPACE_MB", "512, 64 for f16", 0, false,
+    number_knob(Knob::cudnn_workspace_mb, "LIFTOFF_CUDNN_WORKSPACE_MB", "1024, 64 for f16", 0, false,
                 "cap on any cuDNN search or algorithm workspace, MiB"),
     bool_knob(Knob::cudnn_log, "LIFTOFF_CUDNN_LOG", "0", nullptr,
               "1: print each cuDNN algorithm choice, its workspace and the legacy-vs-graph timings"),

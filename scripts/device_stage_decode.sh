@@ -15,10 +15,12 @@ bench() {  # bench_loader rows at 224 px, 14 workers, batch 256; prints the rows
   [ $rc = 0 ] || echo "bench_loader rc=$rc: $(tail -1 /tmp/decode_bench.log)"
   grep -E '^  decode ' /tmp/decode_bench.log | sed -E 's/ +\| +/ | /; s/  +/ /g'
 }
-while read -r line; do note "$line"; done < <(bench --decode gpu --nvjpeg-backend auto hardware gpu-hybrid \
+while read -r line; do note "$line"; done < <(bench --decode gpu --nvjpeg-backend ${DECODE_BACKENDS:-auto hardware gpu-hybrid} \
   --decode-lanes 1 2 4)
-while read -r line; do note "$line"; done < <(bench --decode gpu --nvjpeg-backend auto --decode-lanes 2 4 \
-  --hardware-batch 0 -1 --hardware-share 1 0.65)
+if [ "${DECODE_COMBOS:-1}" = 1 ]; then  # DECODE_COMBOS=0 leaves out the call-size / share rows
+  while read -r line; do note "$line"; done < <(bench --decode gpu --nvjpeg-backend auto --decode-lanes 2 4 \
+    --hardware-batch 0 -1 --hardware-share 1 0.65)
+fi
 while read -r line; do note "$line"; done < <(bench --decode cpu --decode-lanes 2)
 timeout 200 python3 tools/reference/decode_reference.py /tmp/jf/train --batch 256 --size 224 >>"$OUT/decode.log" 2>&1
 note "torchvision: $(grep RESULT "$OUT/decode.log" | tail -1)"

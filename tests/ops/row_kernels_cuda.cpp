@@ -47,12 +47,14 @@ TEST(RowKernelsCuda, SoftmaxAndLogSoftmaxMatchCpu) {
     for (const testing::DtypeCase& d : testing::all_dtype_cases()) {
       const Tensor x = testing::random_tensor({rows, cols}, 1, -4, 4, d.cpu_dtype()).set_requires_grad(true);
       for (bool log : {false, true}) {
-        // log_softmax values reach |log(8200) + 8|: the relative tolerance covers them.
+        // log_softmax values reach |log(8200) + 8|: the relative tolerance covers them. Its gradient
+        // gy - exp(y) * sum(gy) reads y as stored: in bf16 (8 mantissa bits) a y near -8 carries ~3% error
+        // into exp(y); the looping kernel (8200 columns) lands on the same values as the register tile.
         EXPECT_TRUE(testing::cuda_parity(
             [log](const std::vector<Tensor>& in) {
               return log ? log_softmax(in[0], -1) : softmax(in[0], -1);
             },
-            {x}, row_options(d.dtype, log ? 6e-2 : 2e-2, 2e-2)))
+            {x}, row_options(d.dtype, log ? 1e-1 : 2e-2, 2e-2)))
             << (log ? "log_softmax " : "softmax ") << cols << " " << d.name();
       }
     }
