@@ -193,9 +193,6 @@ __global__ void __launch_bounds__(kBlock)
 // Runs launch(G, E, V) with the register tile that holds rows of `extent`; false for longer rows.
 template <class T, class Launch>
 bool launch_tile(int64_t extent, std::initializer_list<const void*> pointers, Launch&& launch) {
-  // f64 (gradchecks, references) keeps the looping kernels: on the GPU its backward through the register
-  // tile with unaligned rows was measured off by ~1e-8 relative, far above f64's rounding.
-  if constexpr (std::is_same_v<T, double>) return false;
   return dispatch_row_tile(extent, [&](auto g, auto e) {
     dispatch_pack<T, decltype(e)::value>(extent, pointers, [&](auto v) { launch(g, e, v); });
   });
