@@ -13,12 +13,8 @@ CMAKE=${CMAKE:-cmake}
 DATA_DIR=${DATA_DIR:-/usr/share/datasets/fashion-mnist}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-fail=0
-check() {  # check <description> <command...>
-  local what=$1
-  shift
-  if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fail=1; fi
-}
+# shellcheck source=/dev/null
+source "$(dirname "${BASH_SOURCE[0]}")/../tools/check.sh"  # check <description> <command...>
 show_log() {  # the end of a log, after a failure
   echo "---- $1"
   tail -n 40 "$1"

@@ -10,12 +10,8 @@ PY=/usr/bin/python3  # Debian's, with python3-protobuf and python3-crcmod (scrip
 [ -x "$PY" ] || PY=python3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-fail=0
-check() {  # check <description> <command...>
-  local what=$1
-  shift
-  if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fail=1; fi
-}
+# shellcheck source=/dev/null
+source "$(dirname "${BASH_SOURCE[0]}")/check.sh"  # check <description> <command...>
 run=("$TRAIN" --device cpu --threads 2 --data synthetic --synthetic-size 512 --model simple_cnn --batch 32 --workers 1)
 
 # 1. 3 epochs of 16 steps stopped at step 40, a record every 7 steps, checkpoints every 20.

@@ -9,12 +9,8 @@ TRAIN=$1
 EXPORT=$(dirname "$TRAIN")/export_images
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-fail=0
-check() {  # check <description> <command...>
-  local what=$1
-  shift
-  if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fail=1; fi
-}
+# shellcheck source=/dev/null
+source "$(dirname "${BASH_SOURCE[0]}")/check.sh"  # check <description> <command...>
 
 # 1. The issue's folder: 82 good training images in two classes, a truncated PNG, a 100000x100000 header.
 if [ -x "$EXPORT" ]; then
