@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <thread>
 
+#include "runtime/platform/thread_name.h"
+
 namespace liftoff {
 
 namespace fs = std::filesystem;
@@ -178,7 +180,12 @@ int64_t ImageFolder::check_files(int threads) const {
   };
   std::vector<std::thread> pool;
   const int extra = std::max(1, std::min<int>(threads, static_cast<int>(std::min<int64_t>(size(), 256)))) - 1;
-  for (int t = 0; t < extra; ++t) pool.emplace_back(work);
+  for (int t = 0; t < extra; ++t) {
+    pool.emplace_back([&work, t] {
+      platform::set_current_thread_name("lo-check-" + std::to_string(t + 1));
+      work();
+    });
+  }
   work();
   for (std::thread& t : pool) t.join();
   if (first_error) std::rethrow_exception(first_error);

@@ -8,6 +8,7 @@
 
 #include "data/augment.h"
 #include "data/augment_launch.h"
+#include "runtime/platform/thread_name.h"
 #include "runtime/stream.h"
 
 namespace liftoff {
@@ -187,7 +188,12 @@ void DataLoader::init() {
   worker_busy_ns_ = std::make_unique<std::atomic<int64_t>[]>(static_cast<size_t>(o.workers));
   for (int w = 0; w < o.workers; ++w) worker_busy_ns_[static_cast<size_t>(w)].store(0);
   threads_.reserve(static_cast<size_t>(o.workers));
-  for (int w = 0; w < o.workers; ++w) threads_.emplace_back([this, w] { worker_loop(w); });
+  for (int w = 0; w < o.workers; ++w) {
+    threads_.emplace_back([this, w] {
+      platform::set_current_thread_name("lo-worker-" + std::to_string(w));
+      worker_loop(w);
+    });
+  }
 }
 
 DataLoader::~DataLoader() {

@@ -15,6 +15,7 @@
 #include <Eigen/Core>
 
 #include "runtime/config.h"
+#include "runtime/platform/thread_name.h"
 
 namespace liftoff {
 
@@ -60,7 +61,12 @@ class Pool {
  public:
   explicit Pool(int threads) : threads_(threads) {
     spin_budget();  // a malformed LIFTOFF_CPU_SPIN_US throws here, on the caller, not in a worker
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+    for (int i = 1; i < threads; ++i) {
+      workers_.emplace_back([this, i] {
+        platform::set_current_thread_name("lo-cpu-" + std::to_string(i));
+        worker_loop(i);
+      });
+    }
   }
   ~Pool() {
     {

@@ -7,6 +7,7 @@
 
 #include "data/decode/decode_loader_internal.h"
 #include "runtime/platform/cpu_usage.h"
+#include "runtime/platform/thread_name.h"
 #include "runtime/stream.h"
 
 namespace liftoff {
@@ -160,9 +161,18 @@ DecodeLoader::DecodeLoader(std::shared_ptr<const ImageFolder> folder, DecodeLoad
   worker_busy_ns_ = std::make_unique<std::atomic<int64_t>[]>(static_cast<size_t>(o.workers));
   for (int w = 0; w < o.workers; ++w) worker_busy_ns_[static_cast<size_t>(w)].store(0);
   stats_.worker_busy_seconds.assign(static_cast<size_t>(o.workers), 0.0);
-  for (int w = 0; w < o.workers; ++w) threads_.emplace_back([this, w] { worker_loop(w); });
-  for (size_t l = 0; l < lanes_.size(); ++l)
-    lane_threads_.emplace_back([this, l] { lane_loop(static_cast<int>(l)); });
+  for (int w = 0; w < o.workers; ++w) {
+    threads_.emplace_back([this, w] {
+      platform::set_current_thread_name("lo-decode-" + std::to_string(w));
+      worker_loop(w);
+    });
+  }
+  for (size_t l = 0; l < lanes_.size(); ++l) {
+    lane_threads_.emplace_back([this, l] {
+      platform::set_current_thread_name("lo-dlane-" + std::to_string(l));
+      lane_loop(static_cast<int>(l));
+    });
+  }
 }
 
 DecodeLoader::~DecodeLoader() {

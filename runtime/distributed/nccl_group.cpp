@@ -24,6 +24,7 @@
 #include "runtime/distributed/env.h"
 #include "runtime/error.h"
 #include "runtime/graph.h"
+#include "runtime/platform/thread_name.h"
 #if LIFTOFF_WITH_MPI
 #include "runtime/distributed/mpi_group.h"
 #endif
@@ -59,6 +60,7 @@ constexpr double kExitGraceSeconds = 15.0;
 void abort_within_grace(ncclComm_t comm, const std::string& reason) {
   auto returned = std::make_shared<std::atomic<bool>>(false);
   std::thread([returned, reason] {
+    platform::set_current_thread_name("lo-nccl-abort");
     const auto start = Clock::now();
     while (!returned->load() && seconds_since(start) < kExitGraceSeconds)
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -243,7 +245,10 @@ class NcclGroup : public ProcessGroup {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    watchdog_ = std::thread([this] { watch(); });
+    watchdog_ = std::thread([this] {
+      platform::set_current_thread_name("lo-nccl-watch");
+      watch();
+    });
   }
 
   ~NcclGroup() override {

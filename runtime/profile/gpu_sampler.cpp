@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "runtime/config.h"
+#include "runtime/platform/thread_name.h"
 
 #if LIFTOFF_WITH_CUDA
 #include <cuda_runtime.h>
@@ -78,7 +79,10 @@ void GpuSampler::start() {
   if (running_) return;
   stop_requested_ = false;
   running_ = true;
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] {
+    platform::set_current_thread_name("lo-sampler");
+    loop();
+  });
 }
 
 void GpuSampler::stop() {

@@ -3,10 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "data/augment.h"
@@ -115,6 +118,30 @@ TEST(DataLoader, NormalizeOnlyAndSequential) {
   std::vector<int64_t> expected(25);
   std::iota(expected.begin(), expected.end(), 0);
   EXPECT_EQ(all, expected);
+}
+
+// Its workers name themselves (seen in `kill -USR1` stack dumps, top -H, gdb): lo-worker-<n>.
+bool some_thread_is_named(const std::string& name) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(entry.path() / "comm");
+    std::string line;
+    if (std::getline(comm, line) && line == name) return true;
+  }
+  return false;
+}
+
+TEST(DataLoader, WorkerThreadsAreNamed) {
+  if (!std::filesystem::exists("/proc/self/task")) GTEST_SKIP() << "no /proc/self/task on this system";
+  const ImageDataset ds = make_synthetic_dataset(40, 1, 4, 4, 3, 0);
+  DataLoader loader(ds, loader_options(2, 2, 4));
+  run_epoch(loader, 0);
+  const auto named = [](const std::string& name) {
+    for (int i = 0; i < 200 && !some_thread_is_named(name); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return some_thread_is_named(name);
+  };
+  EXPECT_TRUE(named("lo-worker-0"));
+  EXPECT_TRUE(named("lo-worker-1"));
 }
 
 TEST(DataLoader, DropLast) {

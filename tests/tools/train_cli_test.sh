@@ -62,7 +62,7 @@ check "... naming both flags" grep -q -- "--no-eval excludes --target-accuracy" 
 check "a reached --target-accuracy stops after epoch 1" grep -q "time to 0.01% test accuracy: .* (epoch 1;" "$work/t3.log"
 check "... and saves the weights that reached it" test -f "$work/t3/checkpoint-000000000016.safetensors"
 
-# 6. kill -USR1 prints every thread's stack and the run goes on to a normal end.
+# 6. kill -USR1 prints every thread's stack, named and symbolised, and the run goes on to a normal end.
 "$TRAIN" --device cpu --threads 2 --data synthetic --synthetic-size 4096 --model simple_cnn --batch 32 --epochs 3 \
   --workers 1 --no-profile --no-eval >"$work/d.log" 2>&1 &
 pid=$!
@@ -72,6 +72,12 @@ wait $pid
 check "after SIGUSR1 the run still exits 0" test $? -eq 0
 check "... having printed the stacks" grep -q "=== end of stacks" "$work/d.log"
 check "... of more than one thread" test "$(grep -c '^--- thread' "$work/d.log")" -ge 2
+check "... with function names (train is linked with -rdynamic)" grep -q "(main+0x" "$work/d.log"
+check "... including the library's own" grep -q "(_ZN7liftoff.*+0x" "$work/d.log"
+check "... and the loader's worker named" grep -q "^--- thread [0-9]* (lo-worker-0)" "$work/d.log"
+if command -v c++filt >/dev/null; then
+  check "... demangled by c++filt as the dump says" grep -q "(liftoff::" <(c++filt <"$work/d.log")
+fi
 
 # 7. bench: two runs and their reports side by side; a failing run is reported with its error.
 BENCH=$(dirname "$TRAIN")/bench

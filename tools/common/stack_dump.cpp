@@ -81,7 +81,7 @@ extern "C" void on_dump_signal(int) {
   format_number(pid, number);
   write_text("=== liftoff: stacks of process ");
   write_text(number);
-  write_text("\n");
+  write_text(" (C++ names mangled: pipe through c++filt)\n");
   print_own_stack();
   const int dir = open("/proc/self/task", O_RDONLY | O_DIRECTORY);
   if (dir >= 0) {
