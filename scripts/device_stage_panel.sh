@@ -10,5 +10,5 @@ for entry in ${PANEL:-resnet18:32:128:bf16 resnet18:32:512:bf16 resnet18:32:128:
   pg=$(timeout 240 python3 tools/reference/model_panel.py $args --mode graph 2>>"$OUT/panel.err" | grep RESULT)
   echo "$lo | $pe | $pg" >>"$OUT/panel.log"
   ips() { grep -oE 'images_per_s=[0-9.]+' <<<"$1" | cut -d= -f2; }
-  note "panel $entry: liftoff $(ips "$lo") | torch eager $(ips "$pe") | torch graph $(ips "$pg") | $(grep -oE 'graphs=[a-z]+' <<<"$lo") $(grep -oE 'params=[0-9]+' <<<"$lo") vs $(grep -oE 'params=[0-9]+' <<<"$pe")"
+  note "panel $entry: liftoff $(ips "$lo") | torch eager $(ips "$pe") | torch graph $(ips "$pg") | $(grep -oE 'graphs=[a-z]+' <<<"$lo") $(grep -oE 'mfu_pct=[0-9.na/]+' <<<"$lo") $(grep -oE 'params=[0-9]+' <<<"$lo") vs $(grep -oE 'params=[0-9]+' <<<"$pe")"
 done

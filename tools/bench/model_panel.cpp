@@ -1,6 +1,6 @@
-// model_panel: training speed of one model as a user runs it (built by make_model from public layers, trained by
-// the library's Trainer with its defaults: CUDA graphs auto, AMP as asked), on random inputs already on the
-// device, so the figure is the model's step and nothing else. Throughput is images between two
+// model_panel: training speed of one model as a user runs it (built by make_model from public layers, trained
+// by the library's Trainer with its defaults: CUDA graphs auto, AMP as asked), on random inputs already on
+// the device, so the figure is the model's step and nothing else. Throughput is images between two
 // device-synchronised marks over the wall time between them; the PyTorch twin is
 // tools/reference/model_panel.py (same models, batch, precision, optimizer).
 //   model_panel --model resnet18 --image-size 32 --batch 128 --amp bf16 --steps 50 --warmup 20
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "liftoff.h"
+#include "runtime/profile/flops.h"
 
 namespace {
 
@@ -27,7 +28,8 @@ class DeviceBatches : public BatchSource {
     for (int i = 0; i < 4; ++i) {
       Batch b;
       b.input = randn({batch, channels, size, size}, gen).to(device);
-      b.labels = rand_uniform({batch}, gen, 0.0, static_cast<double>(classes) - 1e-3).to(DType::i64).to(device);
+      b.labels =
+          rand_uniform({batch}, gen, 0.0, static_cast<double>(classes) - 1e-3).to(DType::i64).to(device);
       batches_.push_back(b);
     }
   }
@@ -93,12 +95,21 @@ int main(int argc, char** argv) {
     const EpochResult r = trainer.train_epoch(timed, 1);  // ends with a device synchronisation
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const GraphStatus& gs = trainer.graph_status();
-    std::printf("RESULT model=%s size=%lld batch=%lld accum=%lld amp=%s params=%lld graphs=%s images_per_s=%.1f "
-                "ms_per_step=%.3f\n",
-                model.c_str(), static_cast<long long>(image_size), static_cast<long long>(batch),
-                static_cast<long long>(accum), amp.c_str(), static_cast<long long>(params),
-                gs.used ? "captured" : ("eager (" + gs.reason + ")").c_str(),
-                static_cast<double>(r.images) / seconds, 1e3 * seconds / static_cast<double>(r.steps));
+    const double images_per_second = static_cast<double>(r.images) / seconds;
+    // MFU as the report computes it: counted forward FLOPs x 3 per image over the GPU's peak for the
+    // precision.
+    const ComputeRate rate =
+        compute_rate(trainer.model_flops_per_image(), images_per_second,
+                     device.is_cuda() ? cuda_device_name(device.index) : std::string("cpu"),
+                     peak_precision(device.str(), amp));
+    const std::string mfu = rate.mfu ? std::to_string(100.0 * *rate.mfu) : std::string("n/a");
+    std::printf(
+        "RESULT model=%s size=%lld batch=%lld accum=%lld amp=%s params=%lld graphs=%s images_per_s=%.1f "
+        "ms_per_step=%.3f gflop_per_image=%.3f mfu_pct=%s\n",
+        model.c_str(), static_cast<long long>(image_size), static_cast<long long>(batch),
+        static_cast<long long>(accum), amp.c_str(), static_cast<long long>(params),
+        gs.used ? "captured" : ("eager (" + gs.reason + ")").c_str(), images_per_second,
+        1e3 * seconds / static_cast<double>(r.steps), rate.flops_per_image / 1e9, mfu.c_str());
     if (profile_steps > 0) {
       DeviceBatches profiled(batch, channels, image_size, classes, device, profile_steps * accum);
       set_profiler_range(device, true);
