@@ -142,7 +142,9 @@ void print(const std::vector<Prediction>& predictions, const tools::DataFacts& f
 
 int run(const Options& o) {
   const std::vector<std::string> files = image_files(o.inputs);
-  const tools::TrainedCheckpoint ckpt = tools::read_trained_checkpoint(o.checkpoint, {});
+  // Nothing is trained here: no batch of the (older checkpoints') training set is dropped or refused.
+  const tools::TrainedCheckpoint ckpt =
+      tools::read_trained_checkpoint(o.checkpoint, {{"drop-last", "false"}});
   for (const std::string& w : ckpt.state.warnings) std::fprintf(stderr, "predict: warning: %s\n", w.c_str());
   const DeviceChoice device = resolve_device(o.device);
   use_device(device.device);
