@@ -25,12 +25,7 @@ class Storage {
   void defer(std::shared_ptr<DeferredWrite> write) { deferred_ = std::move(write); }
   // The deferred write, or null (pending or not: check pending()).
   DeferredWrite* deferred() const { return deferred_.get(); }
-  // The same memory without the deferred write: for the writer itself.
-  Storage without_deferred() const {
-    Storage copy = *this;
-    copy.deferred_.reset();
-    return copy;
-  }
+
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
   bool defined() const { return data_ != nullptr || nbytes_ == 0; }

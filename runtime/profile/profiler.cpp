@@ -442,10 +442,6 @@ void Profiler::end_step(int64_t images) {
   t.wall_ms_sq += wall_ms * wall_ms;
   add_window(measured ? windows_ : warmup_windows_, step_begin_s_, end);
   ++steps_total_;
-  // Smoothed over ~10 steps for the progress line.
-  const double a = recent_step_ms_ == 0.0 ? 1.0 : 0.1;
-  recent_step_ms_ += a * (wall_ms - recent_step_ms_);
-  recent_images_ += a * (static_cast<double>(images) - recent_images_);
 
   if (keeps_trace_for(step_)) {
     std::lock_guard<std::mutex> lock(trace_mutex_);
@@ -637,10 +633,6 @@ ProfileSummary Profiler::summary() const {
   s.windows = any_measured ? windows_ : warmup_windows_;
   s.throughput = throughput_.figures();
   return s;
-}
-
-double Profiler::recent_images_per_second() const {
-  return recent_step_ms_ > 0 ? recent_images_ / (recent_step_ms_ * 1e-3) : 0.0;
 }
 
 std::vector<TraceSpan> Profiler::trace_spans() const {

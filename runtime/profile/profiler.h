@@ -162,10 +162,6 @@ class Profiler : public CaptureParticipant {
   // The run's throughput over the steps the device has finished so far (the figure the report ends with once
   // finish() has run): what a progress line shows.
   ThroughputFigures throughput() const { return throughput_.figures(); }
-  // Mean host wall time and images/s of the last few steps (exponentially smoothed). Host clocks: under CUDA
-  // graphs this is the rate steps are queued at, not the training rate (use throughput()).
-  double recent_step_ms() const { return recent_step_ms_; }
-  double recent_images_per_second() const;
   // Spans kept for the trace (empty unless options.keep_trace), and the wall-time origin of the run.
   std::vector<TraceSpan> trace_spans() const;
   double origin_s() const { return origin_s_; }
@@ -248,8 +244,6 @@ class Profiler : public CaptureParticipant {
   int64_t marks_dropped_ = 0;
   int64_t trace_spans_dropped_ = 0;
   std::vector<std::pair<double, double>> windows_, warmup_windows_;
-  double recent_step_ms_ = 0.0;
-  double recent_images_ = 0.0;
   ThroughputMeter throughput_;
 
   std::unique_ptr<DeviceState> dev_;
