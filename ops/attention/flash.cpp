@@ -11,6 +11,7 @@ namespace liftoff {
 namespace {
 constexpr const char* kOp = "scaled_dot_product_attention";
 
+#if LIFTOFF_WITH_CUDA
 // The kernels read rows with 16-byte vector loads: the last dim dense, every other stride a multiple of 8
 // elements and the data 16-byte aligned. A permute of a [B, L, H, D] projection (vit_tiny's q, k, v)
 // qualifies as it is; anything else is copied once.
@@ -62,6 +63,7 @@ Shape with_rows(Shape batch, int64_t rows, int64_t cols) {
   batch.push_back(cols);
   return batch;
 }
+#endif
 }  // namespace
 
 bool flash_attention_applies(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
@@ -92,7 +94,8 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
   if (!should_record({q, k, v})) return out;
   record(out, kOp, {q, k, v},
          [qr, kr, vr, batch, scale, is_causal, out_saved = out.detach(), lse, out_shape,
-          shapes = std::vector<Shape>{q.shape(), k.shape(), v.shape()}](const Tensor& gy, const NeedsGrad& needs) {
+          shapes = std::vector<Shape>{q.shape(), k.shape(), v.shape()}](const Tensor& gy,
+                                                                        const NeedsGrad& needs) {
            const FlashProblem p = problem_of(qr, kr, vr, batch, scale, is_causal);
            const Tensor g = vector_ready_copy(gy.to(qr.dtype()).contiguous());  // read as [batch, L, D]
            const Device device = qr.device();

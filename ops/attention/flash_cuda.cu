@@ -59,11 +59,13 @@ __device__ __forceinline__ uint32_t load32(const uint16_t* p) {
 
 // Two elements of one column from rows r and r + 1 (a B fragment register of a row-major k x n tile).
 __device__ __forceinline__ uint32_t column_pair(const uint16_t* tile, int stride, int r, int col) {
-  return static_cast<uint32_t>(tile[r * stride + col]) | (static_cast<uint32_t>(tile[(r + 1) * stride + col]) << 16);
+  return static_cast<uint32_t>(tile[r * stride + col]) |
+         (static_cast<uint32_t>(tile[(r + 1) * stride + col]) << 16);
 }
 
 // A fragment of the 16 rows from `row0` and the 16 columns from `col0` of a row-major shared tile.
-__device__ __forceinline__ void load_a(uint32_t (&a)[4], const uint16_t* tile, int stride, int row0, int col0) {
+__device__ __forceinline__ void load_a(uint32_t (&a)[4], const uint16_t* tile, int stride, int row0,
+                                       int col0) {
   const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
   const uint16_t* p = tile + (row0 + g) * stride + col0 + 2 * t;
   a[0] = load32(p);
@@ -74,7 +76,8 @@ __device__ __forceinline__ void load_a(uint32_t (&a)[4], const uint16_t* tile, i
 
 // The A fragment of rows x 16 columns (tiles 2c and 2c + 1 of an accumulator), rounded to T.
 template <class T>
-__device__ __forceinline__ void accumulator_to_a(uint32_t (&a)[4], const float (&lo)[4], const float (&hi)[4]) {
+__device__ __forceinline__ void accumulator_to_a(uint32_t (&a)[4], const float (&lo)[4],
+                                                 const float (&hi)[4]) {
   a[0] = pack2<T>(lo[0], lo[1]);
   a[1] = pack2<T>(lo[2], lo[3]);
   a[2] = pack2<T>(hi[0], hi[1]);
@@ -216,7 +219,8 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(FlashProblem p,
     T* row = out + (n * p.l + query[h]) * D;
 #pragma unroll
     for (int dt = 0; dt < D / 8; ++dt)
-      *reinterpret_cast<uint32_t*>(row + dt * 8 + 2 * t) = pack2<T>(o[dt][2 * h] * inv, o[dt][2 * h + 1] * inv);
+      *reinterpret_cast<uint32_t*>(row + dt * 8 + 2 * t) =
+          pack2<T>(o[dt][2 * h] * inv, o[dt][2 * h + 1] * inv);
     if (t == 0) lse[n * p.l + query[h]] = total > 0.f ? row_max[h] + log2f(total) : INFINITY;
   }
 }
@@ -381,7 +385,8 @@ __global__ void __launch_bounds__(kThreads) flash_backward_kernel(FlashProblem p
     T* dv_row = static_cast<T*>(grads.grad_v) + (n * p.s + key[h]) * D + 2 * t;
 #pragma unroll
     for (int dt = 0; dt < D / 8; ++dt) {
-      *reinterpret_cast<uint32_t*>(dk_row + dt * 8) = pack2<T>(dk[dt][2 * h] * scale, dk[dt][2 * h + 1] * scale);
+      *reinterpret_cast<uint32_t*>(dk_row + dt * 8) =
+          pack2<T>(dk[dt][2 * h] * scale, dk[dt][2 * h + 1] * scale);
       *reinterpret_cast<uint32_t*>(dv_row + dt * 8) = pack2<T>(dv[dt][2 * h], dv[dt][2 * h + 1]);
     }
   }
@@ -404,9 +409,15 @@ void allow_shared_memory(Kernel kernel, int bytes) {
 template <class Fn>
 void dispatch_head_dim(int head_dim, Fn&& fn) {
   switch (head_dim) {
-    case 32: fn(std::integral_constant<int, 32>{}); return;
-    case 64: fn(std::integral_constant<int, 64>{}); return;
-    case 128: fn(std::integral_constant<int, 128>{}); return;
+    case 32:
+      fn(std::integral_constant<int, 32>{});
+      return;
+    case 64:
+      fn(std::integral_constant<int, 64>{});
+      return;
+    case 128:
+      fn(std::integral_constant<int, 128>{});
+      return;
     default:
       throw ValueError(str_cat("scaled_dot_product_attention: the fused kernel has no head dim ", head_dim,
                                " (32, 64, 128)"));
@@ -459,9 +470,12 @@ void flash_backward(const FlashProblem& p, const Tensor& out, const Tensor& lse,
         static_cast<const T*>(grad_out.raw_data()), static_cast<const T*>(out.raw_data()),
         static_cast<float*>(delta.raw_data()), rows, p.head_dim);
     LIFTOFF_LAUNCH_CHECK();
-    const FlashGrads grads{grad_out.raw_data(), static_cast<const float*>(lse.raw_data()),
-                           static_cast<const float*>(delta.raw_data()), static_cast<float*>(grad_q_acc.raw_data()),
-                           grad_k.raw_data(), grad_v.raw_data()};
+    const FlashGrads grads{grad_out.raw_data(),
+                           static_cast<const float*>(lse.raw_data()),
+                           static_cast<const float*>(delta.raw_data()),
+                           static_cast<float*>(grad_q_acc.raw_data()),
+                           grad_k.raw_data(),
+                           grad_v.raw_data()};
     dispatch_head_dim(p.head_dim, [&](auto dim) {
       constexpr int D = decltype(dim)::value, BQ = D > 64 ? 32 : 64;
       constexpr int bytes = backward_smem_bytes<D, BQ>();
@@ -472,8 +486,8 @@ void flash_backward(const FlashProblem& p, const Tensor& out, const Tensor& lse,
     });
     const int64_t count = grad_q.numel();
     const unsigned convert_blocks = static_cast<unsigned>(std::min<int64_t>((count + 255) / 256, 65536));
-    flash_convert_kernel<T><<<convert_blocks, 256, 0, stream>>>(static_cast<const float*>(grad_q_acc.raw_data()),
-                                                                static_cast<T*>(grad_q.raw_data()), count);
+    flash_convert_kernel<T><<<convert_blocks, 256, 0, stream>>>(
+        static_cast<const float*>(grad_q_acc.raw_data()), static_cast<T*>(grad_q.raw_data()), count);
     LIFTOFF_LAUNCH_CHECK();
   });
 }

@@ -24,7 +24,8 @@ const Tolerance kHalves[] = {{DType::f16, 2e-2, 2e-2}, {DType::bf16, 8e-2, 5e-2}
 
 std::vector<Tensor> random_inputs(const std::vector<Shape>& shapes, uint64_t seed) {
   std::vector<Tensor> in;
-  for (const Shape& shape : shapes) in.push_back(testing::random_tensor(shape, seed++).set_requires_grad(true));
+  for (const Shape& shape : shapes)
+    in.push_back(testing::random_tensor(shape, seed++).set_requires_grad(true));
   return in;
 }
 
@@ -42,12 +43,13 @@ void expect_fused(const std::vector<Tensor>& cpu_inputs, DType dtype) {
 }
 
 // Output and gradients of fn on CUDA in `dtype`, fused vs plain.
-::testing::AssertionResult fused_matches_plain(const testing::TensorFn& fn, const std::vector<Tensor>& cpu_inputs,
-                                               const Tolerance& t) {
+::testing::AssertionResult fused_matches_plain(const testing::TensorFn& fn,
+                                               const std::vector<Tensor>& cpu_inputs, const Tolerance& t) {
   const auto run = [&](bool fused) {
     config::ScopedSetting setting(config::Knob::attention_fused, fused ? "1" : "0");
     std::vector<Tensor> in;
-    for (const Tensor& x : cpu_inputs) in.push_back(x.detach().to(Device::cuda(), t.dtype).set_requires_grad(true));
+    for (const Tensor& x : cpu_inputs)
+      in.push_back(x.detach().to(Device::cuda(), t.dtype).set_requires_grad(true));
     const Tensor out = fn(in);
     out.backward(testing::random_tensor(out.shape(), 777, 0.5, 1.5, t.dtype, Device::cuda()));
     std::vector<Tensor> results = {out.to(Device::cpu(), DType::f64)};
@@ -57,8 +59,9 @@ void expect_fused(const std::vector<Tensor>& cpu_inputs, DType dtype) {
   const std::vector<Tensor> fused = run(true), plain = run(false);
   for (size_t i = 0; i < fused.size(); ++i) {
     auto r = testing::all_close(fused[i], plain[i], t.atol, t.rtol);
-    if (!r) return ::testing::AssertionFailure() << (i == 0 ? "output" : "gradient " + std::to_string(i - 1)) << ": "
-                                                 << r.message();
+    if (!r)
+      return ::testing::AssertionFailure()
+             << (i == 0 ? "output" : "gradient " + std::to_string(i - 1)) << ": " << r.message();
   }
   return ::testing::AssertionSuccess();
 }
@@ -86,7 +89,8 @@ TEST(AttentionFlashCuda, MatchesCpuAndPlainForEveryHeadDimAndOddLengths) {
   for (const int64_t d : {32, 64, 128}) {
     for (const auto& [l, s] : lengths) {
       const std::vector<Tensor> in = random_inputs({{2, 2, l, d}, {2, 2, s, d}, {2, 2, s, d}}, seed += 3);
-      const std::string what = "D " + std::to_string(d) + " L " + std::to_string(l) + " S " + std::to_string(s);
+      const std::string what =
+          "D " + std::to_string(d) + " L " + std::to_string(l) + " S " + std::to_string(s);
       for (const bool causal : {false, true}) check_all(in, causal, what);
     }
   }

@@ -1,8 +1,8 @@
-// attention_bench: scaled_dot_product_attention (forward, forward+backward) and batched matmul at ViT/LLM-like
-// shapes, timed with CUDA events on the compute stream: a warm-up, then `rounds` timings of `reps` calls
-// each; the median per call is printed. The PyTorch twin is tools/reference/attention_bench.py (same rows,
-// same names, same method); scripts/device_stage_attention.sh runs both. LIFTOFF_ATTENTION_FUSED=0 times the
-// plain path (GEMM, softmax, GEMM) instead of the fused kernel.
+// attention_bench: scaled_dot_product_attention (forward, forward+backward) and batched matmul at
+// ViT/LLM-like shapes, timed with CUDA events on the compute stream: a warm-up, then `rounds` timings of
+// `reps` calls each; the median per call is printed. The PyTorch twin is tools/reference/attention_bench.py
+// (same rows, same names, same method); scripts/device_stage_attention.sh runs both.
+// LIFTOFF_ATTENTION_FUSED=0 times the plain path (GEMM, softmax, GEMM) instead of the fused kernel.
 //   attention_bench [--dtype bf16|f16] [--reps 20] [--rounds 7] [--only NAME]
 #include <CLI/CLI.hpp>
 
@@ -91,7 +91,9 @@ int main(int argc, char** argv) {
   int reps = 20, rounds = 7;
   app.add_option("--dtype", dtype_arg, "bf16 or f16")->capture_default_str();
   app.add_option("--reps", reps, "calls per timing")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--rounds", rounds, "timings (median reported)")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--rounds", rounds, "timings (median reported)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--only", only, "run only the rows whose name contains this text");
   CLI11_PARSE(app, argc, argv);
   try {
@@ -101,15 +103,15 @@ int main(int argc, char** argv) {
     const Device device = Device::cuda();
     Generator gen(1);
     const std::vector<Row> rows = {
-        attention_row(128, 3, 65, 64, false, dtype, device, gen),     // vit_tiny at 32 px
-        attention_row(32, 12, 197, 64, false, dtype, device, gen),    // ViT-B/16 at 224 px
-        attention_row(8, 16, 1024, 64, false, dtype, device, gen),    // LLM-like
-        attention_row(8, 16, 1024, 64, true, dtype, device, gen),     //
-        attention_row(4, 16, 4096, 128, true, dtype, device, gen),    // long context
-        matmul_row(384, 65, 64, 65, dtype, device, gen),              // vit_tiny's q k^T
-        matmul_row(384, 197, 64, 197, dtype, device, gen),            // ViT-B's q k^T
-        matmul_row(128, 1024, 1024, 64, dtype, device, gen),          // P v at L 1024
-        matmul_row(16, 1024, 4096, 1024, dtype, device, gen),         // an MLP-sized product
+        attention_row(128, 3, 65, 64, false, dtype, device, gen),   // vit_tiny at 32 px
+        attention_row(32, 12, 197, 64, false, dtype, device, gen),  // ViT-B/16 at 224 px
+        attention_row(8, 16, 1024, 64, false, dtype, device, gen),  // LLM-like
+        attention_row(8, 16, 1024, 64, true, dtype, device, gen),   //
+        attention_row(4, 16, 4096, 128, true, dtype, device, gen),  // long context
+        matmul_row(384, 65, 64, 65, dtype, device, gen),            // vit_tiny's q k^T
+        matmul_row(384, 197, 64, 197, dtype, device, gen),          // ViT-B's q k^T
+        matmul_row(128, 1024, 1024, 64, dtype, device, gen),        // P v at L 1024
+        matmul_row(16, 1024, 4096, 1024, dtype, device, gen),       // an MLP-sized product
     };
     std::printf("%-36s %12s %12s\n", "case", "fwd_ms", "fwd_bwd_ms");
     for (const Row& row : rows) {
