@@ -80,6 +80,8 @@ constexpr Entry kTable[] = {
                 "cap on any cuDNN search or algorithm workspace, MiB"),
     bool_knob(Knob::cudnn_log, "LIFTOFF_CUDNN_LOG", "0", nullptr,
               "1: print each cuDNN algorithm choice, its workspace and the legacy-vs-graph timings"),
+    bool_knob(Knob::attention_fused, "LIFTOFF_ATTENTION_FUSED", "1", nullptr,
+              "0: CUDA attention always takes the plain path (GEMM, softmax, GEMM), for A/B comparisons"),
     number_knob(Knob::nvml_interval_s, "LIFTOFF_NVML_INTERVAL_S", "the report's period, 0.1 s", 0, true,
                 "GPU (NVML) sampling period of the report, seconds"),
     number_knob(Knob::dist_timeout, "LIFTOFF_DIST_TIMEOUT", "ProcessGroupOptions::timeout_seconds, 45 s", 0,

@@ -30,6 +30,7 @@ enum class Knob {
   cudnn_library,
   cudnn_workspace_mb,
   cudnn_log,
+  attention_fused,
   nvml_interval_s,
   dist_timeout,
   // Process variables (set by a launcher; read at each call).

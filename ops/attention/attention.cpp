@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "ops/attention/flash.h"
 #include "ops/attention/kernels.h"
 #include "ops/cast/cast.h"
 #include "ops/common/broadcast.h"
@@ -102,6 +103,8 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   LIFTOFF_CHECK(dropout_p == 0.0 || gen != nullptr, ValueError, kOp, ": dropout_p = ", dropout_p,
                 " needs a Generator (pass gen, or dropout_p = 0 in eval)");
   const double sc = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  // The fused kernel (f16/bf16 CUDA, no mask, no dropout) never materialises the weights; the rest below.
+  if (flash_attention_applies(q, k, v, mask, dropout_p)) return flash_attention(q, k, v, batch, sc, is_causal);
 
   AttentionRows rows;
   rows.rows = shape_numel(batch) * l;
