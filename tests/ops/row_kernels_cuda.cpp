@@ -151,9 +151,9 @@ TEST(RowKernelsCuda, LayerNormFusedBackwardBf16AffineGradients) {
     const Tensor x = rounded({rows, cols}, 15, -2, 2), gy = rounded({rows, cols}, 16, -1, 1);
     const Tensor w = rounded({cols}, 17, 0.5, 1.5), b = rounded({cols}, 18, -1, 1);
     auto grads = [&](Device device, DType dtype) {
-      const Tensor xd = x.to(device, dtype).set_requires_grad(true);
-      const Tensor wd = w.to(device, dtype).set_requires_grad(true);
-      const Tensor bd = b.to(device, dtype).set_requires_grad(true);
+      const Tensor xd = x.to(device, dtype).detach().set_requires_grad(true);
+      const Tensor wd = w.to(device, dtype).detach().set_requires_grad(true);
+      const Tensor bd = b.to(device, dtype).detach().set_requires_grad(true);
       layer_norm(xd, {cols}, wd, bd).backward(gy.to(device, dtype));
       return std::vector<Tensor>{wd.grad().to(Device::cpu(), DType::f32),
                                  bd.grad().to(Device::cpu(), DType::f32),
