@@ -1,6 +1,6 @@
-// A row held in registers: G threads of a block share one row of `extent` contiguous values, each thread
-// holding E of them, read and written as packs of V (16 bytes when the row allows). Pack k of thread t is
-// pack (k * G + t) of the row, so a group's loads are coalesced. Used by the row kernels of softmax and
+// A row held in registers: G threads of a block (1 to 256) share one row of `extent` contiguous values, each
+// thread holding E of them, read and written as packs of V (16 bytes when the row allows). Pack k of thread t
+// is pack (k * G + t) of the row, so a group's loads are coalesced. Used by the row kernels of softmax and
 // layer norm: one global read and one write per value, statistics from registers.
 #pragma once
 #include <cuda_runtime.h>
@@ -68,8 +68,8 @@ struct RowTile {
 
 // Combines v over the G threads of a group (aligned groups of one block; G a power of two up to kBlock) in
 // a fixed order; every thread of the group gets the same bits (a butterfly gives both partners op(a, b) and
-// op(b, a), equal for a commutative op). scratch: kBlock / 32 values of shared memory. Every thread of the
-// block must call it when G > 32 (it synchronizes).
+// op(b, a), equal for a commutative op; G = 1 returns v). scratch: kBlock / 32 values of shared memory. Every
+// thread of the block must call it when G > 32 (it synchronizes).
 template <int G, class A, class Op>
 __device__ __forceinline__ A group_all_reduce(A v, const Op& op, A* scratch) {
   constexpr int kWarp = 32;
@@ -106,29 +106,41 @@ struct MaxNanOp {
   }
 };
 
-// The tile shapes a row kernel is instantiated for: a warp per row with E in {4, 8, 16, 32} (rows up to 1024
-// values), a 256-thread block per row with E in {8, 16, 32} (up to 8192). launch(G, E) is called with the
+// The tile shapes a row kernel is instantiated for. Short rows: groups of G = 1 .. 32 threads holding 16
+// values each (rows up to 16 G values; several rows per warp, two 16-byte packs of 16-bit values per thread,
+// so the few shuffles of a short row are shared by many values); then a warp with 32 values per thread (up
+// to 1024), then groups of 64 .. 256 threads with 32 values each (up to 8192: a row per block or half a
+// block, each thread with as many bytes in flight as the warp tiles). launch(G, E) is called with the
 // smallest that holds `extent`; returns false beyond 8192 values.
-constexpr int64_t kTileRowLimit = int64_t{kBlock} * 32;
+constexpr int kShortRowValues = 16;
+constexpr int kLongRowValues = 32;
+constexpr int64_t kTileRowLimit = int64_t{kBlock} * kLongRowValues;
 
 template <class Launch>
 bool dispatch_row_tile(int64_t extent, Launch&& launch) {
   using std::integral_constant;
-  constexpr int W = 32;
-  if (extent <= W * 4) {
-    launch(integral_constant<int, W>{}, integral_constant<int, 4>{});
-  } else if (extent <= W * 8) {
-    launch(integral_constant<int, W>{}, integral_constant<int, 8>{});
-  } else if (extent <= W * 16) {
-    launch(integral_constant<int, W>{}, integral_constant<int, 16>{});
-  } else if (extent <= W * 32) {
-    launch(integral_constant<int, W>{}, integral_constant<int, 32>{});
-  } else if (extent <= kBlock * 8) {
-    launch(integral_constant<int, kBlock>{}, integral_constant<int, 8>{});
-  } else if (extent <= kBlock * 16) {
-    launch(integral_constant<int, kBlock>{}, integral_constant<int, 16>{});
+  using Short = integral_constant<int, kShortRowValues>;
+  using Long = integral_constant<int, kLongRowValues>;
+  if (extent <= 1 * kShortRowValues) {
+    launch(integral_constant<int, 1>{}, Short{});
+  } else if (extent <= 2 * kShortRowValues) {
+    launch(integral_constant<int, 2>{}, Short{});
+  } else if (extent <= 4 * kShortRowValues) {
+    launch(integral_constant<int, 4>{}, Short{});
+  } else if (extent <= 8 * kShortRowValues) {
+    launch(integral_constant<int, 8>{}, Short{});
+  } else if (extent <= 16 * kShortRowValues) {
+    launch(integral_constant<int, 16>{}, Short{});
+  } else if (extent <= 32 * kShortRowValues) {
+    launch(integral_constant<int, 32>{}, Short{});
+  } else if (extent <= 32 * kLongRowValues) {
+    launch(integral_constant<int, 32>{}, Long{});
+  } else if (extent <= 64 * kLongRowValues) {
+    launch(integral_constant<int, 64>{}, Long{});
+  } else if (extent <= 128 * kLongRowValues) {
+    launch(integral_constant<int, 128>{}, Long{});
   } else if (extent <= kTileRowLimit) {
-    launch(integral_constant<int, kBlock>{}, integral_constant<int, 32>{});
+    launch(integral_constant<int, kBlock>{}, Long{});
   } else {
     return false;
   }

@@ -3,7 +3,9 @@
 // packs), so x (and gy) are read once; statistics in f32 (f64 for f64 data), the variance centred on the
 // mean from the registers (no cancellation). Group norm and longer rows: a group of TPR threads per row
 // looping over it (two passes, the second mostly from L1/L2). The weight/bias gradients: a deterministic
-// two-stage reduction (per-chunk partial sums written to a buffer, then summed in chunk order), no atomics.
+// two-stage reduction (per-chunk partial sums written to a buffer, then summed in chunk order), no atomics;
+// for layer norm rows up to 4096 values the first stage is fused into the input-gradient kernel
+// (backward_tile_kernel), so the backward reads gy and x once.
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
@@ -226,6 +228,125 @@ __global__ void __launch_bounds__(kBlock)
   Tile::store(gx + offset, cols, lane, g);
 }
 
+// Writes a block's per-column sums of v[e] (column Tile::column(lane, e)) into out[col]: the groups of the
+// block hold the same columns; they are added in group order through shared memory (deterministic).
+template <class Tile, int E, class A>
+__device__ __forceinline__ void store_block_column_sums(const A (&v)[E], A* stage, A* out, int64_t cols) {
+  constexpr int G = kBlock / Tile::kGroupsPerBlock;
+  const int lane = threadIdx.x % G;
+#pragma unroll
+  for (int e = 0; e < E; ++e) stage[e * kBlock + threadIdx.x] = v[e];
+  __syncthreads();
+  if (threadIdx.x < G) {
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      A total = stage[e * kBlock + lane];
+      for (int k = 1; k < Tile::kGroupsPerBlock; ++k) total += stage[e * kBlock + k * G + lane];
+      const int64_t col = Tile::column(lane, e);
+      if (col < cols) out[col] = total;
+    }
+  }
+  __syncthreads();  // the stage is reused by the next call
+}
+
+// Layer norm backward in one pass over gy and x: gx as input_grad_tile_kernel, and each thread adds gy *
+// xhat (weight) and gy (bias) of its columns over the rows its group visits (the grid is one wave; groups
+// stride over the rows), then the block's sums go to partials [2][gridDim.x][cols] for finish_kernel.
+template <int G, int E, int V, class T>
+__global__ void __launch_bounds__(kBlock)
+    backward_tile_kernel(const T* gy, const T* x, const acc_t<T>* mean, const acc_t<T>* rstd, const T* weight,
+                         T* gx, acc_t<T>* partials, int64_t rows, int64_t cols) {
+  using A = acc_t<T>;
+  using Tile = RowTile<G, E, V>;
+  __shared__ A scratch[kBlock / kWarp];
+  __shared__ A stage[E * kBlock];
+  const int lane = threadIdx.x % G;
+  const int64_t groups = static_cast<int64_t>(gridDim.x) * Tile::kGroupsPerBlock;
+  const int64_t first = blockIdx.x * static_cast<int64_t>(Tile::kGroupsPerBlock) + threadIdx.x / G;
+  const A count = static_cast<A>(cols);
+  A sum_w[E], sum_b[E];
+#pragma unroll
+  for (int e = 0; e < E; ++e) sum_w[e] = sum_b[e] = A(0);
+  // Every thread runs the same rounds: the group reductions synchronise the block when G > 32.
+  const int64_t rounds = (rows + groups - 1) / groups;
+  for (int64_t round = 0; round < rounds; ++round) {
+    const int64_t row = first + round * groups;
+    const bool active = row < rows;
+    const int64_t offset = (active ? row : 0) * cols;
+    const int64_t valid = active ? cols : 0;
+    const A mu = active ? mean[row] : A(0), r = active ? rstd[row] : A(0);
+    A g[E], xhat[E];
+    Tile::load(gy + offset, valid, lane, g, A(0));  // zero outside the row: adds nothing below
+    Tile::load(x + offset, valid, lane, xhat, A(0));
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      xhat[e] = (xhat[e] - mu) * r;
+      sum_w[e] += g[e] * xhat[e];
+      sum_b[e] += g[e];
+    }
+    if (weight != nullptr) {
+      A w[E];
+      Tile::load(weight, cols, lane, w, A(0));
+#pragma unroll
+      for (int e = 0; e < E; ++e) g[e] *= w[e];
+    }
+    A sum_g = A(0), sum_gx = A(0);
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      sum_g += g[e];
+      sum_gx += g[e] * xhat[e];
+    }
+    const A mean_g = group_all_reduce<G>(sum_g, AddOp{}, scratch) / count;
+    const A mean_gx = group_all_reduce<G>(sum_gx, AddOp{}, scratch) / count;
+    if (active) {
+#pragma unroll
+      for (int e = 0; e < E; ++e) g[e] = r * (g[e] - mean_g - xhat[e] * mean_gx);
+      Tile::store(gx + offset, cols, lane, g);
+    }
+  }
+  store_block_column_sums<Tile>(sum_w, stage, partials + blockIdx.x * cols, cols);
+  store_block_column_sums<Tile>(sum_b, stage, partials + (gridDim.x + blockIdx.x) * cols, cols);
+}
+
+// The fused backward's tiles: 8 values per thread (four accumulators per value stay in registers) for rows
+// up to 2048 values, 16 up to 4096; launch(G, E, V). False for longer rows and group norm.
+constexpr int64_t kFusedBackwardLimit = int64_t{kBlock} * 16;
+
+template <class T, class Launch>
+bool launch_backward_tile(const RowNormShape& s, std::initializer_list<const void*> pointers,
+                          Launch&& launch) {
+  using std::integral_constant;
+  if (s.groups != 1 || s.inner != 1 || s.cols == 0 || s.cols > kFusedBackwardLimit) return false;
+  auto with_pack = [&](auto g, auto e) {
+    dispatch_pack<T, decltype(e)::value>(s.cols, pointers, [&](auto v) { launch(g, e, v); });
+  };
+  using Eight = integral_constant<int, 8>;
+  if (s.cols <= 8 * 8) {
+    with_pack(integral_constant<int, 8>{}, Eight{});
+  } else if (s.cols <= 32 * 8) {
+    with_pack(integral_constant<int, 32>{}, Eight{});
+  } else if (s.cols <= 64 * 8) {
+    with_pack(integral_constant<int, 64>{}, Eight{});
+  } else if (s.cols <= 128 * 8) {
+    with_pack(integral_constant<int, 128>{}, Eight{});
+  } else if (s.cols <= kBlock * 8) {
+    with_pack(integral_constant<int, kBlock>{}, Eight{});
+  } else {
+    with_pack(integral_constant<int, kBlock>{}, integral_constant<int, 16>{});
+  }
+  return true;
+}
+
+// One wave of `kernel` on `device`, at most the blocks that `rows` rows of `groups_per_block` need.
+template <class Kernel>
+unsigned one_wave(Kernel kernel, int device, int64_t rows, int groups_per_block) {
+  int sms = 0, per_sm = 0;
+  LIFTOFF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  LIFTOFF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlock, 0));
+  const int64_t needed = (rows + groups_per_block - 1) / groups_per_block;
+  return static_cast<unsigned>(std::clamp<int64_t>(needed, 1, int64_t{sms} * std::max(per_sm, 1)));
+}
+
 // Runs launch(G, E, V) for layer norm rows (per-column affine) that fit a register tile; false otherwise.
 template <class T, class Launch>
 bool launch_tile(const RowNormShape& s, std::initializer_list<const void*> pointers, Launch&& launch) {
@@ -295,18 +416,42 @@ __global__ void __launch_bounds__(kBlock)
   }
 }
 
-// Stage 2: out[a] = sum over chunks of partials[chunk, a], in chunk order (weight, then bias partials).
+// Stage 2: out[a] = sum over chunks of partials[chunk, a] (weight partials, then bias partials). Block
+// (32, 8): thread row y adds chunks y, y + 8, ... in order, then the 8 row sums are added in order.
 template <class T>
 __global__ void finish_kernel(const acc_t<T>* partials, T* gw, T* gb, int64_t chunks, int64_t size) {
-  LIFTOFF_GRID_STRIDE_LOOP(a, size) {
-    acc_t<T> w = 0, b = 0;
-    for (int64_t c = 0; c < chunks; ++c) {
+  using A = acc_t<T>;
+  __shared__ A sw[8][kWarp + 1], sb[8][kWarp + 1];
+  const int64_t a = static_cast<int64_t>(blockIdx.x) * kWarp + threadIdx.x;
+  A w = A(0), b = A(0);
+  if (a < size) {
+#pragma unroll 4
+    for (int64_t c = threadIdx.y; c < chunks; c += 8) {
       w += partials[c * size + a];
       b += partials[(chunks + c) * size + a];
+    }
+  }
+  sw[threadIdx.y][threadIdx.x] = w;
+  sb[threadIdx.y][threadIdx.x] = b;
+  __syncthreads();
+  if (threadIdx.y == 0 && a < size) {
+    for (int k = 1; k < 8; ++k) {
+      w += sw[k][threadIdx.x];
+      b += sb[k][threadIdx.x];
     }
     if (gw != nullptr) gw[a] = convert<T>(w);
     if (gb != nullptr) gb[a] = convert<T>(b);
   }
+}
+
+template <class T>
+void launch_finish(const acc_t<T>* partials, const Tensor& gw, const Tensor& gb, int64_t chunks, int64_t size,
+                   cudaStream_t stream) {
+  const unsigned blocks = static_cast<unsigned>((size + kWarp - 1) / kWarp);
+  finish_kernel<T><<<blocks, dim3(kWarp, 8), 0, stream>>>(
+      partials, gw.defined() ? static_cast<T*>(gw.raw_data()) : nullptr,
+      gb.defined() ? static_cast<T*>(gb.raw_data()) : nullptr, chunks, size);
+  LIFTOFF_LAUNCH_CHECK();
 }
 
 template <class T>
@@ -368,10 +513,7 @@ void affine_grad(const Tensor& gy, const Tensor& x, const Tensor& mean, const Te
           ptr<T>(gy), ptr<T>(x), ptr<A>(mean), ptr<A>(rstd), pd, images, size, s.groups, s.inner);
   }
   LIFTOFF_LAUNCH_CHECK();
-  finish_kernel<T><<<grid_for(size), kBlock, 0, stream>>>(
-      pd, gw.defined() ? static_cast<T*>(gw.raw_data()) : nullptr,
-      gb.defined() ? static_cast<T*>(gb.raw_data()) : nullptr, chunks, size);
-  LIFTOFF_LAUNCH_CHECK();
+  launch_finish<T>(pd, gw, gb, chunks, size, stream);
 }
 }  // namespace
 
@@ -419,6 +561,25 @@ void row_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, co
   dispatch_device_float(gy.dtype(), "layer/group norm backward", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
+    const bool affine_grads = (gw.defined() || gb.defined()) && s.affine_size() > 0;
+    const bool fused =
+        gx.defined() && s.rows > 0 && affine_grads &&
+        launch_backward_tile<T>(
+            s, {gy.raw_data(), x.raw_data(), gx.raw_data(), weight.defined() ? weight.raw_data() : nullptr},
+            [&](auto g, auto e, auto v) {
+              constexpr int G = decltype(g)::value;
+              const auto kernel = backward_tile_kernel<G, decltype(e)::value, decltype(v)::value, T>;
+              const unsigned blocks = one_wave(kernel, device, s.rows, kBlock / G);
+              const Tensor partials =
+                  Tensor::empty({2 * int64_t{blocks} * s.cols}, mean.dtype(), gy.device());
+              A* pd = static_cast<A*>(partials.raw_data());
+              kernel<<<blocks, kBlock, 0, compute_stream(device)>>>(
+                  ptr<T>(gy), ptr<T>(x), ptr<A>(mean), ptr<A>(rstd), ptr<T>(weight),
+                  static_cast<T*>(gx.raw_data()), pd, s.rows, s.cols);
+              LIFTOFF_LAUNCH_CHECK();
+              launch_finish<T>(pd, gw, gb, blocks, s.cols, compute_stream(device));
+            });
+    if (fused) return;
     const bool tiled =
         gx.defined() && s.rows > 0 &&
         launch_tile<T>(
@@ -442,8 +603,7 @@ void row_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, co
         LIFTOFF_LAUNCH_CHECK();
       });
     }
-    if ((gw.defined() || gb.defined()) && s.affine_size() > 0)
-      affine_grad<T>(gy, x, mean, rstd, gw, gb, s, device);
+    if (affine_grads) affine_grad<T>(gy, x, mean, rstd, gw, gb, s, device);
   });
 }
 

@@ -1,8 +1,9 @@
 // Fused softmax / log_softmax. inner == 1 (softmax along the last dim, the common case): rows up to 8192
-// values stay in registers (row_tile.cuh: a warp per row up to 1024 values, a block beyond, 16-byte packs
-// where the rows allow): one read, the row's max and sum of exp over the group, one write. Longer rows: G
-// threads per row loop over it twice (a running (max, sum of exp) per thread, then the write). inner > 1: a
-// thread per (outer, inner) column, lanes along inner (coalesced). Backward is fused the same way.
+// values stay in registers (row_tile.cuh: several rows per warp up to 512 values, a warp per row up to 1024,
+// 2 to 8 warps beyond, 16-byte packs where the rows allow): one read, the row's max and sum of exp over the
+// group, one write. Longer rows: G threads per row loop over it twice (a running (max, sum of exp) per
+// thread, then the write). inner > 1: a thread per (outer, inner) column, lanes along inner (coalesced).
+// Backward is fused the same way.
 #include <algorithm>
 #include <type_traits>
 
@@ -122,6 +123,28 @@ __global__ void softmax_columns_backward_kernel(const T* y, const T* gy, T* gx, 
   }
 }
 
+// 16-bit storage: exp by the hardware approximation (__expf: relative error ~2^-21, far below the 2^-9 of
+// the stored result) and a multiply by 1/sum instead of a division per value, so the register tiles stay
+// memory-bound at twice the values per byte; f32 and f64 keep the accurate forms (bit-identical results).
+template <class T>
+constexpr bool kHalfStorage = sizeof(T) < sizeof(acc_t<T>);
+
+template <class T, class A>
+__device__ __forceinline__ A row_exp(A z) {
+  if constexpr (kHalfStorage<T>) {
+    return __expf(z);
+  } else {
+    return math::exp_of(z);
+  }
+}
+
+__device__ __forceinline__ float max_value(float a, float b) {
+  return fmaxf(a, b);
+}
+__device__ __forceinline__ double max_value(double a, double b) {
+  return fmax(a, b);
+}
+
 // Rows held in registers (RowTile<G, E, V>): softmax or log_softmax of each row.
 template <int G, int E, int V, class T>
 __global__ void __launch_bounds__(kBlock)
@@ -137,19 +160,19 @@ __global__ void __launch_bounds__(kBlock)
   Tile::load(x + offset, active ? extent : 0, lane, v, -math::infinity<A>());
   A m = -math::infinity<A>();
 #pragma unroll
-  for (int e = 0; e < E; ++e) m = MaxNanOp{}(m, v[e]);
+  for (int e = 0; e < E; ++e) m = max_value(m, v[e]);  // a NaN makes the row NaN through the sum below
   m = group_all_reduce<G>(m, MaxNanOp{}, scratch);
   A sum = A(0);
   if (log) {
 #pragma unroll
     for (int e = 0; e < E; ++e) {
       v[e] -= m;
-      sum += math::exp_of(v[e]);  // past the row's end: exp(-inf) = 0
+      sum += row_exp<T>(v[e]);  // past the row's end: exp(-inf) = 0
     }
   } else {
 #pragma unroll
     for (int e = 0; e < E; ++e) {
-      v[e] = math::exp_of(v[e] - m);
+      v[e] = row_exp<T>(v[e] - m);
       sum += v[e];
     }
   }
@@ -159,6 +182,10 @@ __global__ void __launch_bounds__(kBlock)
     const A log_sum = math::log_of(sum);
 #pragma unroll
     for (int e = 0; e < E; ++e) v[e] -= log_sum;
+  } else if constexpr (kHalfStorage<T>) {
+    const A inverse = A(1) / sum;
+#pragma unroll
+    for (int e = 0; e < E; ++e) v[e] *= inverse;
   } else {
 #pragma unroll
     for (int e = 0; e < E; ++e) v[e] /= sum;
@@ -186,7 +213,7 @@ __global__ void __launch_bounds__(kBlock)
   dot = group_all_reduce<G>(dot, AddOp{}, scratch);
   if (!active) return;
 #pragma unroll
-  for (int e = 0; e < E; ++e) g[e] = log ? g[e] - math::exp_of(yv[e]) * dot : yv[e] * (g[e] - dot);
+  for (int e = 0; e < E; ++e) g[e] = log ? g[e] - row_exp<T>(yv[e]) * dot : yv[e] * (g[e] - dot);
   Tile::store(gx + offset, extent, lane, g);
 }
 

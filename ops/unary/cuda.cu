@@ -1,3 +1,4 @@
+#include <type_traits>
 #include <utility>
 
 #include "ops/unary/kernels.h"
@@ -74,6 +75,16 @@ __global__ void map_kernel(Fn fn, int64_t n, T* out, Inputs<T, K> in) {
   }
 }
 
+// The functor a storage type computes with: 16-bit gelu takes the branch-free erfc form (functors.h).
+template <class T, class F>
+auto storage_functor(F f) {
+  if constexpr (sizeof(T) == 2 && std::is_same_v<F, unary::Gelu>) {
+    return unary::GeluHalf{};
+  } else {
+    return f;
+  }
+}
+
 bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
@@ -102,7 +113,8 @@ void unary_forward(unary::UnaryOp op, const unary::UnaryParams& params, const Te
     using T = decltype(tag);
     const Inputs<T, 1> in{{static_cast<const T*>(x.raw_data())}};
     unary::visit_unary(op, params, [&](auto f) {
-      launch_map(Forward<decltype(f)>{f}, device, x.numel(), static_cast<T*>(y.raw_data()), in);
+      const auto g = storage_functor<T>(f);
+      launch_map(Forward<decltype(g)>{g}, device, x.numel(), static_cast<T*>(y.raw_data()), in);
     });
   });
 }
@@ -116,7 +128,8 @@ void unary_backward(unary::UnaryOp op, const unary::UnaryParams& params, const T
     const Inputs<T, 2> in{
         {static_cast<const T*>(saved.raw_data()), static_cast<const T*>(grad_y.raw_data())}};
     unary::visit_unary(op, params, [&](auto f) {
-      launch_map(Backward<decltype(f)>{f}, device, grad_y.numel(), static_cast<T*>(grad_x.raw_data()), in);
+      const auto g = storage_functor<T>(f);
+      launch_map(Backward<decltype(g)>{g}, device, grad_y.numel(), static_cast<T*>(grad_x.raw_data()), in);
     });
   });
 }

@@ -16,12 +16,16 @@
 namespace liftoff {
 namespace {
 
-// Row lengths: 1 and 3 (mostly padding), 128 (one pack per lane), 129, 1000, 1024 (the warp's largest tile),
-// 1025 and 2052 (a block per row), 4096, 8192 (the largest tile), 8200 (the looping kernel).
-const std::vector<int64_t> kRowLengths = {1, 3, 128, 129, 1000, 1024, 1025, 2052, 4096, 8192, 8200};
+// Row lengths at and around every tile (row_tile.cuh): 1, 3, 7, 16 (a thread per row), 17 and 32 (2
+// threads), 64 (4), 128 (8: two 16-byte bf16 packs a thread), 129 and 256 (16), 257 and 512 (a warp, 16
+// values a thread), 1000 and 1024 (a warp, 32), 1025 and 2052 (2 and 4 warps), 4096 (4 warps), 8192 (a
+// block), 8200 (the looping kernel).
+const std::vector<int64_t> kRowLengths = {1,   3,   7,    16,   17,   32,   64,   128,  129, 256,
+                                          257, 512, 1000, 1024, 1025, 2052, 4096, 8192, 8200};
 
 int64_t rows_for(int64_t cols) {
-  return cols >= 4096 ? 3 : 37;  // 37: the last block of 8 warps is partly empty
+  if (cols <= 16) return 300;    // 256 rows a block: the second block is partly empty
+  return cols >= 4096 ? 3 : 37;  // 37: the last block's groups are partly empty
 }
 
 // The softmax and layer norm parity tolerances of their own suites: half results are rounded to 16 bits.
@@ -63,7 +67,7 @@ TEST(RowKernelsCuda, SoftmaxAndLogSoftmaxMatchCpu) {
 
 TEST(RowKernelsCuda, SoftmaxMisalignedRows) {
   LIFTOFF_REQUIRE_CUDA();
-  for (int64_t cols : {64, 1024, 4096}) {
+  for (int64_t cols : {16, 64, 128, 1024, 4096, 8192}) {
     for (const testing::DtypeCase& d : testing::all_dtype_cases()) {
       // The CPU reference in the case's dtype (f64 for f64: an f32 reference is off by 1e-8).
       const Tensor x =
@@ -117,9 +121,57 @@ TEST(RowKernelsCuda, LayerNormMatchesCpu) {
   }
 }
 
+// The fused backward (gx, and the weight/bias gradients through per-block partial sums): many rows, so each
+// group of the one-wave grid visits several rows (and the last round leaves groups idle); every tile of
+// the fused dispatch (8 values a thread up to 2048 columns, 16 up to 4096) and the unfused path beyond.
+TEST(RowKernelsCuda, LayerNormFusedBackwardOverManyRows) {
+  LIFTOFF_REQUIRE_CUDA();
+  for (int64_t cols : {7, 64, 100, 256, 512, 768, 1024, 2048, 3000, 4096, 4104}) {
+    const int64_t rows = cols >= 2048 ? 1500 : 5003;
+    const Tensor x = testing::random_tensor({rows, cols}, 12, -2, 3, DType::f32).set_requires_grad(true);
+    const Tensor w = testing::random_tensor({cols}, 13, 0.5, 1.5, DType::f32).set_requires_grad(true);
+    const Tensor b = testing::random_tensor({cols}, 14, -1, 1, DType::f32).set_requires_grad(true);
+    // The weight gradient sums thousands of rows: f32 sums in another order differ by ~1e-6 relative.
+    EXPECT_TRUE(testing::cuda_parity(
+        [cols](const std::vector<Tensor>& in) { return layer_norm(in[0], {cols}, in[1], in[2]); }, {x, w, b},
+        {2e-4, 2e-4}))
+        << cols;
+  }
+}
+
+// 16-bit storage: the weight/bias gradients are f32 sums rounded once at the end; compared against the CPU
+// on the same rounded inputs and incoming gradient, within a few bf16 roundings of the result.
+TEST(RowKernelsCuda, LayerNormFusedBackwardBf16AffineGradients) {
+  LIFTOFF_REQUIRE_CUDA();
+  for (int64_t cols : {64, 1024, 4096}) {
+    const int64_t rows = 2001;
+    auto rounded = [](const Shape& shape, uint64_t seed, double low, double high) {
+      return testing::random_tensor(shape, seed, low, high, DType::f32).to(DType::bf16).to(DType::f32);
+    };
+    const Tensor x = rounded({rows, cols}, 15, -2, 2), gy = rounded({rows, cols}, 16, -1, 1);
+    const Tensor w = rounded({cols}, 17, 0.5, 1.5), b = rounded({cols}, 18, -1, 1);
+    auto grads = [&](Device device, DType dtype) {
+      const Tensor xd = x.to(device, dtype).detach().set_requires_grad(true);
+      const Tensor wd = w.to(device, dtype).detach().set_requires_grad(true);
+      const Tensor bd = b.to(device, dtype).detach().set_requires_grad(true);
+      layer_norm(xd, {cols}, wd, bd).backward(gy.to(device, dtype));
+      return std::vector<Tensor>{wd.grad().to(Device::cpu(), DType::f32),
+                                 bd.grad().to(Device::cpu(), DType::f32),
+                                 xd.grad().to(Device::cpu(), DType::f32)};
+    };
+    const std::vector<Tensor> expected = grads(Device::cpu(), DType::f32);
+    const std::vector<Tensor> got = grads(Device::cuda(), DType::bf16);
+    // The CPU normalises in f32 from the same values: the sums differ by bf16's final rounding (2^-8) and
+    // the device's rounded xhat is not involved (the partial sums stay f32).
+    EXPECT_TRUE(testing::all_close(got[0], expected[0], 5e-2, 8e-3)) << "weight " << cols;
+    EXPECT_TRUE(testing::all_close(got[1], expected[1], 5e-2, 8e-3)) << "bias " << cols;
+    EXPECT_TRUE(testing::all_close(got[2], expected[2], 5e-2, 5e-2)) << "input " << cols;
+  }
+}
+
 TEST(RowKernelsCuda, LayerNormMisalignedRows) {
   LIFTOFF_REQUIRE_CUDA();
-  for (int64_t cols : {256, 2048}) {
+  for (int64_t cols : {64, 256, 2048, 4096}) {
     const Tensor x = testing::random_tensor({6 * cols + 1}, 6, -2, 2, DType::f32).set_requires_grad(true);
     const Tensor w = testing::random_tensor({cols}, 7, 0.5, 1.5, DType::f32).set_requires_grad(true);
     EXPECT_TRUE(testing::cuda_parity(

@@ -3,7 +3,11 @@
 // view, channels-last and permuted inputs, a large tensor, and the autocast rule.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <tuple>
+#include <vector>
 
 #include "ops/reduce/reduce.h"
 #include "runtime/autocast.h"
@@ -120,6 +124,44 @@ TEST(UnaryCudaLarge, ManyBlocksInHalf) {
   EXPECT_EQ(y.dtype(), DType::f16);
   const Tensor expected = c.op(x.to(DType::f32));
   EXPECT_TRUE(testing::all_close(y.to(Device::cpu(), DType::f32), expected, 3e-3, 5e-3));
+}
+
+// 16-bit gelu (erf form) computes through the erfc polynomial (functors.h, GeluHalf): every finite bf16
+// value (and an f16 sweep), through the 16-byte pack path, the tail, and the scalar path of a view one
+// element in, is within the 16-bit rounding of the exact value (f64 erfc, no tail cancellation).
+TEST(UnaryCudaGelu, HalfStorageIsWithinRoundingOfTheExactErfForm) {
+  LIFTOFF_REQUIRE_CUDA();
+  std::vector<float> values;
+  for (uint32_t bits = 0; bits <= 0xffff; ++bits) {
+    const uint32_t word = bits << 16;
+    float v = 0.0f;
+    std::memcpy(&v, &word, sizeof(v));
+    if (std::isfinite(v)) values.push_back(v);
+  }
+  std::vector<float> sweep;
+  for (int i = -40000; i <= 40000; ++i) sweep.push_back(static_cast<float>(i) * 5e-4f);  // [-20, 20]
+  for (DType dt : {DType::bf16, DType::f16}) {
+    const std::vector<float>& source = dt == DType::bf16 ? values : sweep;
+    const auto n = static_cast<int64_t>(source.size());
+    const Tensor x = Tensor::from_vector<float>(source, {n}).to(Device::cuda(0), dt);
+    const std::vector<double> exact_in = x.to(Device::cpu(), DType::f64).to_vector<double>();
+    const double half_ulp = dt == DType::bf16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+    const double floor = dt == DType::bf16 ? 1e-37 : 3e-8;  // below the smallest normal value
+    for (int64_t offset : {0, 1}) {  // 16-byte packs with a tail (n % 8 != 0), then scalar loads
+      const std::vector<double> got =
+          gelu(x.slice(0, offset, n)).to(Device::cpu(), DType::f64).to_vector<double>();
+      int bad = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        const double v = exact_in[i + static_cast<size_t>(offset)];
+        const double expected = 0.5 * v * std::erfc(-v / std::sqrt(2.0));
+        const double error = std::fabs(got[i] - expected);
+        if (!(error <= (half_ulp + 1e-4) * std::fabs(expected) + floor) && bad++ < 5) {
+          ADD_FAILURE() << dtype_name(dt) << " gelu(" << v << ") = " << got[i] << ", exact " << expected;
+        }
+      }
+      EXPECT_EQ(bad, 0) << dtype_name(dt) << " offset " << offset;
+    }
+  }
 }
 
 // PyTorch's CUDA autocast runs exp, log, rsqrt and softplus in f32; the others keep the input's dtype.

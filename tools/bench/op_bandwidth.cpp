@@ -3,8 +3,9 @@
 // read + written). Each op runs `reps` times between two device synchronisations after a warm-up; the median
 // of `rounds` such timings is reported. Bytes are the fewest an op must move (each input read once, each
 // output written once; a forward+backward pair reads x twice, y or gy once and writes y and gx: 5 per
-// element). Broadcast cases: a row [1024], a column [rows, 1], a per-channel bias on NCHW and NHWC
-// (channels-last) [N, 64, 32, 32] views of the same elements.
+// element; layer norm's weight/bias gradients add only a row of partial sums per block). Broadcast cases: a
+// row [1024], a column [rows, 1], a per-channel bias on NCHW and NHWC (channels-last) [N, 64, 32, 32] views
+// of the same elements.
 //   op_bandwidth [--elements 67108864] [--dtype f32|bf16] [--reps 20] [--rounds 5]
 #include <CLI/CLI.hpp>
 
@@ -78,6 +79,9 @@ int main(int argc, char** argv) {
     const Tensor nchw = a.view({images, 64, 32, 32});
     const Tensor nhwc = a.view({images, 32, 32, 64}).permute({0, 3, 1, 2});  // channels-last [N, 64, 32, 32]
     auto rows_of = [&](int64_t cols) { return a.view({elements / cols, cols}); };
+    auto grad_rows_of = [&](int64_t cols) { return b.view({elements / cols, cols}); };
+    const Tensor gamma4096 = randn({4096}, gen).to(device, dtype);
+    const Tensor beta4096 = randn({4096}, gen).to(device, dtype);
     const double size = static_cast<double>(dtype_size(dtype));
     std::vector<Case> cases = {
         {"copy (reference)", 2,
@@ -94,6 +98,12 @@ int main(int argc, char** argv) {
         {"exp", 2, [&] { return exp(a); }},
         {"sigmoid", 2, [&] { return sigmoid(a); }},
         {"gelu", 2, [&] { return gelu(a); }},
+        {"gelu fwd+bwd", 5,
+         [&] {
+           const Tensor x = leaf(a);
+           gelu(x).backward(b);
+           return x;
+         }},
         {"silu", 2, [&] { return silu(a); }},
         {"sum (all)", 1, [&] { return sum(a); }},
         {"sum (dim -1)", 1, [&] { return sum(a, {-1}); }},
@@ -101,8 +111,12 @@ int main(int argc, char** argv) {
         {"amax (dim -1)", 1, [&] { return amax(a, {-1}); }},
         {"amin (dim 0)", 1, [&] { return amin(a, {0}); }},
         {"softmax (dim -1)", 2, [&] { return softmax(a, -1); }},
+        {"softmax (16)", 2, [&] { return softmax(rows_of(16), -1); }},
+        {"softmax (64)", 2, [&] { return softmax(rows_of(64), -1); }},
         {"softmax (128)", 2, [&] { return softmax(rows_of(128), -1); }},
         {"softmax (4096)", 2, [&] { return softmax(rows_of(4096), -1); }},
+        {"softmax (8192)", 2, [&] { return softmax(rows_of(8192), -1); }},
+        {"log_softmax (128)", 2, [&] { return log_softmax(rows_of(128), -1); }},
         {"log_softmax (dim -1)", 2, [&] { return log_softmax(a, -1); }},
         {"softmax fwd+bwd (1024)", 5,
          [&] {
@@ -116,6 +130,12 @@ int main(int argc, char** argv) {
          [&] {
            const Tensor x = leaf(a), w = leaf(gamma), bias = leaf(beta);
            layer_norm(x, {1024}, w, bias).backward(b);
+           return x;
+         }},
+        {"layer_norm fwd+bwd (4096)", 5,
+         [&] {
+           const Tensor x = leaf(rows_of(4096)), w = leaf(gamma4096), bias = leaf(beta4096);
+           layer_norm(x, {4096}, w, bias).backward(grad_rows_of(4096));
            return x;
          }},
     };
