@@ -1,4 +1,9 @@
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
 #include "ops/linear/kernels.h"
+#include "ops/reduce/kernels.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/cuda_types.cuh"
@@ -6,35 +11,33 @@
 namespace liftoff::cuda {
 
 namespace {
-constexpr int kWarp = 32;
-constexpr int kRowsPerBlock = 8;  // blockDim.y of the column-sum kernel
+template <class T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
 
-template <class T>
+constexpr int kColumnThreads = 32;  // blockDim.x: vectors of one row's columns
+constexpr int kRowThreads = 8;      // blockDim.y: rows of a block at once
+
+// y[r, :] += bias in vectors of V elements (16 bytes when the row allows it): the bias vector a thread adds
+// is loaded once and reused for every row it visits, and no index needs a division.
+template <class T, int V>
 __global__ void bias_add_kernel(T* y, const T* bias, int64_t rows, int64_t cols) {
-  LIFTOFF_GRID_STRIDE_LOOP(i, rows * cols) {
-    y[i] = convert<T>(convert<acc_t<T>>(y[i]) + convert<acc_t<T>>(bias[i % cols]));
+  using A = acc_t<T>;
+  const int64_t vectors = cols / V;
+  for (int64_t cv = blockIdx.x * static_cast<int64_t>(kColumnThreads) + threadIdx.x; cv < vectors;
+       cv += static_cast<int64_t>(gridDim.x) * kColumnThreads) {
+    const Pack<T, V> b = reinterpret_cast<const Pack<T, V>*>(bias)[cv];
+    for (int64_t r = blockIdx.y * static_cast<int64_t>(kRowThreads) + threadIdx.y; r < rows;
+         r += static_cast<int64_t>(gridDim.y) * kRowThreads) {
+      auto* at = reinterpret_cast<Pack<T, V>*>(y + r * cols) + cv;
+      Pack<T, V> v = *at;
+#pragma unroll
+      for (int k = 0; k < V; ++k) v.v[k] = convert<T>(convert<A>(v.v[k]) + convert<A>(b.v[k]));
+      *at = v;
+    }
   }
 }
-
-// Column sums with a fixed order: thread (x, y) sums rows y, y + 8, ... of its column, then the 8 partials
-// are added in shared memory. Coalesced along the row, no atomics.
-template <class T>
-__global__ void bias_grad_kernel(const T* gy, T* gb, int64_t rows, int64_t cols) {
-  __shared__ acc_t<T> partial[kRowsPerBlock][kWarp + 1];
-  const int64_t col = blockIdx.x * static_cast<int64_t>(kWarp) + threadIdx.x;
-  acc_t<T> acc = 0;
-  if (col < cols) {
-    for (int64_t r = threadIdx.y; r < rows; r += kRowsPerBlock) acc += convert<acc_t<T>>(gy[r * cols + col]);
-  }
-  partial[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.y == 0 && col < cols) {
-    acc_t<T> total = 0;
-    for (int r = 0; r < kRowsPerBlock; ++r) total += partial[r][threadIdx.x];
-    gb[col] = convert<T>(total);
-  }
-}
-
 }  // namespace
 
 void bias_add(const Tensor& y, const Tensor& bias) {
@@ -45,26 +48,43 @@ void bias_add(const Tensor& y, const Tensor& bias) {
   if (rows * cols == 0) return;
   dispatch_device_float(y.dtype(), "linear bias", [&](auto tag) {
     using T = decltype(tag);
-    bias_add_kernel<T><<<grid_for(rows * cols), kBlock, 0, compute_stream(device)>>>(
-        static_cast<T*>(y.raw_data()), static_cast<const T*>(bias.raw_data()), rows, cols);
+    constexpr int kWide = 16 / sizeof(T);
+    const auto launch = [&](auto width) {
+      constexpr int V = decltype(width)::value;
+      const int64_t vectors = cols / V;
+      const unsigned gx =
+          static_cast<unsigned>(std::min<int64_t>((vectors + kColumnThreads - 1) / kColumnThreads, 65535));
+      // Enough row blocks for about 4 waves of 256-thread blocks over the SMs.
+      int sms = 0;
+      LIFTOFF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+      const int64_t want = std::max<int64_t>(1, int64_t{4} * sms * 8 / gx);
+      const unsigned gy =
+          static_cast<unsigned>(std::min<int64_t>({want, (rows + kRowThreads - 1) / kRowThreads, 65535}));
+      bias_add_kernel<T, V><<<dim3(gx, gy), dim3(kColumnThreads, kRowThreads), 0, compute_stream(device)>>>(
+          static_cast<T*>(y.raw_data()), static_cast<const T*>(bias.raw_data()), rows, cols);
+    };
+    const bool aligned = reinterpret_cast<uintptr_t>(y.raw_data()) % 16 == 0 &&
+                         reinterpret_cast<uintptr_t>(bias.raw_data()) % 16 == 0 && cols % kWide == 0;
+    if (aligned) {
+      launch(std::integral_constant<int, kWide>{});
+    } else {
+      launch(std::integral_constant<int, 1>{});
+    }
     LIFTOFF_LAUNCH_CHECK();
   });
 }
 
+// The column sums are the reduction of [1, rows, cols] over its middle dimension: the reduce op's kernels
+// (split over the rows when the columns alone leave the GPU idle, vectorised, a fixed order).
 void bias_grad(const Tensor& gy, const Tensor& gb) {
-  const int device = gy.device().index;
-  DeviceGuard guard(device);
   const int64_t rows = gy.size(0);
   const int64_t cols = gy.size(1);
   if (cols == 0) return;
-  dispatch_device_float(gy.dtype(), "linear bias backward", [&](auto tag) {
-    using T = decltype(tag);
-    const dim3 block(kWarp, kRowsPerBlock);
-    const dim3 grid(static_cast<unsigned>((cols + kWarp - 1) / kWarp));
-    bias_grad_kernel<T><<<grid, block, 0, compute_stream(device)>>>(
-        static_cast<const T*>(gy.raw_data()), static_cast<T*>(gb.raw_data()), rows, cols);
-    LIFTOFF_LAUNCH_CHECK();
-  });
+  if (rows == 0) {
+    gb.zero_();
+    return;
+  }
+  reduce_forward(gy, 1, rows, cols, ReduceParams{}, gb, Tensor());
 }
 
 }  // namespace liftoff::cuda

@@ -58,6 +58,30 @@ TEST(LinearCuda, LinearMatchesCpuInHalfTypes) {
   }
 }
 
+// The bias kernels' regimes: many rows of a [N, L, E] input (the column sums split over rows), vector-aligned
+// widths (192: 16-byte packs) and odd ones (7, 33: one element at a time), in f32 and bf16.
+TEST(LinearCuda, BiasAddAndGradientMatchCpuForManyRowsAndOddWidths) {
+  LIFTOFF_REQUIRE_CUDA();
+  struct Case {
+    int64_t n, l, in, out;
+  };
+  for (const Case c : {Case{16, 65, 24, 192}, Case{3, 700, 16, 7}, Case{2, 9, 5, 33}}) {
+    const Tensor x = testing::random_tensor({c.n, c.l, c.in}, 21, -1, 1, DType::f32).set_requires_grad(true);
+    const Tensor w = testing::random_tensor({c.out, c.in}, 22, -0.2, 0.2, DType::f32).set_requires_grad(true);
+    const Tensor b = testing::random_tensor({c.out}, 23, -1, 1, DType::f32).set_requires_grad(true);
+    for (DType dt : {DType::f32, DType::bf16}) {
+      testing::ParityOptions options;
+      options.cuda_dtype = dt;
+      // bf16: the bias gradient sums up to 2,100 rounded terms (magnitude ~30), kept in f32 and rounded once.
+      options.atol = dt == DType::bf16 ? 0.5 : 1e-4;
+      options.rtol = dt == DType::bf16 ? 2e-2 : 1e-4;
+      EXPECT_TRUE(testing::cuda_parity(
+          [](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); }, {x, w, b}, options))
+          << dtype_name(dt) << " rows " << c.n * c.l << " out " << c.out;
+    }
+  }
+}
+
 TEST(LinearCuda, RejectsMixedDevices) {
   LIFTOFF_REQUIRE_CUDA();
   EXPECT_THROW(linear(Tensor::zeros({2, 3}, DType::f32, Device::cuda()), Tensor::zeros({4, 3})), DeviceError);
