@@ -114,7 +114,7 @@ Tensor batch_norm_impl(const Tensor& x_in, const Tensor& weight_in, const Tensor
   if (epilogue.skip_normalize)
     detail::defer_batch_norm_output(y, x, weight, bias, save_mean, save_invstd, training);
   detail::record_batch_norm_node(y, x, weight, bias, epilogue.residual, save_mean, save_invstd, training,
-                                 relu);
+                                 relu, kNoReluCap);
   return y;
 }
 }  // namespace

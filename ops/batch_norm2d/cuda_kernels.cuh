@@ -19,6 +19,21 @@ __device__ __forceinline__ double rsqrt_acc(double v) {
   return rsqrt(v);
 }
 
+// The fused activation: ReLU, capped at `cap` (6 for ReLU6; infinity for a plain ReLU). NaN becomes 0, as
+// the unfused epilogue always did.
+template <class A>
+__device__ __forceinline__ A relu_capped(A v, A cap) {
+  v = v > A(0) ? v : A(0);
+  return v < cap ? v : cap;
+}
+
+// Whether the activation passed the gradient, judged from its output: 0 < y < cap (hardtanh's rule, so 0 at
+// both kinks); with no cap every positive y passes, +inf included.
+template <class A>
+__device__ __forceinline__ bool relu_passes(A y, A cap) {
+  return y > A(0) && (y < cap || isinf(cap));
+}
+
 // Chan et al.'s merge of (count, mean, M2) moments; b is folded into a.
 template <class A>
 __device__ __forceinline__ void merge_moments(A& n, A& mean, A& m2, A nb, A mean_b, A m2b) {
@@ -164,7 +179,7 @@ __global__ void running_stats_kernel(const W* running_mean, const W* running_var
 // Grid: x = sample * channels + channel (one plane), y = pixel blocks; one modulo per block, not per element.
 template <class T, class W, class A>
 __global__ void normalize_kernel(const T* x, const A* mean, const A* invstd, const W* weight, const W* bias,
-                                 int64_t channels, int64_t hw, const T* residual, bool relu, T* y) {
+                                 int64_t channels, int64_t hw, const T* residual, bool relu, A cap, T* y) {
   const int64_t plane = blockIdx.x;
   const int64_t c = plane % channels;
   const A scale = convert<A>(weight[c]) * invstd[c];
@@ -176,16 +191,16 @@ __global__ void normalize_kernel(const T* x, const A* mean, const A* invstd, con
        k += static_cast<int64_t>(gridDim.y) * blockDim.x) {
     A v = convert<A>(src[k]) * scale + shift;
     if (res != nullptr) v += convert<A>(res[k]);
-    if (relu) v = v > A(0) ? v : A(0);
+    if (relu) v = relu_capped(v, cap);
     dst[k] = convert<T>(v);
   }
 }
 
-// The gradient reaching the batch norm: gy, or gy where the fused ReLU passed (its output y > 0).
+// The gradient reaching the batch norm: gy, or gy where the fused ReLU passed (its output 0 < y < cap).
 template <class T, class A>
-__device__ __forceinline__ A masked_grad(const T* gy, const T* y_relu, int64_t i) {
+__device__ __forceinline__ A masked_grad(const T* gy, const T* y_relu, A cap, int64_t i) {
   const A g = convert<A>(gy[i]);
-  return y_relu != nullptr && !(convert<A>(y_relu[i]) > A(0)) ? A(0) : g;
+  return y_relu != nullptr && !relu_passes(convert<A>(y_relu[i]), cap) ? A(0) : g;
 }
 
 // Per channel: grad_weight, grad_bias, and gx = k1 * (gy - k2 - (x - mean) * k3) coefficients.
@@ -220,9 +235,9 @@ struct GradFinalize {
 // Block (s, c): sums of gy and gy * (x - mean) over its positions of channel c; the last block of the
 // channel finalizes.
 template <class T, class A, class W>
-__global__ void grad_partial_kernel(const T* x, const T* gy, const T* y_relu, const A* mean, int64_t channels,
-                                    int64_t hw, int64_t count, int64_t chunk, A* partial, unsigned* done,
-                                    GradFinalize<A, W> finalize) {
+__global__ void grad_partial_kernel(const T* x, const T* gy, const T* y_relu, A cap, const A* mean,
+                                    int64_t channels, int64_t hw, int64_t count, int64_t chunk, A* partial,
+                                    unsigned* done, GradFinalize<A, W> finalize) {
   const int64_t c = blockIdx.y;
   const int64_t begin = blockIdx.x * chunk;
   const int64_t end = min(count, begin + chunk);
@@ -231,7 +246,7 @@ __global__ void grad_partial_kernel(const T* x, const T* gy, const T* y_relu, co
   ChannelWalk walk(begin + threadIdx.x, blockDim.x, hw);
   for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
     const int64_t i = walk.offset(channels, c);
-    const A g = masked_grad<T, A>(gy, y_relu, i);
+    const A g = masked_grad<T, A>(gy, y_relu, cap, i);
     sum_dy += g;
     sum_dy_xmu += g * (convert<A>(x[i]) - m);
     walk.advance();
@@ -261,15 +276,15 @@ __global__ void grad_partial_kernel(const T* x, const T* gy, const T* y_relu, co
 }
 
 template <class T, class A>
-__global__ void grad_input_kernel(const T* x, const T* gy, const T* y_relu, const A* mean, const A* coeff,
-                                  int64_t channels, int64_t hw, T* gx, T* g_residual) {
+__global__ void grad_input_kernel(const T* x, const T* gy, const T* y_relu, A cap, const A* mean,
+                                  const A* coeff, int64_t channels, int64_t hw, T* gx, T* g_residual) {
   const int64_t plane = blockIdx.x;
   const int64_t c = plane % channels;
   const A m = mean[c], k1 = coeff[c * 3], k2 = coeff[c * 3 + 1], k3 = coeff[c * 3 + 2];
   const int64_t base = plane * hw;
   for (int64_t k = blockIdx.y * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < hw;
        k += static_cast<int64_t>(gridDim.y) * blockDim.x) {
-    const A g = masked_grad<T, A>(gy, y_relu, base + k);
+    const A g = masked_grad<T, A>(gy, y_relu, cap, base + k);
     if (g_residual != nullptr) g_residual[base + k] = convert<T>(g);
     if (gx != nullptr) gx[base + k] = convert<T>(k1 * (g - k2 - (convert<A>(x[base + k]) - m) * k3));
   }

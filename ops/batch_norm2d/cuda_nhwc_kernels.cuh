@@ -16,6 +16,10 @@ namespace {  // NOLINT: included by one translation unit
 
 template <class T>
 constexpr int kNhwcVec = static_cast<int>(16 / sizeof(T));
+// Rows whose loads a reduction thread issues before using them: the statistics read one tensor, the
+// gradient sums two (three with a fused ReLU's output).
+constexpr int kRowsInFlight = 4;
+constexpr int kGradRowsInFlight = 2;
 
 template <class T, class A, int VEC>
 __device__ __forceinline__ void load_vec(const T* p, A (&out)[VEC]) {
@@ -161,15 +165,29 @@ __global__ void stats_nhwc_kernel(const T* x, int64_t channels, int64_t rows, in
   if (first < channels) {
     A shift[VEC];
     load_vec<T, A, VEC>(x + first, shift);
-    for (int64_t r = begin + threadIdx.x / lanes; r < end; r += groups) {
-      A v[VEC];
-      load_vec<T, A, VEC>(x + r * channels + first, v);
+    const auto add = [&](const A(&v)[VEC]) {
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
         const A d = v[j] - shift[j];
         sum[j] += d;
         sum_sq[j] += d * d;
       }
+    };
+    // kRowsInFlight rows' loads issued before any is used: one block per SM then keeps enough bytes in
+    // flight to reach the memory bandwidth (a load-use chain per row left the small-C tensors latency-bound).
+    int64_t r = begin + threadIdx.x / lanes;
+    for (; r + (kRowsInFlight - 1) * groups < end; r += kRowsInFlight * groups) {
+      A v[kRowsInFlight][VEC];
+#pragma unroll
+      for (int u = 0; u < kRowsInFlight; ++u)
+        load_vec<T, A, VEC>(x + (r + u * groups) * channels + first, v[u]);
+#pragma unroll
+      for (int u = 0; u < kRowsInFlight; ++u) add(v[u]);
+    }
+    for (; r < end; r += groups) {
+      A v[VEC];
+      load_vec<T, A, VEC>(x + r * channels + first, v);
+      add(v);
     }
   }
   reduce_tile<A, VEC>(sum, sum_sq, s_a, s_b, lanes, channels, partial, done,
@@ -186,9 +204,9 @@ struct GradTileFinish {
 };
 
 template <class T, class A, class W, int VEC>
-__global__ void grad_nhwc_kernel(const T* x, const T* gy, const T* y_relu, const A* mean, int64_t channels,
-                                 int64_t rows, int64_t chunk, int lanes, A* partial, unsigned* done,
-                                 GradFinalize<A, W> finalize) {
+__global__ void grad_nhwc_kernel(const T* x, const T* gy, const T* y_relu, A cap, const A* mean,
+                                 int64_t channels, int64_t rows, int64_t chunk, int lanes, A* partial,
+                                 unsigned* done, GradFinalize<A, W> finalize) {
   __shared__ A s_a[kReduceBlock * VEC], s_b[kReduceBlock * VEC];
   const int groups = kReduceBlock / lanes;
   const int64_t first = (static_cast<int64_t>(blockIdx.x) * lanes + threadIdx.x % lanes) * VEC;
@@ -201,22 +219,37 @@ __global__ void grad_nhwc_kernel(const T* x, const T* gy, const T* y_relu, const
     A m[VEC];
 #pragma unroll
     for (int j = 0; j < VEC; ++j) m[j] = mean[first + j];
-    for (int64_t r = begin + threadIdx.x / lanes; r < end; r += groups) {
+    // Loads of kGradRowsInFlight rows before their use (as in stats_nhwc_kernel).
+    const auto row = [&](int64_t r, A(&g)[VEC], A(&xv)[VEC]) {
       const int64_t i = r * channels + first;
-      A g[VEC], xv[VEC];
       load_vec<T, A, VEC>(gy + i, g);
       load_vec<T, A, VEC>(x + i, xv);
       if (y_relu != nullptr) {
         A yv[VEC];
         load_vec<T, A, VEC>(y_relu + i, yv);
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) g[j] = yv[j] > A(0) ? g[j] : A(0);  // as masked_grad
+        for (int j = 0; j < VEC; ++j) g[j] = relu_passes(yv[j], cap) ? g[j] : A(0);  // as masked_grad
       }
+    };
+    const auto add = [&](const A(&g)[VEC], const A(&xv)[VEC]) {
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
         sum_dy[j] += g[j];
         sum_dy_xmu[j] += g[j] * (xv[j] - m[j]);
       }
+    };
+    int64_t r = begin + threadIdx.x / lanes;
+    for (; r + (kGradRowsInFlight - 1) * groups < end; r += kGradRowsInFlight * groups) {
+      A g[kGradRowsInFlight][VEC], xv[kGradRowsInFlight][VEC];
+#pragma unroll
+      for (int u = 0; u < kGradRowsInFlight; ++u) row(r + u * groups, g[u], xv[u]);
+#pragma unroll
+      for (int u = 0; u < kGradRowsInFlight; ++u) add(g[u], xv[u]);
+    }
+    for (; r < end; r += groups) {
+      A g[VEC], xv[VEC];
+      row(r, g, xv);
+      add(g, xv);
     }
   }
   reduce_tile<A, VEC>(sum_dy, sum_dy_xmu, s_a, s_b, lanes, channels, partial, done,
@@ -228,7 +261,7 @@ __global__ void grad_nhwc_kernel(const T* x, const T* gy, const T* y_relu, const
 template <class T, class W, class A, int VEC>
 __global__ void normalize_nhwc_kernel(const T* x, const A* mean, const A* invstd, const W* weight,
                                       const W* bias, int64_t channels, int64_t vectors, const T* residual,
-                                      bool relu, T* y) {
+                                      bool relu, A cap, T* y) {
   LIFTOFF_GRID_STRIDE_LOOP(v, vectors) {
     const int64_t i = v * VEC;
     const int64_t c0 = i % channels;
@@ -247,7 +280,7 @@ __global__ void normalize_nhwc_kernel(const T* x, const A* mean, const A* invstd
     }
     if (relu) {
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) out[j] = out[j] > A(0) ? out[j] : A(0);
+      for (int j = 0; j < VEC; ++j) out[j] = relu_capped(out[j], cap);
     }
     store_vec<T, A, VEC>(y + i, out);
   }
@@ -255,7 +288,7 @@ __global__ void normalize_nhwc_kernel(const T* x, const A* mean, const A* invstd
 
 // gx = k1 * (g - k2 - (x - mean) * k3) with g the (ReLU-masked) gy, VEC consecutive channels per thread.
 template <class T, class A, int VEC>
-__global__ void grad_input_nhwc_kernel(const T* x, const T* gy, const T* y_relu, const A* mean,
+__global__ void grad_input_nhwc_kernel(const T* x, const T* gy, const T* y_relu, A cap, const A* mean,
                                        const A* coeff, int64_t channels, int64_t vectors, T* gx,
                                        T* g_residual) {
   LIFTOFF_GRID_STRIDE_LOOP(v, vectors) {
@@ -267,7 +300,7 @@ __global__ void grad_input_nhwc_kernel(const T* x, const T* gy, const T* y_relu,
       A yv[VEC];
       load_vec<T, A, VEC>(y_relu + i, yv);
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) g[j] = yv[j] > A(0) ? g[j] : A(0);  // as masked_grad
+      for (int j = 0; j < VEC; ++j) g[j] = relu_passes(yv[j], cap) ? g[j] : A(0);  // as masked_grad
     }
     if (g_residual != nullptr) store_vec<T, A, VEC>(g_residual + i, g);
     if (gx != nullptr) {

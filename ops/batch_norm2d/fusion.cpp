@@ -26,11 +26,12 @@ class PendingBatchNorm final : public DeferredWrite {
         residual(std::move(residual)),
         training(training) {}
 
-  // Writes bn(x) (+ residual) (ReLU) into out.
-  void normalize_into(const Tensor& out, bool relu) const {
+  // Writes bn(x) (+ residual) (ReLU capped at relu_cap) into out.
+  void normalize_into(const Tensor& out, bool relu, double relu_cap = kNoReluCap) const {
     BnEpilogue epilogue;
     epilogue.residual = residual;
     epilogue.relu = relu;
+    epilogue.relu_cap = relu_cap;
     LIFTOFF_CHECK(x.device().is_cuda(), DeviceError,
                   "batch_norm2d: a deferred normalize pass must be on CUDA");
 #if LIFTOFF_WITH_CUDA
@@ -78,7 +79,7 @@ void defer_batch_norm_output(const Tensor& y, const Tensor& x, const Tensor& wei
 
 void record_batch_norm_node(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias,
                             const Tensor& residual, const Tensor& save_mean, const Tensor& save_invstd,
-                            bool training, bool relu) {
+                            bool training, bool relu, double relu_cap) {
   std::vector<Tensor> inputs{x, weight, bias};
   if (residual.defined()) inputs.push_back(residual);
   if (!should_record(inputs)) return;
@@ -86,9 +87,12 @@ void record_batch_norm_node(const Tensor& out, const Tensor& x, const Tensor& we
       x.is_channels_last() && !x.is_contiguous() ? MemoryFormat::channels_last : MemoryFormat::contiguous;
   // With the ReLU fused, backward needs the output (its mask), which the node keeps instead of an extra
   // pre-activation tensor.
-  record(out, relu ? "batch_norm2d_relu" : "batch_norm2d", inputs,
+  const char* name = !relu                    ? "batch_norm2d"
+                     : relu_cap == kNoReluCap ? "batch_norm2d_relu"
+                                              : "batch_norm2d_relu6";
+  record(out, name, inputs,
          [x_saved = x.detach(), w_saved = weight.detach(), y_saved = relu ? out.detach() : Tensor(),
-          save_mean, save_invstd, training, format](const Tensor& gy, const NeedsGrad& needs) {
+          save_mean, save_invstd, training, relu_cap, format](const Tensor& gy, const NeedsGrad& needs) {
            const Tensor grad_y = gy.to(x_saved.dtype()).contiguous(format);
            Tensor gx, gw, gb, gres;
            if (needs[0]) gx = Tensor::empty(x_saved.shape(), x_saved.dtype(), x_saved.device(), format);
@@ -97,7 +101,7 @@ void record_batch_norm_node(const Tensor& out, const Tensor& x, const Tensor& we
            if (needs.size() > 3 && needs[3])
              gres = Tensor::empty(x_saved.shape(), x_saved.dtype(), x_saved.device(), format);
            LIFTOFF_DISPATCH(x_saved.device(), batch_norm_backward, x_saved, grad_y, w_saved, save_mean,
-                            save_invstd, training, y_saved, gx, gw, gb, gres);
+                            save_invstd, training, y_saved, relu_cap, gx, gw, gb, gres);
            std::vector<Tensor> grads{gx, gw, gb};
            if (needs.size() > 3) grads.push_back(gres);
            return grads;
@@ -105,15 +109,25 @@ void record_batch_norm_node(const Tensor& out, const Tensor& x, const Tensor& we
 }
 }  // namespace detail
 
-Tensor fold_relu_into_batch_norm(const Tensor& y) {
+namespace {
+Tensor fold_capped_relu(const Tensor& y, double relu_cap) {
   const PendingBatchNorm* pending = pending_batch_norm(y);
   if (pending == nullptr) return Tensor();
   const Tensor& x = pending->x;
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device(), op_memory_format(x));
-  pending->normalize_into(out, true);
+  pending->normalize_into(out, true, relu_cap);
   detail::record_batch_norm_node(out, x, pending->weight, pending->bias, pending->residual,
-                                 pending->save_mean, pending->save_invstd, pending->training, true);
+                                 pending->save_mean, pending->save_invstd, pending->training, true, relu_cap);
   return out;
+}
+}  // namespace
+
+Tensor fold_relu_into_batch_norm(const Tensor& y) {
+  return fold_capped_relu(y, kNoReluCap);
+}
+
+Tensor fold_relu6_into_batch_norm(const Tensor& y) {
+  return fold_capped_relu(y, 6.0);
 }
 
 Tensor fold_add_into_batch_norm(const Tensor& a, const Tensor& b, double alpha) {
@@ -137,7 +151,7 @@ Tensor fold_add_into_batch_norm(const Tensor& a, const Tensor& b, double alpha) 
       std::make_shared<PendingBatchNorm>(out.detach(), x, pending->weight, pending->bias, pending->save_mean,
                                          pending->save_invstd, residual, pending->training);
   detail::record_batch_norm_node(out, x, pending->weight, pending->bias, residual, pending->save_mean,
-                                 pending->save_invstd, pending->training, false);
+                                 pending->save_invstd, pending->training, false, kNoReluCap);
   return make_pending_output(out, std::move(fused));
 }
 

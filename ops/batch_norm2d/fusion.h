@@ -1,4 +1,4 @@
-// Folding a user's relu and residual add into batch norm's normalize pass, without special calls.
+// Folding a user's relu (or relu6) and residual add into batch norm's normalize pass, without special calls.
 //
 // On CUDA, batch_norm2d() computes the statistics at once but defers the normalize pass (runtime/deferred.h):
 // its output is handed out unwritten. relu(y) and y + residual look at their operand first: when it is such
@@ -7,7 +7,8 @@
 // never written. Anyone else who reads y (a view, another op, a copy to the host) issues the plain normalize
 // pass first and sees bn(x). So `relu(bn2(conv2(y)) + shortcut)` in a user's block costs one pass over the
 // activation instead of three, forward and backward (the fused node's backward applies the ReLU mask inside
-// the batch-norm gradient pass). The CPU path stays unfused: it is the reference.
+// the batch-norm gradient pass). relu6(y) folds the same way (MobileNetV2's `relu6(bn(conv(x)))`). The CPU
+// path stays unfused: it is the reference.
 #pragma once
 #include "runtime/tensor.h"
 
@@ -15,6 +16,8 @@ namespace liftoff {
 
 // relu(y) when y is a pending batch-norm output (whole, not a view): the fused result; undefined otherwise.
 Tensor fold_relu_into_batch_norm(const Tensor& y);
+// relu6(y) = min(max(y, 0), 6) likewise (its gradient passes where 0 < y < 6, as PyTorch's hardtanh).
+Tensor fold_relu6_into_batch_norm(const Tensor& y);
 // a + alpha * b when one operand is a pending batch-norm output without a residual yet and the other can be
 // its residual (same shape, dtype and device; alpha 1): a pending output of bn + residual; undefined
 // otherwise.
@@ -25,11 +28,12 @@ namespace detail {
 // bn(x) with the statistics the forward saved.
 void defer_batch_norm_output(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias,
                              const Tensor& save_mean, const Tensor& save_invstd, bool training);
-// The autograd node of batch norm with an optional residual and ReLU (backward: one batch-norm gradient
-// pass with the ReLU mask taken from `out`).
+// The autograd node of batch norm with an optional residual and ReLU capped at relu_cap (kNoReluCap of
+// ops/batch_norm2d/kernels.h: none) (backward: one batch-norm gradient pass with the ReLU mask taken from
+// `out`).
 void record_batch_norm_node(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias,
                             const Tensor& residual, const Tensor& save_mean, const Tensor& save_invstd,
-                            bool training, bool relu);
+                            bool training, bool relu, double relu_cap);
 }  // namespace detail
 
 }  // namespace liftoff

@@ -3,16 +3,21 @@
 // stats may be undefined in training). save_mean / save_invstd [C] are f64 for f64 input, f32 otherwise: the
 // statistics used for normalization (batch ones in training, running ones in eval), kept for the backward.
 #pragma once
+#include <limits>
+
 #include "runtime/tensor.h"
 
 namespace liftoff {
 
-// A fused epilogue: y = bn(x) (+ residual) (then max(., 0) when relu). residual: x's shape and dtype, or
-// undefined. Backward then takes y_relu (the forward output, when relu was fused: gradients pass where it is
-// > 0) and fills grad_residual (the gradient reaching bn + residual), when defined.
+// A fused epilogue: y = bn(x) (+ residual) (then min(max(., 0), relu_cap) when relu: ReLU, or ReLU6 with a
+// cap of 6). residual: x's shape and dtype, or undefined. Backward then takes y_relu (the forward output,
+// when relu was fused: gradients pass where 0 < y < relu_cap) and fills grad_residual (the gradient reaching
+// bn + residual), when defined.
+inline constexpr double kNoReluCap = std::numeric_limits<double>::infinity();
 struct BnEpilogue {
   Tensor residual;
   bool relu = false;
+  double relu_cap = kNoReluCap;  // CUDA only (the CPU path is never fused with a cap)
   // An i64 scalar (a layer's num_batches_tracked) that a CUDA training forward increments where it finalizes
   // the statistics; on the CPU the front increments it. Undefined: none.
   Tensor batches_tracked;
@@ -26,10 +31,12 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
                         const Tensor& running_var, bool training, double momentum, double eps,
                         const BnEpilogue& epilogue, const Tensor& y, const Tensor& save_mean,
                         const Tensor& save_invstd);
-// gx, gweight, gbias, grad_residual: each preallocated, or undefined when not needed.
+// gx, gweight, gbias, grad_residual: each preallocated, or undefined when not needed. relu_cap: as
+// BnEpilogue's (kNoReluCap on the CPU).
 void batch_norm_backward(const Tensor& x, const Tensor& grad_y, const Tensor& weight, const Tensor& save_mean,
-                         const Tensor& save_invstd, bool training, const Tensor& y_relu, const Tensor& grad_x,
-                         const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_residual);
+                         const Tensor& save_invstd, bool training, const Tensor& y_relu, double relu_cap,
+                         const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias,
+                         const Tensor& grad_residual);
 }  // namespace cpu
 namespace cuda {
 void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
@@ -40,7 +47,8 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
 void batch_norm_apply(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& save_mean,
                       const Tensor& save_invstd, const BnEpilogue& epilogue, const Tensor& y);
 void batch_norm_backward(const Tensor& x, const Tensor& grad_y, const Tensor& weight, const Tensor& save_mean,
-                         const Tensor& save_invstd, bool training, const Tensor& y_relu, const Tensor& grad_x,
-                         const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_residual);
+                         const Tensor& save_invstd, bool training, const Tensor& y_relu, double relu_cap,
+                         const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias,
+                         const Tensor& grad_residual);
 }  // namespace cuda
 }  // namespace liftoff

@@ -1,5 +1,6 @@
 #include "ops/unary/unary.h"
 
+#include "ops/batch_norm2d/fusion.h"
 #include "ops/cast/cast.h"
 #include "ops/common/layout.h"
 #include "ops/unary/kernels.h"
@@ -87,6 +88,8 @@ Tensor sigmoid(const Tensor& x) {
   return unary_op("sigmoid", UnaryOp::sigmoid, x);
 }
 Tensor relu6(const Tensor& x) {
+  // A pending CUDA batch-norm output takes the ReLU6 into its normalize pass (ops/batch_norm2d/fusion.h).
+  if (Tensor folded = fold_relu6_into_batch_norm(x); folded.defined()) return folded;
   return unary_op("relu6", UnaryOp::relu6, x);
 }
 

@@ -6,6 +6,7 @@
 #include "ops/binary/binary.h"
 #include "ops/reduce/reduce.h"
 #include "ops/relu/relu.h"
+#include "ops/unary/unary.h"
 #include "runtime/autograd.h"
 #include "tests/common/cuda_test.h"
 #include "tests/common/parity.h"
@@ -37,6 +38,35 @@ TEST(BatchNormFusionCuda, ReluFoldsIntoTheNormalizePass) {
   EXPECT_EQ(y.grad_fn()->name(), "batch_norm2d_relu");
 }
 
+// relu6 (MobileNetV2's activation) folds too; weights of 3-5 push a good share of the outputs past the cap,
+// so both kinks of the gradient mask are exercised.
+TEST(BatchNormFusionCuda, Relu6FoldsWithAndWithoutAResidual) {
+  LIFTOFF_REQUIRE_CUDA();
+  auto plain = [](const std::vector<Tensor>& t) { return relu6(bn(t[0], t[1], t[2])); };
+  auto residual = [](const std::vector<Tensor>& t) { return relu6(bn(t[0], t[1], t[2]) + t[3]); };
+  const std::vector<Tensor> in{rnd({8, 24, 6, 6}, 11).set_requires_grad(true),
+                               rnd({24}, 12, 3.0, 5.0).set_requires_grad(true),
+                               rnd({24}, 13, -1.0, 3.0).set_requires_grad(true),
+                               rnd({8, 24, 6, 6}, 14, -2.0, 2.0).set_requires_grad(true)};
+  EXPECT_TRUE(testing::cuda_parity(plain, {in[0], in[1], in[2]}, kTol));
+  EXPECT_TRUE(testing::cuda_parity(residual, in, kTol));
+  std::vector<Tensor> dev;
+  for (const Tensor& t : in) dev.push_back(t.detach().to(Device::cuda()).set_requires_grad(true));
+  const Tensor y = plain(dev);
+  ASSERT_TRUE(y.grad_fn() != nullptr);
+  EXPECT_EQ(y.grad_fn()->name(), "batch_norm2d_relu6");
+  const Tensor host = y.detach().to(Device::cpu());
+  int64_t capped = 0, zero = 0;
+  for (int64_t i = 0; i < host.numel(); ++i) {
+    const float v = host.data<float>()[i];
+    capped += v == 6.0f;
+    zero += v == 0.0f;
+  }
+  EXPECT_GT(capped, host.numel() / 20) << "too few outputs at the cap to test its gradient";
+  EXPECT_GT(zero, host.numel() / 20);
+  EXPECT_EQ(residual(dev).grad_fn()->name(), "batch_norm2d_relu6");
+}
+
 TEST(BatchNormFusionCuda, ResidualAddAndReluFoldOnEitherSide) {
   LIFTOFF_REQUIRE_CUDA();
   auto right = [](const std::vector<Tensor>& t) { return relu(bn(t[0], t[1], t[2]) + t[3]); };
@@ -47,7 +77,8 @@ TEST(BatchNormFusionCuda, ResidualAddAndReluFoldOnEitherSide) {
   const std::vector<Tensor> in{
       rnd({4, 8, 6, 6}, 4).set_requires_grad(true), rnd({8}, 5, 0.5, 1.5).set_requires_grad(true),
       rnd({8}, 6).set_requires_grad(true), rnd({4, 8, 6, 6}, 7).set_requires_grad(true)};
-  for (const testing::TensorFn& fn : std::vector<testing::TensorFn>{right, left, no_relu, both}) EXPECT_TRUE(testing::cuda_parity(fn, in, kTol));
+  for (const testing::TensorFn& fn : std::vector<testing::TensorFn>{right, left, no_relu, both})
+    EXPECT_TRUE(testing::cuda_parity(fn, in, kTol));
   std::vector<Tensor> dev;
   for (const Tensor& t : in) dev.push_back(t.detach().to(Device::cuda()).set_requires_grad(true));
   EXPECT_EQ(right(dev).grad_fn()->name(), "batch_norm2d_relu");
