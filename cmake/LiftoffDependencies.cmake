@@ -44,8 +44,20 @@ if(NOT LIFTOFF_TURBOJPEG STREQUAL "OFF")
   find_path(TURBOJPEG_INCLUDE_DIR turbojpeg.h)
   # The static archive first: executables then run where libjpeg-turbo is not installed (the GPU machine).
   find_library(TURBOJPEG_LIBRARY NAMES libturbojpeg.a turbojpeg)
+  # libturbojpeg.a is not position-independent (its TLS), so libliftoff.so links the shared one.
+  set(saved_suffixes ${CMAKE_FIND_LIBRARY_SUFFIXES})
+  set(CMAKE_FIND_LIBRARY_SUFFIXES .so)
+  find_library(TURBOJPEG_SHARED_LIBRARY NAMES turbojpeg)
+  set(CMAKE_FIND_LIBRARY_SUFFIXES ${saved_suffixes})
   if(TURBOJPEG_INCLUDE_DIR AND TURBOJPEG_LIBRARY)
     set(LIFTOFF_WITH_TURBOJPEG ON)
+    # What to link, chosen per linking target (evaluated for it): the archive into executables, the shared
+    # library (when there is one) into shared libraries.
+    set(turbojpeg_for_shared ${TURBOJPEG_LIBRARY})
+    if(TURBOJPEG_SHARED_LIBRARY)
+      set(turbojpeg_for_shared ${TURBOJPEG_SHARED_LIBRARY})
+    endif()
+    set(LIFTOFF_TURBOJPEG_LINK "$<IF:$<STREQUAL:$<TARGET_PROPERTY:TYPE>,SHARED_LIBRARY>,${turbojpeg_for_shared},${TURBOJPEG_LIBRARY}>")
   elseif(LIFTOFF_TURBOJPEG STREQUAL "ON")
     message(FATAL_ERROR "LIFTOFF_TURBOJPEG=ON but turbojpeg.h / libturbojpeg were not found; install "
                         "libturbojpeg0-dev or use -DLIFTOFF_TURBOJPEG=OFF")

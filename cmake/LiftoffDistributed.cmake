@@ -10,25 +10,21 @@ set_property(CACHE LIFTOFF_MPI PROPERTY STRINGS AUTO ON OFF)
 set(LIFTOFF_WITH_NCCL OFF)
 if(NOT LIFTOFF_NCCL STREQUAL "OFF")
   if(LIFTOFF_WITH_CUDA)
-    # NCCL ships inside the CUDA toolkit on our machines; NCCL_ROOT points elsewhere.
+    # NCCL ships inside the CUDA toolkit on our machines; NCCL_ROOT points elsewhere. Only its header is needed
+    # here: libnccl is opened at run time (runtime/distributed/nccl_loader.cpp).
     find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} ${CUDAToolkit_INCLUDE_DIRS}
               ${CUDAToolkit_LIBRARY_ROOT} PATH_SUFFIXES include)
-    find_library(NCCL_LIBRARY NAMES nccl HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} ${CUDAToolkit_LIBRARY_DIR}
-                 ${CUDAToolkit_LIBRARY_ROOT} PATH_SUFFIXES lib64 lib)
-    if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+    if(NCCL_INCLUDE_DIR)
       file(STRINGS ${NCCL_INCLUDE_DIR}/nccl.h nccl_version_line REGEX "^#define NCCL_VERSION_CODE +[0-9]+")
       string(REGEX REPLACE "^#define NCCL_VERSION_CODE +([0-9]+).*" "\\1" NCCL_VERSION_CODE "${nccl_version_line}")
       # Non-blocking communicators and ncclAvg need NCCL >= 2.14.
       if(NCCL_VERSION_CODE GREATER_EQUAL 21400)
         set(LIFTOFF_WITH_NCCL ON)
-        add_library(Liftoff::nccl UNKNOWN IMPORTED)
-        set_target_properties(Liftoff::nccl PROPERTIES IMPORTED_LOCATION ${NCCL_LIBRARY}
-                                                      INTERFACE_INCLUDE_DIRECTORIES ${NCCL_INCLUDE_DIR})
       else()
         set(nccl_problem "NCCL ${NCCL_VERSION_CODE} at ${NCCL_INCLUDE_DIR} is older than 2.14")
       endif()
     else()
-      set(nccl_problem "nccl.h / libnccl not found under the CUDA toolkit (${CUDAToolkit_LIBRARY_ROOT}); set NCCL_ROOT")
+      set(nccl_problem "nccl.h not found under the CUDA toolkit (${CUDAToolkit_LIBRARY_ROOT}); set NCCL_ROOT")
     endif()
   else()
     set(nccl_problem "NCCL needs the CUDA backend (LIFTOFF_WITH_CUDA is OFF)")
@@ -59,14 +55,16 @@ message(STATUS "Liftoff: distributed backends: NCCL ${LIFTOFF_WITH_NCCL} (LIFTOF
 function(liftoff_add_distributed_sources target)
   set(dir ${PROJECT_SOURCE_DIR}/runtime/distributed)
   target_sources(${target} PRIVATE ${dir}/process_group.cpp ${dir}/env.cpp)
+  # NCCL and MPI are opened at run time (nccl_loader.cpp, mpi_loader.cpp): only their headers are used here, so
+  # nothing that links Liftoff needs them to build, link or start.
   target_compile_definitions(${target} PUBLIC LIFTOFF_WITH_NCCL=$<BOOL:${LIFTOFF_WITH_NCCL}>
                                               LIFTOFF_WITH_MPI=$<BOOL:${LIFTOFF_WITH_MPI}>)
   if(LIFTOFF_WITH_NCCL)
-    target_sources(${target} PRIVATE ${dir}/nccl_group.cpp)
-    target_link_libraries(${target} PUBLIC Liftoff::nccl)
+    target_sources(${target} PRIVATE ${dir}/nccl_group.cpp ${dir}/nccl_loader.cpp)
+    target_include_directories(${target} PRIVATE ${NCCL_INCLUDE_DIR})
   endif()
   if(LIFTOFF_WITH_MPI)
-    target_sources(${target} PRIVATE ${dir}/mpi_group.cpp)
-    target_link_libraries(${target} PUBLIC MPI::MPI_CXX)
+    target_sources(${target} PRIVATE ${dir}/mpi_group.cpp ${dir}/mpi_loader.cpp)
+    target_include_directories(${target} PRIVATE ${MPI_CXX_INCLUDE_DIRS})
   endif()
 endfunction()

@@ -1,11 +1,12 @@
-# `cmake --install` rules: the static library, the public headers (include/liftoff/, laid out as in the
-# source tree, so "runtime/tensor.h" works the same in and out of the tree), and the CMake package
-# (find_package(Liftoff) -> Liftoff::liftoff, with its dependencies found again by LiftoffConfig.cmake).
+# `cmake --install` rules: the shared library (libliftoff.so, cmake/LiftoffSharedLibrary.cmake), the public
+# headers (include/liftoff/, laid out as in the source tree, so "runtime/tensor.h" works the same in and out of
+# the tree), and the CMake package (find_package(Liftoff) -> Liftoff::liftoff, which needs nothing else found;
+# the optional `cuda` component, Liftoff::cuda, finds the CUDA toolkit and cuDNN's headers).
 include(CMakePackageConfigHelpers)
 
 set(LIFTOFF_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/Liftoff)
 
-install(TARGETS liftoff EXPORT LiftoffTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(TARGETS liftoff_shared EXPORT LiftoffTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(EXPORT LiftoffTargets NAMESPACE Liftoff:: DESTINATION ${LIFTOFF_INSTALL_CMAKEDIR})
 
 # The headers reachable from `roots` through #include "..." lines naming files of this tree, roots included.
@@ -46,13 +47,10 @@ foreach(header IN LISTS liftoff_public_headers)
                ${PROJECT_SOURCE_DIR}/${header})
 endforeach()
 
-# What the config needs to find the dependencies again: the build's choices, and the directories it found
-# cuDNN's headers and NCCL in (searched last, after the consumer's own hints and the CUDA toolkit).
-set(LIFTOFF_CONFIG_NCCL_INCLUDE_DIR "")
-set(LIFTOFF_CONFIG_NCCL_LIBRARY_DIR "")
-if(LIFTOFF_WITH_NCCL)
-  set(LIFTOFF_CONFIG_NCCL_INCLUDE_DIR ${NCCL_INCLUDE_DIR})
-  get_filename_component(LIFTOFF_CONFIG_NCCL_LIBRARY_DIR ${NCCL_LIBRARY} DIRECTORY)
+# Where the build found cuDNN's headers: searched last by the `cuda` component, after the consumer's hints.
+set(LIFTOFF_CONFIG_CUDNN_INCLUDE_DIR "")
+if(LIFTOFF_WITH_CUDA)
+  set(LIFTOFF_CONFIG_CUDNN_INCLUDE_DIR ${CUDNN_INCLUDE_DIR})
 endif()
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/LiftoffConfig.cmake.in
                               ${PROJECT_BINARY_DIR}/LiftoffConfig.cmake

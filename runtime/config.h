@@ -31,6 +31,9 @@ enum class Knob {
   cudnn_workspace_mb,
   cudnn_log,
   attention_fused,
+  cublas_library,
+  nccl_library,
+  mpi_library,
   nvml_interval_s,
   dist_timeout,
   // Process variables (set by a launcher; read at each call).

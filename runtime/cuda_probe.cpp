@@ -36,6 +36,7 @@ std::string explain_cuda_probe(const CudaProbe& p) {
                    "); rebuild with -DCMAKE_CUDA_ARCHITECTURES=", p.major, p.minor);
   }
   if (!p.kernel_error.empty()) return str_cat("a test kernel failed on cuda:", p.index, ": ", p.kernel_error);
+  if (!p.cublas_loaded) return p.cublas_load_error;
   if (!p.cudnn_loaded) return p.cudnn_load_error;
   if (p.cudnn_version / 10000 != p.cudnn_compiled_major) {
     return str_cat("cuDNN ", p.cudnn_version, " is loaded but this build needs cuDNN ",

@@ -1,7 +1,7 @@
 // What a CUDA availability probe found, as plain data, and the one-line reason it turns into. Kept apart from
 // the CUDA calls (runtime/cuda/availability.cu fills the probe) so that every reason can be tested on
 // machines without the failure: an old driver, no device, a build without kernels for the GPU, a missing
-// cuDNN.
+// cuDNN or cuBLAS.
 #pragma once
 #include <string>
 
@@ -23,6 +23,8 @@ struct CudaProbe {
   std::string cudnn_load_error;  // why it could not be loaded (when !cudnn_loaded)
   int cudnn_version = 0;         // cudnnGetVersion, e.g. 91900
   int cudnn_compiled_major = 0;  // CUDNN_MAJOR of the build
+  bool cublas_loaded = true;
+  std::string cublas_load_error;  // why it could not be loaded (when !cublas_loaded)
 };
 
 // Empty when the probe says the device can run Liftoff; otherwise what is wrong and what to do.

@@ -55,8 +55,9 @@ void dispatch_all(DType dtype, Fn&& fn) {
 
 // Device dispatch in an op front: LIFTOFF_DISPATCH(x.device(), relu_forward, x, y) calls
 // cuda::relu_forward(x, y) for CUDA tensors and cpu::relu_forward(x, y) otherwise. In a build without CUDA the
-// CUDA branch throws (a CUDA tensor cannot exist there, so it is never reached).
-#if LIFTOFF_WITH_CUDA
+// CUDA branch throws (a CUDA tensor cannot exist there, so it is never reached). A program built against the
+// installed package has the CUDA branch only when it asks for the `cuda` component (its own cuda:: kernels).
+#if defined(LIFTOFF_WITH_CUDA) && LIFTOFF_WITH_CUDA
 #define LIFTOFF_DISPATCH(device, fn, ...) ((device).is_cuda() ? cuda::fn(__VA_ARGS__) : cpu::fn(__VA_ARGS__))
 #else
 #define LIFTOFF_DISPATCH(device, fn, ...)                                                   \

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "runtime/cuda/check.h"
+#include "runtime/cuda/cublas_loader.h"
 #include "runtime/cuda/cudnn_loader.h"
 #include "runtime/cuda_probe.h"
 #include "runtime/error.h"
@@ -76,6 +77,8 @@ std::string unavailable_reason(int index) {
     cudaFree(flag);
   }
   cudaSetDevice(previous);
+  p.cublas_loaded = cublas_loaded();
+  if (!p.cublas_loaded) p.cublas_load_error = cublas_load_error();
   p.cudnn_loaded = cudnn_loaded();
   if (!p.cudnn_loaded) {
     p.cudnn_load_error = cudnn_load_error();

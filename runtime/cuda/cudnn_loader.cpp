@@ -4,10 +4,7 @@
 // library.
 #include <cudnn.h>
 
-#include <cstdlib>
-#include <mutex>
 #include <string>
-#include <vector>
 
 #include "runtime/config.h"
 #include "runtime/cuda/cudnn_loader.h"
@@ -17,15 +14,13 @@
 namespace liftoff::cuda {
 
 namespace {
-// LIFTOFF_CUDNN_LIBRARY=/path/to/libcudnn.so.9 picks one cuDNN among several installed (only that file).
-std::vector<std::string> cudnn_candidates() {
-  if (auto chosen = config::get_string(config::Knob::cudnn_library)) return {*chosen};
-  return {"libcudnn.so.9", "libcudnn.so"};
-}
-
-platform::DynamicLibrary& cudnn_library() {
-  // Leaked on purpose: cuDNN must stay mapped until the process ends.
-  static auto* lib = new platform::DynamicLibrary(cudnn_candidates());
+platform::RuntimeLibrary& cudnn_library() {
+  // LIFTOFF_CUDNN_LIBRARY=/path/to/libcudnn.so.9 picks one cuDNN among several installed (only that file).
+  static auto* lib = new platform::RuntimeLibrary(
+      {"cuDNN " + std::to_string(CUDNN_MAJOR) + " (libcudnn.so.9)",
+       {"libcudnn.so.9", "libcudnn.so"},
+       "install cuDNN 9 or add its lib folder to LD_LIBRARY_PATH (or name the file in LIFTOFF_CUDNN_LIBRARY)",
+       config::get_string(config::Knob::cudnn_library)});
   return *lib;
 }
 }  // namespace
@@ -35,21 +30,11 @@ bool cudnn_loaded() {
 }
 
 std::string cudnn_load_error() {
-  return cudnn_library().loaded()
-             ? std::string()
-             : "cuDNN 9 (libcudnn.so.9) could not be loaded (" + cudnn_library().error() +
-                   "); install cuDNN 9 or add its lib folder to LD_LIBRARY_PATH (or name the file in "
-                   "LIFTOFF_CUDNN_LIBRARY)";
+  return cudnn_library().load_error();
 }
 
 void* cudnn_symbol(const char* name) {
-  if (!cudnn_library().loaded()) throw BackendError(cudnn_load_error());
-  void* fn = cudnn_library().symbol(name);
-  if (fn == nullptr) {
-    throw BackendError(std::string("the loaded cuDNN has no ") + name + "; install cuDNN " +
-                       std::to_string(CUDNN_MAJOR) + ".x");
-  }
-  return fn;
+  return cudnn_library().require(name);
 }
 
 }  // namespace liftoff::cuda

@@ -2,7 +2,7 @@
 // waits polled with a timeout so a dead or hung peer becomes a BackendError instead of a hang.
 #include "runtime/distributed/mpi_group.h"
 
-#include <mpi.h>
+#include "runtime/distributed/mpi_loader.h"  // <mpi.h>, with MPI opened at run time
 
 #include <atomic>
 #include <chrono>
@@ -221,6 +221,7 @@ class MpiGroup : public ProcessGroup {
 }  // namespace
 
 void mpi_ensure_initialized(int rank, int world_size) {
+  LIFTOFF_CHECK(mpi_loaded(), BackendError, "MPI: ", mpi_load_error());
   static std::once_flag once;
   std::call_once(once, [] {
     int initialized = 0;
@@ -252,6 +253,7 @@ void mpi_broadcast_bytes(std::string& bytes, int root, double timeout_seconds) {
 }
 
 std::unique_ptr<ProcessGroup> make_mpi_group(int rank, int world_size, const ProcessGroupOptions& options) {
+  LIFTOFF_CHECK(mpi_loaded(), BackendError, "mpi process group: ", mpi_load_error());
   return std::make_unique<MpiGroup>(rank, world_size, effective_timeout_seconds(options));
 }
 

@@ -22,6 +22,7 @@
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/event.h"
 #include "runtime/distributed/env.h"
+#include "runtime/distributed/nccl_loader.h"
 #include "runtime/error.h"
 #include "runtime/graph.h"
 #include "runtime/platform/thread_name.h"
@@ -537,6 +538,7 @@ void NcclWork::wait() {
 
 std::unique_ptr<ProcessGroup> make_nccl_group(int rank, int world_size, const ProcessGroupOptions& options) {
   const double timeout = effective_timeout_seconds(options);
+  LIFTOFF_CHECK(nccl_loaded(), BackendError, "nccl process group: ", nccl_load_error());
   const int visible = cuda::device_count();
   LIFTOFF_CHECK(visible > 0, DeviceError, "nccl process group: no CUDA device is usable on this machine");
   int device = options.cuda_device;

@@ -45,7 +45,7 @@ include=$prefix/include/liftoff
 package=$(dirname "$(find "$prefix" -name LiftoffConfig.cmake -print -quit)")
 check "the package config and its version file are installed" \
   test -f "$package/LiftoffConfig.cmake" -a -f "$package/LiftoffConfigVersion.cmake"
-check "the library is installed" test -n "$(find "$prefix" -name libliftoff.a)"
+check "the library is installed (shared)" test -n "$(find "$prefix" -name libliftoff.so)"
 check "the umbrella header and the API headers are installed" \
   test -f "$include/liftoff.h" -a -f "$include/runtime/tensor.h" -a -f "$include/runtime/gradcheck.h"
 check "no installed CMake file names the build or source tree" \

@@ -87,5 +87,14 @@ TEST(CudaProbe, CudnnMissingOrOfAnotherMajorVersion) {
       "cuDNN 8907 is loaded but this build needs cuDNN 9.x; install cuDNN 9 or point LD_LIBRARY_PATH at it");
 }
 
+TEST(CudaProbe, CublasMissingIsNamedBeforeCudnn) {
+  CudaProbe p = healthy();
+  p.cublas_loaded = false;
+  p.cublas_load_error = "cuBLAS 13 (libcublas.so.13) could not be loaded (...)";
+  p.cudnn_loaded = false;
+  p.cudnn_load_error = "cuDNN 9 (libcudnn.so.9) could not be loaded (...)";
+  EXPECT_EQ(explain_cuda_probe(p), p.cublas_load_error);
+}
+
 }  // namespace
 }  // namespace liftoff

@@ -23,6 +23,7 @@
 #include "runtime/random.h"
 #include "runtime/system_info.h"
 #if LIFTOFF_WITH_CUDA
+#include "runtime/cuda/cublas_loader.h"
 #include "runtime/cuda/nvjpeg_loader.h"
 #endif
 
@@ -74,8 +75,15 @@ void print_versions(const SystemInfo& info) {
     std::printf("  NVIDIA driver: not found (libcuda.so.1 is not loadable)\n");
   }
   std::printf("  CUDA runtime: %s (statically linked)\n", cuda_version_str(info.runtime_version).c_str());
-  std::printf("  cuBLAS: compiled %s, loaded %s\n", library_version_str(info.cublas_compiled).c_str(),
-              library_version_str(info.cublas_loaded).c_str());
+#if LIFTOFF_WITH_CUDA
+  if (info.cublas_loaded == 0) {  // opened at run time (runtime/cuda/cublas_loader.cpp): say why not
+    std::printf("  cuBLAS: compiled %s, not loaded: %s\n", library_version_str(info.cublas_compiled).c_str(),
+                liftoff::cuda::cublas_load_error().c_str());
+  } else {
+    std::printf("  cuBLAS: compiled %s, loaded %s\n", library_version_str(info.cublas_compiled).c_str(),
+                library_version_str(info.cublas_loaded).c_str());
+  }
+#endif
   if (info.cudnn_loaded == 0) {
     std::printf("  cuDNN: compiled %s, not loaded  <-- see the GPU lines below for why\n",
                 library_version_str(info.cudnn_compiled).c_str());
