@@ -4,6 +4,7 @@
 
 #include "data/decode/crop_cuda.h"
 #include "data/decode/decode_loader_internal.h"
+#include "data/decode/decode_stream.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/context.h"
 #include "runtime/platform/cpu_usage.h"
@@ -22,10 +23,7 @@ cudaStream_t lane_stream(int device, int lane) {
   std::vector<cudaStream_t>& of_device = streams[static_cast<size_t>(device)];
   if (of_device.size() <= static_cast<size_t>(lane)) of_device.resize(static_cast<size_t>(lane) + 1, nullptr);
   cudaStream_t& s = of_device[static_cast<size_t>(lane)];
-  if (s == nullptr) {
-    cuda::DeviceGuard guard(device);
-    LIFTOFF_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  }
+  if (s == nullptr) s = cuda::create_decode_stream(device);
   return s;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "data/decode/decode_stream.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/context.h"
 #include "runtime/error.h"
@@ -33,7 +34,7 @@ NvjpegDecoder::NvjpegDecoder(int device, NvjpegBackend requested, NvjpegOptions 
   DeviceGuard guard(device_);
   try {
     create_engines(requested);
-    LIFTOFF_CUDA_CHECK(cudaStreamCreateWithFlags(&hybrid_stream_, cudaStreamNonBlocking));
+    hybrid_stream_ = create_decode_stream(device_);
     LIFTOFF_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
     LIFTOFF_CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
   } catch (...) {

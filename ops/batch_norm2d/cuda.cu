@@ -34,9 +34,9 @@ bool aligned16(std::initializer_list<const void*> data) {
 }
 
 // The grid of an NHWC reduction (cuda_nhwc_kernels.cuh): lanes threads per tile of lanes * vec channels (a
-// power of two up to a warp), tiles across C, and row splits so the grid fills every SM about eight times
-// (8 x 256 threads: a full SM) while each thread still loads at least ~4 vectors. Session 8's 4 blocks per
-// SM and 8 vectors per thread left MobileNetV2's small-C statistics at 1.8x PyTorch's time.
+// power of two up to a warp), tiles across C, and row splits so the grid fills every SM about four times
+// while each thread still loads at least ~8 vectors. (Twice the splits, tried in session 9, doubled the
+// last block's merge and ResNet-50's batch-norm time.)
 struct NhwcGrid {
   int lanes = 1;
   int64_t tiles = 1, splits = 1, chunk = 0;
@@ -49,8 +49,8 @@ NhwcGrid nhwc_grid(int device, int64_t rows, int64_t channels, int vec) {
   while (g.lanes < 32 && g.lanes < vectors) g.lanes *= 2;
   g.tiles = (vectors + g.lanes - 1) / g.lanes;
   const int64_t rows_per_pass = kReduceBlock / g.lanes;
-  const int64_t by_fill = (8 * static_cast<int64_t>(sms) + g.tiles - 1) / g.tiles;
-  const int64_t by_work = (rows + rows_per_pass * 4 - 1) / (rows_per_pass * 4);
+  const int64_t by_fill = (4 * static_cast<int64_t>(sms) + g.tiles - 1) / g.tiles;
+  const int64_t by_work = (rows + rows_per_pass * 8 - 1) / (rows_per_pass * 8);
   g.splits = std::clamp<int64_t>(std::min(by_fill, by_work), 1, 65535);
   g.chunk = (rows + g.splits - 1) / g.splits;
   LIFTOFF_CHECK(g.tiles <= 65535, ShapeError, "batch_norm2d: ", channels, " channels exceed the CUDA grid");

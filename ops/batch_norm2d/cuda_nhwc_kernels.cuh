@@ -16,10 +16,9 @@ namespace {  // NOLINT: included by one translation unit
 
 template <class T>
 constexpr int kNhwcVec = static_cast<int>(16 / sizeof(T));
-// Rows whose loads a reduction thread issues before using them: the statistics read one tensor, the
-// gradient sums two (three with a fused ReLU's output).
-constexpr int kRowsInFlight = 4;
-constexpr int kGradRowsInFlight = 2;
+// Partials the last block's threads load before adding any (independent loads in flight: the merge of a few
+// hundred splits was a chain of dependent L2 round trips, 66-166 us per launch on ResNet-50's early layers).
+constexpr int kMergeInFlight = 8;
 
 template <class T, class A, int VEC>
 __device__ __forceinline__ void load_vec(const T* p, A (&out)[VEC]) {
@@ -105,7 +104,7 @@ __device__ void reduce_tile(const A (&a)[VEC], const A (&b)[VEC], A* s_a, A* s_b
     for (int j = 0; j < VEC; ++j) {
       const int64_t c = tile_first + t * VEC + j;
       if (c < channels) {
-        A* out = partial + (c * splits + blockIdx.y) * 2;
+        A* out = partial + (blockIdx.y * channels + c) * 2;  // [split][channel]: the merge reads rows
         out[0] = s_a[t * VEC + j];
         out[1] = s_b[t * VEC + j];
       }
@@ -119,10 +118,29 @@ __device__ void reduce_tile(const A (&a)[VEC], const A (&b)[VEC], A* s_a, A* s_b
   const int64_t c = tile_first + k;
   A sum_a = 0, sum_b = 0;
   if (c < channels) {
-    const volatile A* p = partial + c * splits * 2;
-    for (int64_t s = g; s < splits; s += merge_groups) {
-      sum_a += p[s * 2];
-      sum_b += p[s * 2 + 1];
+    // Splits g, g + merge_groups, ... in kMergeInFlight interleaved sums, added in a fixed order at the end.
+    // __ldcg reads L2, where the other blocks' fenced partials are (as the volatile loads did).
+    const A* p = partial + c * 2;
+    const int64_t row_stride = channels * 2;
+    A pa[kMergeInFlight] = {}, pb[kMergeInFlight] = {};
+    int64_t s = g;
+    for (; s + (kMergeInFlight - 1) * merge_groups < splits; s += kMergeInFlight * merge_groups) {
+#pragma unroll
+      for (int u = 0; u < kMergeInFlight; ++u) {
+        const A* q = p + (s + u * merge_groups) * row_stride;
+        pa[u] += __ldcg(q);
+        pb[u] += __ldcg(q + 1);
+      }
+    }
+    for (; s < splits; s += merge_groups) {
+      const A* q = p + s * row_stride;
+      pa[0] += __ldcg(q);
+      pb[0] += __ldcg(q + 1);
+    }
+#pragma unroll
+    for (int u = 0; u < kMergeInFlight; ++u) {
+      sum_a += pa[u];
+      sum_b += pb[u];
     }
   }
   s_a[t] = sum_a;  // the tree above ended with a barrier: the scratch is free
@@ -165,29 +183,15 @@ __global__ void stats_nhwc_kernel(const T* x, int64_t channels, int64_t rows, in
   if (first < channels) {
     A shift[VEC];
     load_vec<T, A, VEC>(x + first, shift);
-    const auto add = [&](const A(&v)[VEC]) {
+    for (int64_t r = begin + threadIdx.x / lanes; r < end; r += groups) {
+      A v[VEC];
+      load_vec<T, A, VEC>(x + r * channels + first, v);
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
         const A d = v[j] - shift[j];
         sum[j] += d;
         sum_sq[j] += d * d;
       }
-    };
-    // kRowsInFlight rows' loads issued before any is used: one block per SM then keeps enough bytes in
-    // flight to reach the memory bandwidth (a load-use chain per row left the small-C tensors latency-bound).
-    int64_t r = begin + threadIdx.x / lanes;
-    for (; r + (kRowsInFlight - 1) * groups < end; r += kRowsInFlight * groups) {
-      A v[kRowsInFlight][VEC];
-#pragma unroll
-      for (int u = 0; u < kRowsInFlight; ++u)
-        load_vec<T, A, VEC>(x + (r + u * groups) * channels + first, v[u]);
-#pragma unroll
-      for (int u = 0; u < kRowsInFlight; ++u) add(v[u]);
-    }
-    for (; r < end; r += groups) {
-      A v[VEC];
-      load_vec<T, A, VEC>(x + r * channels + first, v);
-      add(v);
     }
   }
   reduce_tile<A, VEC>(sum, sum_sq, s_a, s_b, lanes, channels, partial, done,
@@ -219,9 +223,9 @@ __global__ void grad_nhwc_kernel(const T* x, const T* gy, const T* y_relu, A cap
     A m[VEC];
 #pragma unroll
     for (int j = 0; j < VEC; ++j) m[j] = mean[first + j];
-    // Loads of kGradRowsInFlight rows before their use (as in stats_nhwc_kernel).
-    const auto row = [&](int64_t r, A(&g)[VEC], A(&xv)[VEC]) {
+    for (int64_t r = begin + threadIdx.x / lanes; r < end; r += groups) {
       const int64_t i = r * channels + first;
+      A g[VEC], xv[VEC];
       load_vec<T, A, VEC>(gy + i, g);
       load_vec<T, A, VEC>(x + i, xv);
       if (y_relu != nullptr) {
@@ -230,26 +234,11 @@ __global__ void grad_nhwc_kernel(const T* x, const T* gy, const T* y_relu, A cap
 #pragma unroll
         for (int j = 0; j < VEC; ++j) g[j] = relu_passes(yv[j], cap) ? g[j] : A(0);  // as masked_grad
       }
-    };
-    const auto add = [&](const A(&g)[VEC], const A(&xv)[VEC]) {
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
         sum_dy[j] += g[j];
         sum_dy_xmu[j] += g[j] * (xv[j] - m[j]);
       }
-    };
-    int64_t r = begin + threadIdx.x / lanes;
-    for (; r + (kGradRowsInFlight - 1) * groups < end; r += kGradRowsInFlight * groups) {
-      A g[kGradRowsInFlight][VEC], xv[kGradRowsInFlight][VEC];
-#pragma unroll
-      for (int u = 0; u < kGradRowsInFlight; ++u) row(r + u * groups, g[u], xv[u]);
-#pragma unroll
-      for (int u = 0; u < kGradRowsInFlight; ++u) add(g[u], xv[u]);
-    }
-    for (; r < end; r += groups) {
-      A g[VEC], xv[VEC];
-      row(r, g, xv);
-      add(g, xv);
     }
   }
   reduce_tile<A, VEC>(sum_dy, sum_dy_xmu, s_a, s_b, lanes, channels, partial, done,
