@@ -57,6 +57,29 @@ NhwcGrid nhwc_grid(int device, int64_t rows, int64_t channels, int vec) {
   return g;
 }
 
+// The grid of an NHWC elementwise pass (normalize, input gradient): blocks of lanes x (kBlock / lanes)
+// threads over tiles of lanes * vec channels and row blocks, about eight blocks per SM, each thread at least
+// a few rows.
+struct ElementwiseGrid {
+  dim3 grid, block;
+};
+ElementwiseGrid nhwc_elementwise_grid(int device, int64_t rows, int64_t channels, int vec) {
+  int sms = 0;
+  LIFTOFF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t vectors = channels / vec;
+  int lanes = 1;
+  while (lanes < 32 && lanes < vectors) lanes *= 2;
+  const int64_t tiles = (vectors + lanes - 1) / lanes;
+  const int64_t rows_per_block = kBlock / lanes;
+  const int64_t by_rows = (rows + rows_per_block * 4 - 1) / (rows_per_block * 4);
+  const int64_t by_fill = (8 * static_cast<int64_t>(sms) + tiles - 1) / tiles;
+  const int64_t row_blocks = std::clamp<int64_t>(std::min(by_rows, by_fill), 1, 65535);
+  LIFTOFF_CHECK(tiles <= 0x7fffffff, ShapeError, "batch_norm2d: ", channels,
+                " channels exceed the CUDA grid");
+  return {dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(row_blocks)),
+          dim3(static_cast<unsigned>(lanes), static_cast<unsigned>(rows_per_block))};
+}
+
 // Launches an NHWC reduction kernel with 16-byte vectors when C allows and the data are aligned, else one
 // channel per thread: launch(vec_tag, grid) with vec_tag an std::integral_constant.
 template <class T, class Launch>
@@ -136,8 +159,9 @@ void apply_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, cons
   if (nhwc_layout(x)) {
     launch_nhwc_elementwise<T>(channels, {xp, out, residual}, [&](auto vec_tag) {
       constexpr int vec = decltype(vec_tag)::value;
-      normalize_nhwc_kernel<T, W, A, vec><<<grid_for(total / vec), kBlock, 0, stream>>>(
-          xp, sm, si, w, b, channels, total / vec, residual, epilogue.relu, cap, out);
+      const ElementwiseGrid eg = nhwc_elementwise_grid(x.device().index, batch * hw, channels, vec);
+      normalize_nhwc_kernel<T, W, A, vec><<<eg.grid, eg.block, 0, stream>>>(
+          xp, sm, si, w, b, NhwcRows{channels, batch * hw}, residual, epilogue.relu, cap, out);
       LIFTOFF_LAUNCH_CHECK();
     });
     return;
@@ -241,8 +265,10 @@ void backward_typed(const Tensor& x, const Tensor& grad_y, const Tensor& weight,
     if ((gx == nullptr && gres == nullptr) || total == 0) return;
     launch_nhwc_elementwise<T>(channels, {xp, gyp, mask, gx, gres}, [&](auto vec_tag) {
       constexpr int vec = decltype(vec_tag)::value;
-      grad_input_nhwc_kernel<T, A, vec><<<grid_for(total / vec), kBlock, 0, stream>>>(
-          xp, gyp, mask, cap, sm, static_cast<const A*>(coeff.raw_data()), channels, total / vec, gx, gres);
+      const ElementwiseGrid eg = nhwc_elementwise_grid(device, count, channels, vec);
+      grad_input_nhwc_kernel<T, A, vec>
+          <<<eg.grid, eg.block, 0, stream>>>(xp, gyp, mask, cap, sm, static_cast<const A*>(coeff.raw_data()),
+                                             NhwcRows{channels, count}, gx, gres);
       LIFTOFF_LAUNCH_CHECK();
     });
     return;
