@@ -54,9 +54,11 @@ struct DecodeLoaderOptions {
   bool drop_last = false;
   int workers = 2;
   int prefetch = 2;      // batches in flight (rounded up to a multiple of decode_lanes on a CUDA target)
-  // CUDA target: batches issued to the GPU at once, one thread + nvJPEG states each. 4: on the H200, 224 px
-  // crops of photographs, 1 / 2 / 4 lanes decoded 11,341 / 19,977 / 26,687 images/s (docs/perf.md).
-  int decode_lanes = 4;
+  // CUDA target: batches issued to the GPU at once, one thread + nvJPEG states each. On the H200, 224 px
+  // crops of photographs, 1 / 2 / 4 lanes decoded 11,341 / 19,977 / 26,687 images/s alone (docs/perf.md);
+  // next to a training ResNet-50 a batch took 157 ms on its lane, so 4 lanes left 12% of headroom over the
+  // model's 44 ms step and the step waited for input 11% of the time. 6 leaves about 2x.
+  int decode_lanes = 6;
   // gpu decode: images per call of the hardware decoder (0: all of a batch's at once; -1: its engines x
   // cores, as nvJPEG reports them), and the share of the hardware-decodable images it gets (the rest go to
   // the GPU-hybrid engine, which then decodes at the same time on its own stream).
