@@ -1,5 +1,6 @@
 #include "ops/attention/flash.h"
 
+#include <atomic>
 #include <cmath>
 
 #include "ops/common/broadcast.h"
@@ -55,6 +56,7 @@ FlashProblem problem_of(const Tensor& q, const Tensor& k, const Tensor& v, const
   p.scale = static_cast<float>(scale);
   p.scale_log2 = static_cast<float>(scale / std::log(2.0));
   p.causal = is_causal;
+  p.pipelined = flash_pipelined_applies(p.l, p.s);
   return p;
 }
 
@@ -65,6 +67,33 @@ Shape with_rows(Shape batch, int64_t rows, int64_t cols) {
 }
 #endif
 }  // namespace
+
+namespace {
+std::atomic<FlashKernels> g_flash_kernels{FlashKernels::automatic};
+// Below this many queries or keys a sequence is one or two simple tiles and the pipelined kernels' larger
+// tiles and deeper prologue buy nothing (ViT-tiny's L = 65).
+constexpr int64_t kPipelinedMinLength = 128;
+}  // namespace
+
+void set_flash_kernels(FlashKernels kernels) {
+  g_flash_kernels.store(kernels);
+}
+
+FlashKernels flash_kernels() {
+  return g_flash_kernels.load();
+}
+
+bool flash_pipelined_applies(int64_t l, int64_t s) {
+  switch (flash_kernels()) {
+    case FlashKernels::simple:
+      return false;
+    case FlashKernels::pipelined:
+      return true;
+    case FlashKernels::automatic:
+      break;
+  }
+  return l >= kPipelinedMinLength && s >= kPipelinedMinLength;
+}
 
 bool flash_attention_applies(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
                              double dropout_p) {

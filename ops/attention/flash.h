@@ -40,7 +40,19 @@ struct FlashProblem {
   float scale = 0.f;
   float scale_log2 = 0.f;  // scale * log2(e): the kernels exponentiate with exp2
   bool causal = false;
+  bool pipelined = false;  // which kernel family runs it (flash_pipelined_applies)
 };
+
+// Two kernel families run the fused path. The simple kernels (64 query rows or keys per block of 4 warps,
+// synchronous loads) fit ViT-tiny's short rows, where a sequence is one tile; the pipelined ones (128 rows
+// per block of 8 warps, cp.async double-buffered tiles, ldmatrix fragments, causal blocks longest first)
+// are for long sequences. The automatic choice goes by length; an override lets the tests run both
+// families on every shape and attention_bench time them side by side (--kernels).
+enum class FlashKernels { automatic, simple, pipelined };
+void set_flash_kernels(FlashKernels kernels);  // process-wide, until set back to automatic
+FlashKernels flash_kernels();
+// Whether a call with L queries and S keys runs the pipelined kernels (the override, else by length).
+bool flash_pipelined_applies(int64_t l, int64_t s);
 
 #if LIFTOFF_WITH_CUDA
 namespace cuda {

@@ -1,97 +1,23 @@
-// FlashAttention-2 style kernels (see flash.h) on tensor cores through mma.sync.m16n8k16 (f16/bf16 in, f32
-// accumulation). Fragment layouts of m16n8k16 (g = lane / 4, t = lane % 4):
-//   A 16x16 (row major): reg0 (g, 2t..2t+1), reg1 (g+8, 2t..), reg2 (g, 2t+8..), reg3 (g+8, 2t+8..)
-//   B 16x8  (k x n):     reg0 (k = 2t..2t+1, n = g), reg1 (k = 2t+8..2t+9, n = g)
-//   C 16x8  (f32):       c0, c1 (g, 2t..2t+1), c2, c3 (g+8, 2t..2t+1)
-// so the C fragments of two adjacent 8-column tiles are, rounded to 16 bits, the A fragment of the next
-// product (P V, P^T dO, dS^T Q) without a trip through shared memory.
+// The simple fused attention kernels (see flash.h): 64 query rows (forward) or 64 keys (backward) per block
+// of 4 warps, synchronous tile loads. They keep ViT-tiny's short rows (one tile) fast; longer sequences take
+// the pipelined kernels of flash_pipelined_cuda.cu. Fragment layouts and helpers: flash_mma.cuh.
 #include <cmath>
 
 #include "ops/attention/flash.h"
+#include "ops/attention/flash_mma.cuh"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/cuda_types.cuh"
 
 namespace liftoff::cuda {
 
+using namespace flash;
+
 namespace {
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kBlockRows = kWarps * 16;  // query rows per forward block, key rows per backward block
 constexpr int kPad = 8;                  // 16 bytes of padding per shared row: conflict-free fragment reads
-
-template <class T>
-__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  if constexpr (std::is_same_v<T, __half>) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-}
-
-// The 16 bits of x rounded to T.
-template <class T>
-__device__ __forceinline__ uint32_t bits16(float x) {
-  if constexpr (std::is_same_v<T, __half>) {
-    return __half_as_ushort(__float2half_rn(x));
-  } else {
-    return __bfloat16_as_ushort(__float2bfloat16_rn(x));
-  }
-}
-
-// lo in the low half (the lower k or column index), hi in the high half.
-template <class T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  return bits16<T>(lo) | (bits16<T>(hi) << 16);
-}
-
-__device__ __forceinline__ uint32_t load32(const uint16_t* p) {
-  return *reinterpret_cast<const uint32_t*>(p);
-}
-
-// Two elements of one column from rows r and r + 1 (a B fragment register of a row-major k x n tile).
-__device__ __forceinline__ uint32_t column_pair(const uint16_t* tile, int stride, int r, int col) {
-  return static_cast<uint32_t>(tile[r * stride + col]) |
-         (static_cast<uint32_t>(tile[(r + 1) * stride + col]) << 16);
-}
-
-// A fragment of the 16 rows from `row0` and the 16 columns from `col0` of a row-major shared tile.
-__device__ __forceinline__ void load_a(uint32_t (&a)[4], const uint16_t* tile, int stride, int row0,
-                                       int col0) {
-  const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
-  const uint16_t* p = tile + (row0 + g) * stride + col0 + 2 * t;
-  a[0] = load32(p);
-  a[1] = load32(p + 8 * stride);
-  a[2] = load32(p + 8);
-  a[3] = load32(p + 8 * stride + 8);
-}
-
-// The A fragment of rows x 16 columns (tiles 2c and 2c + 1 of an accumulator), rounded to T.
-template <class T>
-__device__ __forceinline__ void accumulator_to_a(uint32_t (&a)[4], const float (&lo)[4],
-                                                 const float (&hi)[4]) {
-  a[0] = pack2<T>(lo[0], lo[1]);
-  a[1] = pack2<T>(lo[2], lo[3]);
-  a[2] = pack2<T>(hi[0], hi[1]);
-  a[3] = pack2<T>(hi[2], hi[3]);
-}
-
-__device__ __forceinline__ int64_t batch_offset(const FlashProblem& p, const FlashOperand& t, int64_t n) {
-  int64_t offset = 0;
-  for (int d = p.batch_ndim - 1; d >= 0; --d) {
-    offset += n % p.batch_sizes[d] * t.batch_strides[d];
-    n /= p.batch_sizes[d];
-  }
-  return offset;
-}
 
 // Rows [first, first + ROWS) of a [total, D] matrix (rows `stride` apart) into shared memory, rows past
 // `total` as zeros.
@@ -105,16 +31,6 @@ __device__ __forceinline__ void load_rows(uint16_t* tile, const uint16_t* src, i
     if (first + r < total) value = *reinterpret_cast<const uint4*>(src + (first + r) * stride + c);
     *reinterpret_cast<uint4*>(tile + r * (D + kPad) + c) = value;
   }
-}
-
-__device__ __forceinline__ float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-
-__device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
 template <int D, int BC>
@@ -165,40 +81,7 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(FlashProblem p,
       }
     }
     const bool masked = k0 + BC > p.s || (p.causal && k0 + BC - 1 > q0);
-    float new_max[2] = {row_max[0], row_max[1]};
-#pragma unroll
-    for (int nt = 0; nt < BC / 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int64_t key = k0 + nt * 8 + 2 * t + (e & 1);
-        float x = s[nt][e] * p.scale_log2;
-        if (masked && (key >= p.s || (p.causal && key > query[e >> 1]))) x = -INFINITY;
-        s[nt][e] = x;
-        new_max[e >> 1] = fmaxf(new_max[e >> 1], x);
-      }
-    }
-    float base[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      new_max[h] = quad_max(new_max[h]);
-      base[h] = new_max[h] == -INFINITY ? 0.f : new_max[h];  // no key seen yet: keep exp2 finite
-      const float alpha = exp2f(row_max[h] - base[h]);
-      row_max[h] = new_max[h];
-      row_sum[h] *= alpha;
-#pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt) {
-        o[dt][2 * h] *= alpha;
-        o[dt][2 * h + 1] *= alpha;
-      }
-    }
-#pragma unroll
-    for (int nt = 0; nt < BC / 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[nt][e] = exp2f(s[nt][e] - base[e >> 1]);
-        row_sum[e >> 1] += s[nt][e];
-      }
-    }
+    online_softmax_step<BC, D>(s, o, row_max, row_sum, p, k0, query, masked);
 #pragma unroll
     for (int kc = 0; kc < BC / 16; ++kc) {
       uint32_t pa[4];
@@ -211,18 +94,7 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(FlashProblem p,
     }
   }
 
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const float total = quad_sum(row_sum[h]);
-    if (query[h] >= p.l) continue;
-    const float inv = total > 0.f ? 1.f / total : 0.f;  // a row without keys gives zeros
-    T* row = out + (n * p.l + query[h]) * D;
-#pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt)
-      *reinterpret_cast<uint32_t*>(row + dt * 8 + 2 * t) =
-          pack2<T>(o[dt][2 * h] * inv, o[dt][2 * h + 1] * inv);
-    if (t == 0) lse[n * p.l + query[h]] = total > 0.f ? row_max[h] + log2f(total) : INFINITY;
-  }
+  store_output<T, D>(o, row_max, row_sum, query, n, p.l, out, lse);
 }
 
 // delta[row] = sum_d grad_out[row, d] * out[row, d] (the softmax backward's row term), one warp per row.
@@ -250,15 +122,6 @@ constexpr int backward_smem_bytes() {
   return (2 * kBlockRows * (D + kPad) + 2 * BQ * (D + kPad) + BQ * (kBlockRows + kPad)) * 2 + 2 * BQ * 4;
 }
 
-struct FlashGrads {
-  const void* grad_out;
-  const float* lse;
-  const float* delta;
-  float* grad_q_acc;
-  void* grad_k;
-  void* grad_v;
-};
-
 // dQ += scale * dS K for this block's keys: dS [BQ, 64] and K [64, D] in shared memory; the warps split the
 // BQ x D product into 16-row by (D / column groups) pieces, added to grad_q_acc with atomics.
 template <class T, int D, int BQ>
@@ -278,17 +141,7 @@ __device__ __forceinline__ void accumulate_grad_q(const uint16_t* dss, const uin
       mma16816<T>(dq[dt], a, column_pair(ks, kStride, r, col), column_pair(ks, kStride, r + 8, col));
     }
   }
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int64_t q = q0 + row0 + g + 8 * h;
-    if (q >= l) continue;
-    float* row = grad_q_acc + q * D + col0 + 2 * t;
-#pragma unroll
-    for (int dt = 0; dt < kColumns / 8; ++dt) {
-      atomicAdd(row + dt * 8, dq[dt][2 * h] * scale);
-      atomicAdd(row + dt * 8 + 1, dq[dt][2 * h + 1] * scale);
-    }
-  }
+  atomic_add_rows<D, kColumns>(grad_q_acc, dq, q0, row0, col0, l, scale);
 }
 
 // One block: 64 keys of one batch entry (16 per warp) against all queries that see them, BQ at a time.
@@ -378,68 +231,40 @@ __global__ void __launch_bounds__(kThreads) flash_backward_kernel(FlashProblem p
     accumulate_grad_q<T, D, BQ>(dss, ks, grads.grad_q_acc + n * p.l * D, q0, p.l, scale);
   }
 
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    if (key[h] >= p.s) continue;
-    T* dk_row = static_cast<T*>(grads.grad_k) + (n * p.s + key[h]) * D + 2 * t;
-    T* dv_row = static_cast<T*>(grads.grad_v) + (n * p.s + key[h]) * D + 2 * t;
-#pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
-      *reinterpret_cast<uint32_t*>(dk_row + dt * 8) =
-          pack2<T>(dk[dt][2 * h] * scale, dk[dt][2 * h + 1] * scale);
-      *reinterpret_cast<uint32_t*>(dv_row + dt * 8) = pack2<T>(dv[dt][2 * h], dv[dt][2 * h + 1]);
-    }
-  }
+  store_key_grads<T, D>(dk, dv, key, n, p.s, scale, grads);
 }
 
+template <class T>
+void launch_simple_backward(const FlashProblem& p, const FlashGrads& grads, cudaStream_t stream) {
+  const unsigned blocks = grid_of(p.batch * ((p.s + kBlockRows - 1) / kBlockRows), "key");
+  dispatch_head_dim(p.head_dim, [&](auto dim) {
+    constexpr int D = decltype(dim)::value, BQ = D > 64 ? 32 : 64;
+    constexpr int bytes = backward_smem_bytes<D, BQ>();
+    const auto kernel = flash_backward_kernel<T, D, BQ>;
+    allow_shared_memory(kernel, bytes);
+    kernel<<<blocks, kThreads, bytes, stream>>>(p, grads);
+    LIFTOFF_LAUNCH_CHECK();
+  });
+}
+
+}  // namespace
+
+namespace flash {
 unsigned grid_of(int64_t blocks, const char* what) {
   LIFTOFF_CHECK(blocks <= INT32_MAX, ShapeError, "scaled_dot_product_attention: ", blocks, " ", what,
                 " blocks exceed the CUDA grid; use the plain path (LIFTOFF_ATTENTION_FUSED=0)");
   return static_cast<unsigned>(blocks);
 }
-
-// Opts a kernel in to more than the default 48 KiB of dynamic shared memory (an attribute call, allowed
-// during graph capture).
-template <class Kernel>
-void allow_shared_memory(Kernel kernel, int bytes) {
-  if (bytes > 48 * 1024)
-    LIFTOFF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-}
-
-template <class Fn>
-void dispatch_head_dim(int head_dim, Fn&& fn) {
-  switch (head_dim) {
-    case 32:
-      fn(std::integral_constant<int, 32>{});
-      return;
-    case 64:
-      fn(std::integral_constant<int, 64>{});
-      return;
-    case 128:
-      fn(std::integral_constant<int, 128>{});
-      return;
-    default:
-      throw ValueError(str_cat("scaled_dot_product_attention: the fused kernel has no head dim ", head_dim,
-                               " (32, 64, 128)"));
-  }
-}
-
-template <class Fn>
-void dispatch_half(DType dtype, Fn&& fn) {
-  LIFTOFF_CHECK(dtype == DType::f16 || dtype == DType::bf16, DTypeError,
-                "scaled_dot_product_attention: the fused kernel takes f16/bf16, not ", dtype_name(dtype));
-  if (dtype == DType::f16) {
-    fn(__half{});
-  } else {
-    fn(__nv_bfloat16{});
-  }
-}
-}  // namespace
+}  // namespace flash
 
 void flash_forward(const FlashProblem& p, const Tensor& out, const Tensor& lse) {
   const int device = out.device().index;
   DeviceGuard guard(device);
   const cudaStream_t stream = compute_stream(device);
+  if (p.pipelined) {
+    pipelined_forward(p, out.dtype(), out.raw_data(), static_cast<float*>(lse.raw_data()), stream);
+    return;
+  }
   const unsigned blocks = grid_of(p.batch * ((p.l + kBlockRows - 1) / kBlockRows), "query");
   dispatch_half(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -462,7 +287,6 @@ void flash_backward(const FlashProblem& p, const Tensor& out, const Tensor& lse,
   DeviceGuard guard(device);
   const cudaStream_t stream = compute_stream(device);
   const int64_t rows = p.batch * p.l;
-  const unsigned blocks = grid_of(p.batch * ((p.s + kBlockRows - 1) / kBlockRows), "key");
   LIFTOFF_CUDA_CHECK(cudaMemsetAsync(grad_q_acc.raw_data(), 0, grad_q_acc.nbytes(), stream));
   dispatch_half(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -476,14 +300,11 @@ void flash_backward(const FlashProblem& p, const Tensor& out, const Tensor& lse,
                            static_cast<float*>(grad_q_acc.raw_data()),
                            grad_k.raw_data(),
                            grad_v.raw_data()};
-    dispatch_head_dim(p.head_dim, [&](auto dim) {
-      constexpr int D = decltype(dim)::value, BQ = D > 64 ? 32 : 64;
-      constexpr int bytes = backward_smem_bytes<D, BQ>();
-      const auto kernel = flash_backward_kernel<T, D, BQ>;
-      allow_shared_memory(kernel, bytes);
-      kernel<<<blocks, kThreads, bytes, stream>>>(p, grads);
-      LIFTOFF_LAUNCH_CHECK();
-    });
+    if (p.pipelined) {
+      pipelined_backward(p, out.dtype(), grads, stream);
+    } else {
+      launch_simple_backward<T>(p, grads, stream);
+    }
     const int64_t count = grad_q.numel();
     const unsigned convert_blocks = static_cast<unsigned>(std::min<int64_t>((count + 255) / 256, 65536));
     flash_convert_kernel<T><<<convert_blocks, 256, 0, stream>>>(

@@ -1,7 +1,8 @@
 // The fused (flash) attention path on CUDA: forward and the three gradients against the CPU f32 reference and
 // against the plain CUDA path (LIFTOFF_ATTENTION_FUSED=0), in f16 and bf16, causal and not, every supported
-// head dim, lengths that are not multiples of the 64-row tiles, L != S, broadcast batch dims, permuted
-// (non-contiguous) inputs and under CUDA graph capture.
+// head dim, lengths that are not multiples of the 64- and 128-row tiles, L != S, broadcast batch dims,
+// permuted (non-contiguous) inputs and under CUDA graph capture; both kernel families (simple, pipelined)
+// on the odd-length shapes.
 #include <gtest/gtest.h>
 
 #include "ops/attention/attention.h"
@@ -80,20 +81,61 @@ void check_all(const std::vector<Tensor>& in, bool causal, const std::string& wh
   }
 }
 
-TEST(AttentionFlashCuda, MatchesCpuAndPlainForEveryHeadDimAndOddLengths) {
-  LIFTOFF_REQUIRE_CUDA();
-  // (L, S): tiles of 64 rows cut partially; L != S both ways; single-row and single-key cases.
-  const std::vector<std::pair<int64_t, int64_t>> lengths = {{1, 1},   {17, 17}, {65, 65}, {197, 197},
-                                                            {17, 65}, {65, 17}, {1, 197}, {197, 1}};
-  uint64_t seed = 100;
+// Runs the fused path with one kernel family (flash.h) for the scope.
+class ScopedFlashKernels {
+ public:
+  explicit ScopedFlashKernels(FlashKernels kernels) { set_flash_kernels(kernels); }
+  ~ScopedFlashKernels() { set_flash_kernels(FlashKernels::automatic); }
+  ScopedFlashKernels(const ScopedFlashKernels&) = delete;
+  ScopedFlashKernels& operator=(const ScopedFlashKernels&) = delete;
+};
+
+const char* family_name(FlashKernels kernels) {
+  return kernels == FlashKernels::simple ? "simple" : "pipelined";
+}
+
+void check_lengths(FlashKernels kernels, const std::vector<std::pair<int64_t, int64_t>>& lengths,
+                   uint64_t seed) {
+  ScopedFlashKernels scoped(kernels);
   for (const int64_t d : {32, 64, 128}) {
     for (const auto& [l, s] : lengths) {
+      EXPECT_EQ(flash_pipelined_applies(l, s), kernels == FlashKernels::pipelined);
       const std::vector<Tensor> in = random_inputs({{2, 2, l, d}, {2, 2, s, d}, {2, 2, s, d}}, seed += 3);
-      const std::string what =
-          "D " + std::to_string(d) + " L " + std::to_string(l) + " S " + std::to_string(s);
+      const std::string what = std::string(family_name(kernels)) + " D " + std::to_string(d) + " L " +
+                               std::to_string(l) + " S " + std::to_string(s);
       for (const bool causal : {false, true}) check_all(in, causal, what);
     }
   }
+}
+
+// (L, S): tiles of 64 and 128 rows cut partially; L != S both ways; single-row and single-key cases.
+const std::vector<std::pair<int64_t, int64_t>> kOddLengths = {{1, 1},   {17, 17}, {65, 65}, {197, 197},
+                                                              {17, 65}, {65, 17}, {1, 197}, {197, 1}};
+
+TEST(AttentionFlashCuda, SimpleKernelsMatchCpuAndPlainForEveryHeadDimAndOddLengths) {
+  LIFTOFF_REQUIRE_CUDA();
+  check_lengths(FlashKernels::simple, kOddLengths, 100);
+}
+
+TEST(AttentionFlashCuda, PipelinedKernelsMatchCpuAndPlainForEveryHeadDimAndOddLengths) {
+  LIFTOFF_REQUIRE_CUDA();
+  check_lengths(FlashKernels::pipelined, kOddLengths, 100);
+  // Around the pipelined tiles (128 rows, 64 keys per forward step, 64 or 32 queries per backward step): one
+  // tile exactly, one row over, several double-buffered steps with a partial last one, keys past the last
+  // query (causal blocks without queries), queries past the last key.
+  check_lengths(FlashKernels::pipelined, {{128, 128}, {129, 129}, {127, 300}, {300, 127}, {1, 300}, {300, 1}},
+                200);
+}
+
+TEST(AttentionFlashCuda, AutomaticChoiceKeepsShortRowsOnSimpleKernels) {
+  LIFTOFF_REQUIRE_CUDA();
+  EXPECT_FALSE(flash_pipelined_applies(65, 65));  // vit_tiny
+  EXPECT_FALSE(flash_pipelined_applies(1024, 65));
+  EXPECT_TRUE(flash_pipelined_applies(197, 197));
+  EXPECT_TRUE(flash_pipelined_applies(1024, 1024));
+  // The automatic choice on shapes of both sides agrees with the CPU (whichever family it picks).
+  check_all(random_inputs({{2, 2, 65, 64}, {2, 2, 65, 64}, {2, 2, 65, 64}}, 250), true, "auto L 65");
+  check_all(random_inputs({{1, 2, 260, 64}, {1, 2, 260, 64}, {1, 2, 260, 64}}, 260), true, "auto L 260");
 }
 
 TEST(AttentionFlashCuda, BroadcastBatchDims) {
@@ -124,8 +166,15 @@ TEST(AttentionFlashCuda, PermutedProjectionsAsVitTiny) {
 
 TEST(AttentionFlashCuda, LongCausalSequence) {
   LIFTOFF_REQUIRE_CUDA();
-  // Many key blocks per query block (the online softmax rescales) and many query blocks per key block.
-  check_all(random_inputs({{1, 2, 300, 128}, {1, 2, 300, 128}, {1, 2, 300, 128}}, 500), true, "L 300");
+  // Many key blocks per query block (the online softmax rescales) and many query blocks per key block, in
+  // both families; the long one has more tiles than the causal grid has batch entries (longest first).
+  for (const FlashKernels kernels : {FlashKernels::simple, FlashKernels::pipelined}) {
+    ScopedFlashKernels scoped(kernels);
+    check_all(random_inputs({{1, 2, 300, 128}, {1, 2, 300, 128}, {1, 2, 300, 128}}, 500), true,
+              std::string(family_name(kernels)) + " L 300");
+  }
+  check_all(random_inputs({{1, 3, 1030, 64}, {1, 3, 1030, 64}, {1, 3, 1030, 64}}, 510), true, "L 1030");
+  check_all(random_inputs({{1, 3, 1030, 64}, {1, 3, 1030, 64}, {1, 3, 1030, 64}}, 520), false, "L 1030");
 }
 
 TEST(AttentionFlashCuda, KnobAndUnsupportedCallsTakeThePlainPath) {
@@ -141,8 +190,9 @@ TEST(AttentionFlashCuda, KnobAndUnsupportedCallsTakeThePlainPath) {
   EXPECT_FALSE(flash_attention_applies(q, q, q, Tensor(), 0.0));
 }
 
-TEST(AttentionFlashCuda, CapturesInACudaGraph) {
-  LIFTOFF_REQUIRE_CUDA();
+void expect_capture_matches_eager(FlashKernels kernels) {
+  ScopedFlashKernels scoped(kernels);
+  SCOPED_TRACE(family_name(kernels));
   const Tensor q =
       testing::random_tensor({2, 3, 70, 64}, 41, -1, 1, DType::bf16, Device::cuda()).set_requires_grad(true);
   const Tensor k = testing::random_tensor({2, 3, 90, 64}, 42, -1, 1, DType::bf16, Device::cuda());
@@ -171,6 +221,12 @@ TEST(AttentionFlashCuda, CapturesInACudaGraph) {
   EXPECT_TRUE(testing::all_close(captured.to(Device::cpu(), DType::f64), eager, 0, 0));
   // dQ sums key blocks with f32 atomics, whose order may differ between runs: one bf16 rounding apart.
   EXPECT_TRUE(testing::all_close(q.grad().to(Device::cpu(), DType::f64), eager_grad, 1e-2, 1e-2));
+}
+
+TEST(AttentionFlashCuda, CapturesInACudaGraph) {
+  LIFTOFF_REQUIRE_CUDA();
+  expect_capture_matches_eager(FlashKernels::simple);
+  expect_capture_matches_eager(FlashKernels::pipelined);
 }
 
 }  // namespace

@@ -2,8 +2,9 @@
 // ViT/LLM-like shapes, timed with CUDA events on the compute stream: a warm-up, then `rounds` timings of
 // `reps` calls each; the median per call is printed. The PyTorch twin is tools/reference/attention_bench.py
 // (same rows, same names, same method); scripts/device_stage_attention.sh runs both.
-// LIFTOFF_ATTENTION_FUSED=0 times the plain path (GEMM, softmax, GEMM) instead of the fused kernel.
-//   attention_bench [--dtype bf16|f16] [--reps 20] [--rounds 7] [--only NAME]
+// LIFTOFF_ATTENTION_FUSED=0 times the plain path (GEMM, softmax, GEMM) instead of the fused kernel;
+// --kernels simple|pipelined runs one family of fused kernels on every row (flash.h; default: by length).
+//   attention_bench [--dtype bf16|f16] [--reps 20] [--rounds 7] [--only NAME] [--kernels auto]
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "liftoff.h"
+#include "ops/attention/flash.h"
 
 namespace {
 
@@ -95,11 +97,18 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--only", only, "run only the rows whose name contains this text");
+  std::string kernels = "auto";
+  app.add_option("--kernels", kernels, "fused kernel family: auto (by length), simple or pipelined")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "simple", "pipelined"}));
   CLI11_PARSE(app, argc, argv);
   try {
     const DType dtype = parse_dtype(dtype_arg);
     LIFTOFF_CHECK(dtype == DType::bf16 || dtype == DType::f16, ValueError, "--dtype ", dtype_arg,
                   ": expected bf16 or f16");
+    set_flash_kernels(kernels == "simple"      ? FlashKernels::simple
+                      : kernels == "pipelined" ? FlashKernels::pipelined
+                                               : FlashKernels::automatic);
     const Device device = Device::cuda();
     Generator gen(1);
     const std::vector<Row> rows = {
