@@ -27,6 +27,7 @@ enum class Knob {
   graph_log,
   conv_engines,
   conv_timing,
+  depthwise,
   cudnn_library,
   cudnn_workspace_mb,
   cudnn_log,

@@ -8,7 +8,8 @@ namespace liftoff {
 // -> [N, K, (H + 2p - d(R-1) - 1)/stride + 1, (W + 2p - d(S-1) - 1)/stride + 1]. groups splits C and K into
 // independent convolutions (both divisible by it); groups == C is a depthwise convolution.
 // x, weight and bias share dtype and device. CPU: f32, f64. CUDA (cuDNN): f32 (TF32 allowed, as PyTorch),
-// f64, f16/bf16 with f32 accumulation. Requires stride, dilation >= 1 and 0 <= padding < d(R-1)+1, d(S-1)+1
+// f64, f16/bf16 with f32 accumulation; channels-last depthwise convolutions (groups == C == K, dilation 1,
+// kernels up to 7x7) run Liftoff's own deterministic kernels instead (LIFTOFF_DEPTHWISE=cudnn: cuDNN). Requires stride, dilation >= 1 and 0 <= padding < d(R-1)+1, d(S-1)+1
 // (a window made only of padding is almost always a mistake; PyTorch allows it). Differentiable in x, weight
 // and bias. Autocast: f32 CUDA inputs run in the autocast half dtype (PyTorch's autocast list); models/nn's
 // Conv2d passes its cached half weights instead.

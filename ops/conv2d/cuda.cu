@@ -1,8 +1,10 @@
 // CUDA conv2d: the convolutions run through cuDNN with per-shape plans (cudnn_plans.h: the algorithm search,
-// the device's plan cache); this file adds the bias and computes its gradient with its own kernels.
+// the device's plan cache), channels-last depthwise ones through our own kernels (depthwise.h); this file
+// adds the bias and computes its gradient with its own kernels.
 #include <algorithm>
 
 #include "ops/conv2d/cudnn_plans.h"
+#include "ops/conv2d/depthwise.h"
 #include "ops/conv2d/kernels.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/context.h"
@@ -97,8 +99,12 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
   require_layout(w, g, "weight");
   require_layout(y, g, "output");
   const DType dtype = x.dtype();
-  const conv_plans::Call call{conv_graph::Direction::forward, {x.raw_data(), w.raw_data(), y.raw_data()}};
-  conv_plans::run(device, dtype, g, &call, 1);
+  if (depthwise::applies(g, dtype)) {
+    depthwise::forward(x, w, y, g);
+  } else {
+    const conv_plans::Call call{conv_graph::Direction::forward, {x.raw_data(), w.raw_data(), y.raw_data()}};
+    conv_plans::run(device, dtype, g, &call, 1);
+  }
   if (bias.defined()) {
     require_contiguous(bias, "bias");
     const int64_t n = y.numel();
@@ -155,6 +161,11 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& gy, const T
   require_layout(x, g, "input");
   require_layout(w, g, "weight");
   // Only what a direction needs is defined (the front saves w only for gx, x only for gw).
+  if (depthwise::applies(g, dtype)) {
+    if (gx.defined()) depthwise::backward_data(gy, w, gx, g);
+    if (gw.defined()) depthwise::backward_weight(x, gy, gw, g);
+    return;
+  }
   auto data_of = [](const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; };
   conv_plans::Call calls[2];
   size_t count = 0;

@@ -38,6 +38,9 @@ void set_conv_engines(ConvEngines engines);
 ConvEngines conv_engines();
 // Convolutions (any direction) run through a graph-API plan so far in this process.
 int64_t conv_graph_executions();
+// Convolutions (any direction) run by the own channels-last depthwise kernels so far in this process
+// (ops/conv2d/depthwise.h; LIFTOFF_DEPTHWISE=cudnn sends them to cuDNN instead).
+int64_t depthwise_executions();
 // Convolution shapes planned on the device so far (each plan holds its three directions' choices).
 int64_t conv_plan_count(int device);
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,

@@ -1,3 +1,8 @@
+#include <algorithm>
+#include <initializer_list>
+#include <type_traits>
+
+#include "ops/common/channel_vector.cuh"
 #include "ops/common/nchw_index.h"
 #include "ops/max_pool2d/kernels.h"
 #include "runtime/cuda/check.h"
@@ -62,6 +67,115 @@ __global__ void max_pool2d_backward_kernel(const T* gy, const int64_t* indices, 
     gx[i] = convert<T>(sum);
   }
 }
+
+// Channels-last, for tensors under 2^30 elements: a thread takes V consecutive channels (16-byte packs when C
+// and the pointers allow) of one pixel, consecutive threads consecutive packs; 32-bit index arithmetic.
+// Same comparisons, indices and summation order as the kernels above.
+struct NhwcPool {
+  int n, h, w, oh, ow, c, kernel, stride, padding, vecs;  // vecs = C / V
+};
+
+template <class T, int V>
+__global__ void max_pool2d_nhwc_forward_kernel(const T* __restrict__ x, T* __restrict__ y,
+                                               int64_t* __restrict__ indices, NhwcPool g) {
+  using A = acc_t<T>;
+  const int total = g.n * g.oh * g.ow * g.vecs;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+    const int c0 = (i % g.vecs) * V;
+    const int pixel = i / g.vecs;
+    const int ow = pixel % g.ow, oh = (pixel / g.ow) % g.oh, n = pixel / (g.ow * g.oh);
+    const int h0 = max(oh * g.stride - g.padding, 0), h1 = min(oh * g.stride - g.padding + g.kernel, g.h);
+    const int w0 = max(ow * g.stride - g.padding, 0), w1 = min(ow * g.stride - g.padding + g.kernel, g.w);
+    A best[V];
+    int64_t best_at[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      best[j] = convert<A>(-INFINITY);
+      best_at[j] = h0 * g.w + w0;
+    }
+    for (int ih = h0; ih < h1; ++ih) {
+      for (int iw = w0; iw < w1; ++iw) {
+        A v[V];
+        load_channels<V>(x + ((n * g.h + ih) * g.w + iw) * g.c + c0, v);
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          if (v[j] > best[j] || isnan(v[j])) {  // NaN wins, as in PyTorch
+            best[j] = v[j];
+            best_at[j] = ih * g.w + iw;
+          }
+        }
+      }
+    }
+    store_channels<V>(y + pixel * g.c + c0, best);
+    store_channels<V>(indices + static_cast<int64_t>(pixel) * g.c + c0, best_at);
+  }
+}
+
+template <class T, int V>
+__global__ void max_pool2d_nhwc_backward_kernel(const T* __restrict__ gy, const int64_t* __restrict__ indices,
+                                                T* __restrict__ gx, NhwcPool g) {
+  using A = acc_t<T>;
+  const int total = g.n * g.h * g.w * g.vecs;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+    const int c0 = (i % g.vecs) * V;
+    const int pixel = i / g.vecs;
+    const int iw = pixel % g.w, ih = (pixel / g.w) % g.h, n = pixel / (g.w * g.h);
+    // Outputs whose window [o * stride - p, o * stride - p + kernel) contains the pixel.
+    const int oh0 = ih + g.padding < g.kernel ? 0 : (ih + g.padding - g.kernel) / g.stride + 1;
+    const int oh1 = min((ih + g.padding) / g.stride + 1, g.oh);
+    const int ow0 = iw + g.padding < g.kernel ? 0 : (iw + g.padding - g.kernel) / g.stride + 1;
+    const int ow1 = min((iw + g.padding) / g.stride + 1, g.ow);
+    const int64_t self = ih * g.w + iw;
+    A sum[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) sum[j] = A(0);
+    for (int oh = oh0; oh < oh1; ++oh) {
+      for (int ow = ow0; ow < ow1; ++ow) {
+        const int at = ((n * g.oh + oh) * g.ow + ow) * g.c + c0;
+        int64_t index[V];
+        A grad[V];
+        load_channels<V>(indices + at, index);
+        load_channels<V>(gy + at, grad);
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          if (index[j] == self) sum[j] += grad[j];
+        }
+      }
+    }
+    store_channels<V>(gx + pixel * g.c + c0, sum);
+  }
+}
+
+constexpr int64_t kNhwcMaxElements = int64_t{1} << 30;
+
+// Runs launch(T{}, integral_constant<V>, NhwcPool) for a channels-last pool small enough for 32-bit indexing
+// and returns true; false (nothing run) otherwise. V: 16 bytes of T when C and every pointer allow it (the
+// int64 indices then move as packs of V, in 16-byte accesses).
+template <class Fn>
+bool run_nhwc(DType dtype, const MaxPool2dShape& g, const void* indices,
+              std::initializer_list<const void*> data, Fn&& launch) {
+  if (!g.channels_last || g.n * g.c * g.h * g.w >= kNhwcMaxElements ||
+      g.n * g.c * g.oh * g.ow >= kNhwcMaxElements) {
+    return false;
+  }
+  dispatch_device_float(dtype, "max_pool2d", [&](auto tag) {
+    using T = decltype(tag);
+    constexpr int kWide = kChannelVector<T>;
+    bool wide = channel_pack_fits(indices, g.c, kWide, sizeof(int64_t));
+    for (const void* p : data) wide = wide && channel_pack_fits(p, g.c, kWide, sizeof(T));
+    auto geometry = [&](int v) {
+      auto i32 = [](int64_t value) { return static_cast<int>(value); };
+      return NhwcPool{i32(g.n), i32(g.h),      i32(g.w),      i32(g.oh),      i32(g.ow),
+                      i32(g.c), i32(g.kernel), i32(g.stride), i32(g.padding), i32(g.c / v)};
+    };
+    if (wide) {
+      launch(T{}, std::integral_constant<int, kWide>{}, geometry(kWide));
+    } else {
+      launch(T{}, std::integral_constant<int, 1>{}, geometry(1));
+    }
+  });
+  return true;
+}
 }  // namespace
 
 void max_pool2d_forward(const Tensor& x, const Tensor& y, const Tensor& indices, const MaxPool2dShape& g) {
@@ -69,6 +183,18 @@ void max_pool2d_forward(const Tensor& x, const Tensor& y, const Tensor& indices,
   DeviceGuard guard(device);
   const int64_t total = y.numel();
   if (total == 0) return;
+  const bool nhwc = run_nhwc(x.dtype(), g, indices.raw_data(), {x.raw_data(), y.raw_data()},
+                             [&](auto tag, auto width, const NhwcPool& geometry) {
+                               using T = decltype(tag);
+                               constexpr int V = decltype(width)::value;
+                               const int64_t threads = total / V;
+                               max_pool2d_nhwc_forward_kernel<T, V>
+                                   <<<grid_for(threads), kBlock, 0, compute_stream(device)>>>(
+                                       static_cast<const T*>(x.raw_data()), static_cast<T*>(y.raw_data()),
+                                       static_cast<int64_t*>(indices.raw_data()), geometry);
+                               LIFTOFF_LAUNCH_CHECK();
+                             });
+  if (nhwc) return;
   dispatch_device_float(x.dtype(), "max_pool2d", [&](auto tag) {
     using T = decltype(tag);
     max_pool2d_forward_kernel<T><<<grid_for(total), kBlock, 0, compute_stream(device)>>>(
@@ -83,6 +209,18 @@ void max_pool2d_backward(const Tensor& gy, const Tensor& indices, const Tensor& 
   DeviceGuard guard(device);
   const int64_t total = gx.numel();
   if (total == 0) return;
+  const bool nhwc = run_nhwc(
+      gy.dtype(), g, indices.raw_data(), {gy.raw_data(), gx.raw_data()},
+      [&](auto tag, auto width, const NhwcPool& geometry) {
+        using T = decltype(tag);
+        constexpr int V = decltype(width)::value;
+        const int64_t threads = total / V;
+        max_pool2d_nhwc_backward_kernel<T, V><<<grid_for(threads), kBlock, 0, compute_stream(device)>>>(
+            static_cast<const T*>(gy.raw_data()), static_cast<const int64_t*>(indices.raw_data()),
+            static_cast<T*>(gx.raw_data()), geometry);
+        LIFTOFF_LAUNCH_CHECK();
+      });
+  if (nhwc) return;
   dispatch_device_float(gy.dtype(), "max_pool2d backward", [&](auto tag) {
     using T = decltype(tag);
     max_pool2d_backward_kernel<T><<<grid_for(total), kBlock, 0, compute_stream(device)>>>(
