@@ -4,6 +4,7 @@
 #include <optional>
 #include <utility>
 
+#include "models/nn/layers.h"
 #include "models/train/ema.h"
 #include "ops/binary/binary.h"
 #include "ops/cast/cast.h"
@@ -205,6 +206,14 @@ EpochResult Trainer::train_epoch(BatchSource& source, int64_t epoch,
   return result;
 }
 
+namespace {
+// Every Dropout generator of a module tree: what a training forward draws from.
+void collect_dropout_generators(Module& m, std::vector<Generator*>& out) {
+  if (auto* d = dynamic_cast<Dropout*>(&m)) out.push_back(&d->generator());
+  for (const auto& [name, child] : m.named_children()) collect_dropout_generators(*child, out);
+}
+}  // namespace
+
 void Trainer::prepare_tail_shape(const BatchSource& source, const Step& step) {
   tail_checked_ = true;
   const int64_t rows = source.tail_batch_size();
@@ -214,6 +223,12 @@ void Trainer::prepare_tail_shape(const BatchSource& source, const Step& step) {
   std::vector<Tensor> buffers = model.buffers();
   std::vector<Tensor> saved;
   for (const Tensor& b : buffers) saved.push_back(b.clone());
+  // The rehearsal's dropout masks must not shift the run's random stream: a run with a tail batch draws
+  // the same masks as one without.
+  std::vector<Generator*> generators;
+  collect_dropout_generators(model, generators);
+  std::vector<uint64_t> offsets;
+  for (const Generator* g : generators) offsets.push_back(g->offset());
   {
     // No all-reduce: every rank rehearses alone, and the gradients are dropped below.
     std::optional<DistributedDataParallel::NoSyncGuard> no_sync;
@@ -225,6 +240,7 @@ void Trainer::prepare_tail_shape(const BatchSource& source, const Step& step) {
   }
   for (const Tensor& p : model.parameters()) p.set_grad(Tensor());
   for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(saved[i]);
+  for (size_t i = 0; i < generators.size(); ++i) generators[i]->set_state(generators[i]->seed(), offsets[i]);
   prepared_tail_rows_ = rows;
 }
 

@@ -14,12 +14,13 @@
 namespace liftoff {
 namespace {
 
-// A model with buffers (batch-norm statistics and its batch counter): what a rehearsal could disturb.
+// A model with buffers (batch-norm statistics and its batch counter) and a dropout generator: what a
+// rehearsal could disturb.
 std::unique_ptr<Sequential> make_bn_model() {
   Generator gen(11);
   return std::make_unique<Sequential>(std::initializer_list<std::shared_ptr<Module>>{
       std::make_shared<Conv2d>(1, 4, 3, 1, 1, false, gen), std::make_shared<BatchNorm2d>(4),
-      std::make_shared<ReLU>(), std::make_shared<Flatten>(),
+      std::make_shared<ReLU>(), std::make_shared<Dropout>(0.25, 13), std::make_shared<Flatten>(),
       std::make_shared<Linear>(4 * 8 * 8, 10, true, gen)});
 }
 
@@ -63,7 +64,8 @@ TEST(TailBatch, ItsShapeIsPreparedOnceAndLeavesNoTrace) {
   EXPECT_EQ(prepared.prepared, 6);
   EXPECT_EQ(plain.prepared, 0);
   EXPECT_EQ(prepared.epoch_steps, (std::vector<int64_t>{4, 4}));  // the tail is trained on
-  // Same parameters and batch-norm buffers, bit for bit: the rehearsal's gradients and statistics are gone.
+  // Same parameters and batch-norm buffers, bit for bit: the rehearsal's gradients, statistics and dropout
+  // draws are gone.
   expect_identical(prepared.model->parameters(), plain.model->parameters(), "parameter");
   expect_identical(prepared.model->buffers(), plain.model->buffers(), "buffer");
   // And the runs trained (the comparison is not between two untouched models).
