@@ -24,15 +24,6 @@ fi
 while read -r line; do note "$line"; done < <(bench --decode cpu --decode-lanes 2)
 timeout 200 python3 tools/reference/decode_reference.py /tmp/jf/train --batch 256 --size 224 >>"$OUT/decode.log" 2>&1
 note "torchvision: $(grep RESULT "$OUT/decode.log" | tail -1)"
-# ResNet-50 from the JPEG folder (default loader flags: --decode auto, 4 workers) vs synthetic on-GPU data.
-classes=$(ls /tmp/jf/train | wc -l)
-timeout 300 /tmp/bin/train --device cuda --model resnet50 --image-size 224 --data folder --data-dir /tmp/jf \
-  --amp bf16 --batch 256 --max-steps ${DECODE_STEPS:-60} --timing-warmup 10 --epochs 100 --no-eval \
-  >/tmp/decode_train.log 2>&1
-note "train resnet50 folder: rc=$? $(steady /tmp/decode_train.log) | $(grep -m1 -iE '^ *decode' /tmp/decode_train.log | cut -c1-160)"
-note "  $(grep 'verdict' /tmp/decode_train.log | tail -1 | cut -c1-300)"
-cat /tmp/decode_train.log >>"$OUT/decode.log"
-timeout 240 /tmp/bin/model_panel --model resnet50 --image-size 224 --batch 256 --amp bf16 --classes "$classes" \
-  --steps 30 --warmup 15 >/tmp/decode_panel.log 2>&1
-note "resnet50 synthetic on-GPU (model_panel): rc=$? $(grep -oE 'images_per_s=[0-9.]+' /tmp/decode_panel.log)"
-cat /tmp/decode_panel.log >>"$OUT/decode.log"
+# ResNet-50 from the JPEG folder (default loader flags) against synthetic on-GPU data: the folder_train stage, on
+# the folder made above.
+source scripts/device_stage_folder_train.sh

@@ -2,8 +2,9 @@
 # stage's loader benchmarks): ResNet-50 bf16 batch 256 trained from a JPEG folder made from the carried
 # photographs with default loader flags, next to the same model on synthetic on-GPU data (model_panel).
 # FOLDER_STEPS: training steps (default 80, the first 10 not timed).
-/tmp/bin/make_jpeg_folder --out /tmp/jf --photos .devrun/photos/*.jpg --train 3000 --test 64 --min-side 256 \
-  --max-side 500 >"$OUT/folder_train.log" 2>&1
+# The decode stage sources this after making /tmp/jf (the same folder); alone it makes it here.
+[ -d /tmp/jf/train ] || /tmp/bin/make_jpeg_folder --out /tmp/jf --photos .devrun/photos/*.jpg --train 3000 \
+  --test 64 --min-side 256 --max-side 500 >>"$OUT/folder_train.log" 2>&1
 timeout 300 /tmp/bin/train --device cuda --model resnet50 --image-size 224 --data folder --data-dir /tmp/jf \
   --amp bf16 --batch 256 --max-steps ${FOLDER_STEPS:-80} --timing-warmup 10 --epochs 100 --no-eval \
   >/tmp/folder_train.log 2>&1
