@@ -33,7 +33,40 @@ struct RowTile {
     return (static_cast<int64_t>(e / V) * G + lane) * V + e % V;
   }
 
-  // v[e] = row[column(lane, e)] in the accumulation type A, `fill` past the row's end.
+  // The packs of one row a thread holds, as stored (a load in flight costs no conversion registers).
+  template <class T>
+  struct Raw {
+    TilePack<T, V> p[kPacks];
+  };
+
+  // Issues the loads of this thread's packs of `row` (packs past the row's end are left unset).
+  template <class T>
+  __device__ __forceinline__ static void fetch(const T* row, int64_t extent, int lane, Raw<T>& raw) {
+#pragma unroll
+    for (int k = 0; k < kPacks; ++k) {
+      const int64_t first = (static_cast<int64_t>(k) * G + lane) * V;
+      if (first < extent) raw.p[k] = reinterpret_cast<const TilePack<T, V>*>(row)[first / V];
+    }
+  }
+
+  // v[e] = the fetched value of column(lane, e) in the accumulation type A, `fill` past the row's end.
+  template <class T, class A>
+  __device__ __forceinline__ static void unpack(const Raw<T>& raw, int64_t extent, int lane, A (&v)[E],
+                                                A fill) {
+#pragma unroll
+    for (int k = 0; k < kPacks; ++k) {
+      if ((static_cast<int64_t>(k) * G + lane) * V < extent) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) v[k * V + j] = convert<A>(raw.p[k].v[j]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < V; ++j) v[k * V + j] = fill;
+      }
+    }
+  }
+
+  // v[e] = row[column(lane, e)] in the accumulation type A, `fill` past the row's end (fetch and unpack in
+  // one: converted as they arrive, which keeps the big tiles' register allocation free of spills).
   template <class T, class A>
   __device__ __forceinline__ static void load(const T* row, int64_t extent, int lane, A (&v)[E], A fill) {
 #pragma unroll
@@ -66,16 +99,33 @@ struct RowTile {
   }
 };
 
+// __shfl_xor_sync of any trivially copyable value (a scalar, or a struct of scalars reduced together).
+template <class S>
+__device__ __forceinline__ S shuffle_xor(S s, int offset) {
+  if constexpr (std::is_arithmetic_v<S>) {
+    return __shfl_xor_sync(0xffffffffu, s, offset);
+  } else {
+    constexpr int kWords = (sizeof(S) + 3) / 4;
+    int words[kWords] = {};
+    memcpy(words, &s, sizeof(S));
+#pragma unroll
+    for (int w = 0; w < kWords; ++w) words[w] = __shfl_xor_sync(0xffffffffu, words[w], offset);
+    memcpy(&s, words, sizeof(S));
+    return s;
+  }
+}
+
 // Combines v over the G threads of a group (aligned groups of one block; G a power of two up to kBlock) in
 // a fixed order; every thread of the group gets the same bits (a butterfly gives both partners op(a, b) and
-// op(b, a), equal for a commutative op; G = 1 returns v). scratch: kBlock / 32 values of shared memory. Every
-// thread of the block must call it when G > 32 (it synchronizes).
+// op(b, a), equal for a commutative op; G = 1 returns v). A may be a struct (ValuePair: two sums for the
+// price of one set of barriers). scratch: kBlock / 32 values of shared memory. Every thread of the block
+// must call it when G > 32 (it synchronizes).
 template <int G, class A, class Op>
 __device__ __forceinline__ A group_all_reduce(A v, const Op& op, A* scratch) {
   constexpr int kWarp = 32;
 #pragma unroll
   for (int offset = (G < kWarp ? G : kWarp) / 2; offset > 0; offset /= 2) {
-    v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    v = op(v, shuffle_xor(v, offset));
   }
   if constexpr (G > kWarp) {
     constexpr int kWarps = G / kWarp;
@@ -91,10 +141,20 @@ __device__ __forceinline__ A group_all_reduce(A v, const Op& op, A* scratch) {
   return v;
 }
 
+// Two values reduced by one group_all_reduce (AddOp adds both).
+template <class A>
+struct ValuePair {
+  A first, second;
+};
+
 struct AddOp {
   template <class A>
   __device__ __forceinline__ A operator()(A a, A b) const {
     return a + b;
+  }
+  template <class A>
+  __device__ __forceinline__ ValuePair<A> operator()(ValuePair<A> a, ValuePair<A> b) const {
+    return {a.first + b.first, a.second + b.second};
   }
 };
 
@@ -110,17 +170,25 @@ struct MaxNanOp {
 // values each (rows up to 16 G values; several rows per warp, two 16-byte packs of 16-bit values per thread,
 // so the few shuffles of a short row are shared by many values); then a warp with 32 values per thread (up
 // to 1024), then groups of 64 .. 256 threads with 32 values each (up to 8192: a row per block or half a
-// block, each thread with as many bytes in flight as the warp tiles). launch(G, E) is called with the
-// smallest that holds `extent`; returns false beyond 8192 values.
+// block, each thread with as many bytes in flight as the warp tiles). f32 rows of up to 16 values: two
+// threads of 8 (a thread holding a whole 64-byte row would read it as four packs at a 64-byte stride across
+// the warp, each load touching 32 half-used sectors; two threads read each 32-byte sector whole). launch(G,
+// E) is called with the smallest that holds `extent`; false beyond 8192 values.
 constexpr int kShortRowValues = 16;
 constexpr int kLongRowValues = 32;
 constexpr int64_t kTileRowLimit = int64_t{kBlock} * kLongRowValues;
 
-template <class Launch>
+template <class T, class Launch>
 bool dispatch_row_tile(int64_t extent, Launch&& launch) {
   using std::integral_constant;
   using Short = integral_constant<int, kShortRowValues>;
   using Long = integral_constant<int, kLongRowValues>;
+  if constexpr (sizeof(T) == 4) {
+    if (extent <= kShortRowValues) {
+      launch(integral_constant<int, 2>{}, integral_constant<int, kShortRowValues / 2>{});
+      return true;
+    }
+  }
   if (extent <= 1 * kShortRowValues) {
     launch(integral_constant<int, 1>{}, Short{});
   } else if (extent <= 2 * kShortRowValues) {

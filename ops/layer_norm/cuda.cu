@@ -228,88 +228,111 @@ __global__ void __launch_bounds__(kBlock)
   Tile::store(gx + offset, cols, lane, g);
 }
 
-// Writes a block's per-column sums of v[e] (column Tile::column(lane, e)) into out[col]: the groups of the
-// block hold the same columns; they are added in group order through shared memory (deterministic).
+// Writes a block's per-column sums into out[col]: sums[e * kBlock + t] holds thread t's sum for its column
+// Tile::column(lane, e); the groups of the block hold the same columns and are added in group order
+// (deterministic). Call after a barrier that follows the last update of `sums`.
 template <class Tile, int E, class A>
-__device__ __forceinline__ void store_block_column_sums(const A (&v)[E], A* stage, A* out, int64_t cols) {
+__device__ __forceinline__ void store_block_column_sums(const A* sums, A* out, int64_t cols) {
   constexpr int G = kBlock / Tile::kGroupsPerBlock;
   const int lane = threadIdx.x % G;
+  if (threadIdx.x >= G) return;
 #pragma unroll
-  for (int e = 0; e < E; ++e) stage[e * kBlock + threadIdx.x] = v[e];
-  __syncthreads();
-  if (threadIdx.x < G) {
-#pragma unroll
-    for (int e = 0; e < E; ++e) {
-      A total = stage[e * kBlock + lane];
-      for (int k = 1; k < Tile::kGroupsPerBlock; ++k) total += stage[e * kBlock + k * G + lane];
-      const int64_t col = Tile::column(lane, e);
-      if (col < cols) out[col] = total;
-    }
+  for (int e = 0; e < E; ++e) {
+    A total = sums[e * kBlock + lane];
+    for (int k = 1; k < Tile::kGroupsPerBlock; ++k) total += sums[e * kBlock + k * G + lane];
+    const int64_t col = Tile::column(lane, e);
+    if (col < cols) out[col] = total;
   }
-  __syncthreads();  // the stage is reused by the next call
 }
 
 // Layer norm backward in one pass over gy and x: gx as input_grad_tile_kernel, and each thread adds gy *
 // xhat (weight) and gy (bias) of its columns over the rows its group visits (the grid is one wave; groups
-// stride over the rows), then the block's sums go to partials [2][gridDim.x][cols] for finish_kernel.
+// stride over the rows), then the block's sums go to partials [2][gridDim.x][cols] for finish_kernel. The
+// per-thread column sums live in shared memory (a slot per thread and value: no bank conflicts) and the
+// registers they free hold the next round's gy and x, fetched before this round's reductions, so a thread
+// keeps loads in flight across the block's barriers (it holds only 32 bytes of a 1024-value bf16 row).
+// The register cap: 4 blocks an SM for 8 packed values a thread in f32 accumulation (64 registers hold
+// them without spills), 2 at 16 values (128 registers), the others take what they need.
+template <int E, int V, class T>
+constexpr int backward_tile_min_blocks() {
+  if (E > 8) return 2;
+  return V > 1 && sizeof(acc_t<T>) == 4 ? 4 : 1;
+}
+
 template <int G, int E, int V, class T>
-__global__ void __launch_bounds__(kBlock)
+__global__ void __launch_bounds__(kBlock, backward_tile_min_blocks<E, V, T>())
     backward_tile_kernel(const T* gy, const T* x, const acc_t<T>* mean, const acc_t<T>* rstd, const T* weight,
                          T* gx, acc_t<T>* partials, int64_t rows, int64_t cols) {
   using A = acc_t<T>;
   using Tile = RowTile<G, E, V>;
-  __shared__ A scratch[kBlock / kWarp];
-  __shared__ A stage[E * kBlock];
+  using Raw = typename Tile::template Raw<T>;
+  __shared__ ValuePair<A> scratch[kBlock / kWarp];
+  __shared__ A sums_w[E * kBlock], sums_b[E * kBlock];
   const int lane = threadIdx.x % G;
   const int64_t groups = static_cast<int64_t>(gridDim.x) * Tile::kGroupsPerBlock;
   const int64_t first = blockIdx.x * static_cast<int64_t>(Tile::kGroupsPerBlock) + threadIdx.x / G;
   const A count = static_cast<A>(cols);
-  A sum_w[E], sum_b[E];
+  A* const my_w = sums_w + threadIdx.x;  // value e at my_w[e * kBlock]
+  A* const my_b = sums_b + threadIdx.x;
 #pragma unroll
-  for (int e = 0; e < E; ++e) sum_w[e] = sum_b[e] = A(0);
+  for (int e = 0; e < E; ++e) my_w[e * kBlock] = my_b[e * kBlock] = A(0);
+  Raw weight_raw;
+  if (weight != nullptr) Tile::fetch(weight, cols, lane, weight_raw);
+  Raw gy_next, x_next;
+  A mu_next = A(0), r_next = A(0);
+  auto fetch_row = [&](int64_t row) {
+    if (row >= rows) return;
+    Tile::fetch(gy + row * cols, cols, lane, gy_next);
+    Tile::fetch(x + row * cols, cols, lane, x_next);
+    mu_next = mean[row];
+    r_next = rstd[row];
+  };
+  fetch_row(first);
   // Every thread runs the same rounds: the group reductions synchronise the block when G > 32.
   const int64_t rounds = (rows + groups - 1) / groups;
   for (int64_t round = 0; round < rounds; ++round) {
     const int64_t row = first + round * groups;
     const bool active = row < rows;
-    const int64_t offset = (active ? row : 0) * cols;
     const int64_t valid = active ? cols : 0;
-    const A mu = active ? mean[row] : A(0), r = active ? rstd[row] : A(0);
+    const A mu = active ? mu_next : A(0), r = active ? r_next : A(0);
     A g[E], xhat[E];
-    Tile::load(gy + offset, valid, lane, g, A(0));  // zero outside the row: adds nothing below
-    Tile::load(x + offset, valid, lane, xhat, A(0));
+    Tile::unpack(gy_next, valid, lane, g, A(0));  // zero outside the row: adds nothing below
+    Tile::unpack(x_next, valid, lane, xhat, A(0));
+    if (round + 1 < rounds) fetch_row(row + groups);
 #pragma unroll
     for (int e = 0; e < E; ++e) {
       xhat[e] = (xhat[e] - mu) * r;
-      sum_w[e] += g[e] * xhat[e];
-      sum_b[e] += g[e];
+      my_w[e * kBlock] += g[e] * xhat[e];
+      my_b[e * kBlock] += g[e];
     }
     if (weight != nullptr) {
       A w[E];
-      Tile::load(weight, cols, lane, w, A(0));
+      Tile::unpack(weight_raw, cols, lane, w, A(0));
 #pragma unroll
       for (int e = 0; e < E; ++e) g[e] *= w[e];
     }
-    A sum_g = A(0), sum_gx = A(0);
+    ValuePair<A> sums{A(0), A(0)};  // sum(g), sum(g * xhat)
 #pragma unroll
     for (int e = 0; e < E; ++e) {
-      sum_g += g[e];
-      sum_gx += g[e] * xhat[e];
+      sums.first += g[e];
+      sums.second += g[e] * xhat[e];
     }
-    const A mean_g = group_all_reduce<G>(sum_g, AddOp{}, scratch) / count;
-    const A mean_gx = group_all_reduce<G>(sum_gx, AddOp{}, scratch) / count;
+    sums = group_all_reduce<G>(sums, AddOp{}, scratch);
+    const A mean_g = sums.first / count, mean_gx = sums.second / count;
     if (active) {
 #pragma unroll
       for (int e = 0; e < E; ++e) g[e] = r * (g[e] - mean_g - xhat[e] * mean_gx);
-      Tile::store(gx + offset, cols, lane, g);
+      Tile::store(gx + row * cols, cols, lane, g);
     }
   }
-  store_block_column_sums<Tile>(sum_w, stage, partials + blockIdx.x * cols, cols);
-  store_block_column_sums<Tile>(sum_b, stage, partials + (gridDim.x + blockIdx.x) * cols, cols);
+  __syncthreads();
+  store_block_column_sums<Tile, E>(sums_w, partials + blockIdx.x * cols, cols);
+  store_block_column_sums<Tile, E>(sums_b, partials + (gridDim.x + blockIdx.x) * cols, cols);
 }
 
-// The fused backward's tiles: 8 values per thread (four accumulators per value stay in registers) for rows
-// up to 2048 values, 16 up to 4096; launch(G, E, V). False for longer rows and group norm.
+// The fused backward's tiles: 8 values per thread for rows up to 2048 values, 16 up to 4096 (f32
+// accumulation only: 2 x 16 x 256 f64 sums exceed the 48 KB of static shared memory); launch(G, E, V).
+// False for longer rows and group norm.
 constexpr int64_t kFusedBackwardLimit = int64_t{kBlock} * 16;
 
 template <class T, class Launch>
@@ -331,6 +354,8 @@ bool launch_backward_tile(const RowNormShape& s, std::initializer_list<const voi
     with_pack(integral_constant<int, 128>{}, Eight{});
   } else if (s.cols <= kBlock * 8) {
     with_pack(integral_constant<int, kBlock>{}, Eight{});
+  } else if constexpr (sizeof(acc_t<T>) > 4) {
+    return false;
   } else {
     with_pack(integral_constant<int, kBlock>{}, integral_constant<int, 16>{});
   }
@@ -351,7 +376,7 @@ unsigned one_wave(Kernel kernel, int device, int64_t rows, int groups_per_block)
 template <class T, class Launch>
 bool launch_tile(const RowNormShape& s, std::initializer_list<const void*> pointers, Launch&& launch) {
   if (s.groups != 1 || s.inner != 1 || s.cols == 0) return false;
-  return dispatch_row_tile(s.cols, [&](auto g, auto e) {
+  return dispatch_row_tile<T>(s.cols, [&](auto g, auto e) {
     dispatch_pack<T, decltype(e)::value>(s.cols, pointers, [&](auto v) { launch(g, e, v); });
   });
 }
@@ -417,16 +442,21 @@ __global__ void __launch_bounds__(kBlock)
 }
 
 // Stage 2: out[a] = sum over chunks of partials[chunk, a] (weight partials, then bias partials). Block
-// (32, 8): thread row y adds chunks y, y + 8, ... in order, then the 8 row sums are added in order.
+// (8, 32): 8 adjacent outputs (a whole 32-byte sector of each chunk's row) and 32 lanes adding chunks y,
+// y + 32, ... in order, then the 32 lane sums in order. Narrow blocks spread the partials over the GPU:
+// 1024 outputs take 128 blocks (32-wide blocks left a few hundred chunks to 32 SMs, latency bound).
+constexpr int kFinishOutputs = 8;
+constexpr int kFinishLanes = 32;
+
 template <class T>
 __global__ void finish_kernel(const acc_t<T>* partials, T* gw, T* gb, int64_t chunks, int64_t size) {
   using A = acc_t<T>;
-  __shared__ A sw[8][kWarp + 1], sb[8][kWarp + 1];
-  const int64_t a = static_cast<int64_t>(blockIdx.x) * kWarp + threadIdx.x;
+  __shared__ A sw[kFinishLanes][kFinishOutputs + 1], sb[kFinishLanes][kFinishOutputs + 1];
+  const int64_t a = static_cast<int64_t>(blockIdx.x) * kFinishOutputs + threadIdx.x;
   A w = A(0), b = A(0);
   if (a < size) {
 #pragma unroll 4
-    for (int64_t c = threadIdx.y; c < chunks; c += 8) {
+    for (int64_t c = threadIdx.y; c < chunks; c += kFinishLanes) {
       w += partials[c * size + a];
       b += partials[(chunks + c) * size + a];
     }
@@ -435,7 +465,7 @@ __global__ void finish_kernel(const acc_t<T>* partials, T* gw, T* gb, int64_t ch
   sb[threadIdx.y][threadIdx.x] = b;
   __syncthreads();
   if (threadIdx.y == 0 && a < size) {
-    for (int k = 1; k < 8; ++k) {
+    for (int k = 1; k < kFinishLanes; ++k) {
       w += sw[k][threadIdx.x];
       b += sb[k][threadIdx.x];
     }
@@ -447,8 +477,8 @@ __global__ void finish_kernel(const acc_t<T>* partials, T* gw, T* gb, int64_t ch
 template <class T>
 void launch_finish(const acc_t<T>* partials, const Tensor& gw, const Tensor& gb, int64_t chunks, int64_t size,
                    cudaStream_t stream) {
-  const unsigned blocks = static_cast<unsigned>((size + kWarp - 1) / kWarp);
-  finish_kernel<T><<<blocks, dim3(kWarp, 8), 0, stream>>>(
+  const unsigned blocks = static_cast<unsigned>((size + kFinishOutputs - 1) / kFinishOutputs);
+  finish_kernel<T><<<blocks, dim3(kFinishOutputs, kFinishLanes), 0, stream>>>(
       partials, gw.defined() ? static_cast<T*>(gw.raw_data()) : nullptr,
       gb.defined() ? static_cast<T*>(gb.raw_data()) : nullptr, chunks, size);
   LIFTOFF_LAUNCH_CHECK();

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <type_traits>
 
 #include "ops/common/block_reduce.cuh"
 #include "ops/common/elementwise.cuh"
@@ -12,13 +13,28 @@ namespace liftoff::cuda {
 namespace {
 // ---- reductions over one (possibly merged) dimension of x [outer, extent, inner] -------------------------
 // inner == 1 ("rows"): G threads per row (a warp, or the whole block for long rows), 16-byte loads where the
-// rows are aligned. inner > 1 ("columns"): a 32 x 8 block per 32 * C adjacent columns, lanes along inner
-// (coalesced; C columns per thread read as one pack when the columns allow), the 8 rows of threads striding
-// the extent. amax/amin without indices use a value-only reducer. Either may split the extent over gridDim.y blocks
-// that write partial states, merged in order by reduce_partials_kernel. All orders depend only on the shape.
+// rows are aligned. inner > 1 ("columns"): a 32 x 4 block per 32 * C adjacent columns, lanes along inner
+// (coalesced; C columns per thread read as one pack when the columns allow), the 4 rows of threads striding
+// the extent, each with 4 rows' loads in flight. amax/amin without indices use a value-only reducer. Either
+// may split the extent over gridDim.y blocks that write partial states, merged in order by
+// reduce_partials_kernel. All orders depend only on the shape.
 constexpr int kColumnsX = 32;
-constexpr int kColumnsY = 8;
-constexpr int kTargetBlocks = 1024;  // enough blocks to fill the GPU; fixed so results do not depend on it
+constexpr int kColumnsY = 4;
+constexpr int kColumnThreads = kColumnsX * kColumnsY;
+constexpr int kTargetBlocks = 1024;     // enough blocks to fill the GPU; fixed so results do not depend on it
+constexpr int kColumnRowsInFlight = 4;  // loads a column thread issues before combining them
+constexpr int kPartialsInFlight = 4;    // partial states a lane of reduce_partials_kernel loads at once
+
+// Reducers whose map is the value itself (sum/mean, amax/amin): their column kernel fits 8 blocks of 128
+// threads an SM (64 registers, no spills), so the kTargetBlocks blocks of a large column reduction run as
+// one wave on an H200's 132 SMs (at 48 registers, 5 blocks of 256 an SM made it 1.55 waves); the others
+// (pow, exp, Welford, indices) take the registers they need.
+template <class R>
+struct LightReducer : std::false_type {};
+template <class A>
+struct LightReducer<SumReducer<A>> : std::true_type {};
+template <class A, bool kMax>
+struct LightReducer<ValueExtremeReducer<A, kMax>> : std::true_type {};
 
 template <class T, class R>
 struct ReduceJob {
@@ -76,7 +92,8 @@ __global__ void reduce_rows_kernel(ReduceJob<T, R> job) {
 // C adjacent columns per thread (one C-element pack per row: 16-byte loads for 16-bit inputs), C = 1 when
 // the columns are not packed.
 template <int C, class T, class R>
-__global__ void reduce_columns_kernel(ReduceJob<T, R> job) {
+__global__ void __launch_bounds__(kColumnThreads, LightReducer<R>::value ? 8 : 1)
+    reduce_columns_kernel(ReduceJob<T, R> job) {
   using A = acc_t<T>;
   using S = typename R::State;
   constexpr int64_t kTile = kColumnsX * C;
@@ -92,10 +109,23 @@ __global__ void reduce_columns_kernel(ReduceJob<T, R> job) {
     const T* p = job.x + o * job.extent * job.inner + i;
     const int64_t begin = split * job.chunk;
     const int64_t end = min(job.extent, begin + job.chunk);
-    for (int64_t r = begin + threadIdx.y; r < end; r += kColumnsY) {
-      const detail::Pack<T, C> pack = *reinterpret_cast<const detail::Pack<T, C>*>(p + r * job.inner);
+    // kColumnRowsInFlight rows loaded before any is combined (a single 16-byte load per thread in flight
+    // left a one-wave grid latency bound), combined in the order of one row at a time.
+    for (int64_t r0 = begin + threadIdx.y; r0 < end; r0 += kColumnsY * kColumnRowsInFlight) {
+      detail::Pack<T, C> packs[kColumnRowsInFlight];
 #pragma unroll
-      for (int c = 0; c < C; ++c) s[c] = job.reducer.combine(s[c], job.reducer.map(convert<A>(pack.v[c]), r));
+      for (int u = 0; u < kColumnRowsInFlight; ++u) {
+        const int64_t r = r0 + u * kColumnsY;
+        if (r < end) packs[u] = *reinterpret_cast<const detail::Pack<T, C>*>(p + r * job.inner);
+      }
+#pragma unroll
+      for (int u = 0; u < kColumnRowsInFlight; ++u) {
+        const int64_t r = r0 + u * kColumnsY;
+        if (r >= end) break;
+#pragma unroll
+        for (int c = 0; c < C; ++c)
+          s[c] = job.reducer.combine(s[c], job.reducer.map(convert<A>(packs[u].v[c]), r));
+      }
     }
   }
 #pragma unroll
@@ -125,8 +155,18 @@ __global__ void reduce_partials_kernel(ReduceJob<T, R> job) {
   const int lane = threadIdx.x % 32;
   typename R::State s = job.reducer.identity();
   if (column < job.outer * job.inner) {
-    for (int k = lane; k < job.splits; k += 32)
-      s = job.reducer.combine(s, job.partial[column * job.splits + k]);
+    const typename R::State* p = job.partial + column * job.splits;
+    for (int k0 = lane; k0 < job.splits; k0 += 32 * kPartialsInFlight) {
+      typename R::State loaded[kPartialsInFlight];
+#pragma unroll
+      for (int u = 0; u < kPartialsInFlight; ++u) {
+        if (k0 + 32 * u < job.splits) loaded[u] = p[k0 + 32 * u];
+      }
+#pragma unroll
+      for (int u = 0; u < kPartialsInFlight; ++u) {
+        if (k0 + 32 * u < job.splits) s = job.reducer.combine(s, loaded[u]);
+      }
+    }
   }
   s = warp_combine(job.reducer, s);
   if (lane == 0 && column < job.outer * job.inner) {

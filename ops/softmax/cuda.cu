@@ -220,7 +220,7 @@ __global__ void __launch_bounds__(kBlock)
 // Runs launch(G, E, V) with the register tile that holds rows of `extent`; false for longer rows.
 template <class T, class Launch>
 bool launch_tile(int64_t extent, std::initializer_list<const void*> pointers, Launch&& launch) {
-  return dispatch_row_tile(extent, [&](auto g, auto e) {
+  return dispatch_row_tile<T>(extent, [&](auto g, auto e) {
     dispatch_pack<T, decltype(e)::value>(extent, pointers, [&](auto v) { launch(g, e, v); });
   });
 }

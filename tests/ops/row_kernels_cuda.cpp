@@ -141,32 +141,44 @@ TEST(RowKernelsCuda, LayerNormFusedBackwardOverManyRows) {
 
 // 16-bit storage: the weight/bias gradients are f32 sums rounded once at the end; compared against the CPU
 // on the same rounded inputs and incoming gradient, within a few bf16 roundings of the result.
+// Also: 5003 rows (several rounds of the one-wave grid, each fetching the next round's rows while it
+// reduces, the last round partly idle) and a misaligned x (scalar loads of the same kernels).
 TEST(RowKernelsCuda, LayerNormFusedBackwardBf16AffineGradients) {
   LIFTOFF_REQUIRE_CUDA();
-  for (int64_t cols : {64, 1024, 4096}) {
-    const int64_t rows = 2001;
-    auto rounded = [](const Shape& shape, uint64_t seed, double low, double high) {
-      return testing::random_tensor(shape, seed, low, high, DType::f32).to(DType::bf16).to(DType::f32);
-    };
-    const Tensor x = rounded({rows, cols}, 15, -2, 2), gy = rounded({rows, cols}, 16, -1, 1);
-    const Tensor w = rounded({cols}, 17, 0.5, 1.5), b = rounded({cols}, 18, -1, 1);
-    auto grads = [&](Device device, DType dtype) {
-      const Tensor xd = x.to(device, dtype).detach().set_requires_grad(true);
-      const Tensor wd = w.to(device, dtype).detach().set_requires_grad(true);
-      const Tensor bd = b.to(device, dtype).detach().set_requires_grad(true);
-      layer_norm(xd, {cols}, wd, bd).backward(gy.to(device, dtype));
-      return std::vector<Tensor>{wd.grad().to(Device::cpu(), DType::f32),
-                                 bd.grad().to(Device::cpu(), DType::f32),
-                                 xd.grad().to(Device::cpu(), DType::f32)};
-    };
-    const std::vector<Tensor> expected = grads(Device::cpu(), DType::f32);
-    const std::vector<Tensor> got = grads(Device::cuda(), DType::bf16);
-    // The CPU normalises in f32 from the same values: the sums differ by bf16's final rounding (2^-8) and
-    // the device's rounded xhat is not involved (the partial sums stay f32).
-    EXPECT_TRUE(testing::all_close(got[0], expected[0], 5e-2, 8e-3)) << "weight " << cols;
-    EXPECT_TRUE(testing::all_close(got[1], expected[1], 5e-2, 8e-3)) << "bias " << cols;
-    EXPECT_TRUE(testing::all_close(got[2], expected[2], 5e-2, 5e-2)) << "input " << cols;
-  }
+  for (int64_t cols : {64, 1024, 4096})
+    for (int64_t rows : {2001, 5003})
+      for (bool misaligned : {false, true}) {
+        auto rounded = [](const Shape& shape, uint64_t seed, double low, double high) {
+          return testing::random_tensor(shape, seed, low, high, DType::f32).to(DType::bf16).to(DType::f32);
+        };
+        const Tensor x = rounded({rows, cols}, 15, -2, 2), gy = rounded({rows, cols}, 16, -1, 1);
+        const Tensor w = rounded({cols}, 17, 0.5, 1.5), b = rounded({cols}, 18, -1, 1);
+        auto grads = [&](Device device, DType dtype) {
+          Tensor xd = x.to(device, dtype);
+          if (misaligned) {
+            // The same values one element into a larger buffer.
+            Tensor buffer = Tensor::zeros({rows * cols + 1}, dtype, device);
+            buffer.slice(0, 1, 1 + rows * cols).copy_(xd.view({rows * cols}));
+            xd = shifted(buffer, rows, cols);
+          }
+          xd = xd.detach().set_requires_grad(true);
+          const Tensor wd = w.to(device, dtype).detach().set_requires_grad(true);
+          const Tensor bd = b.to(device, dtype).detach().set_requires_grad(true);
+          layer_norm(xd, {cols}, wd, bd).backward(gy.to(device, dtype));
+          return std::vector<Tensor>{wd.grad().to(Device::cpu(), DType::f32),
+                                     bd.grad().to(Device::cpu(), DType::f32),
+                                     xd.grad().to(Device::cpu(), DType::f32)};
+        };
+        const std::vector<Tensor> expected = grads(Device::cpu(), DType::f32);
+        const std::vector<Tensor> got = grads(Device::cuda(), DType::bf16);
+        // The CPU normalises in f32 from the same values: the sums differ by bf16's final rounding (2^-8) and
+        // the device's rounded xhat is not involved (the partial sums stay f32).
+        const std::string where =
+            std::to_string(rows) + " x " + std::to_string(cols) + (misaligned ? " misaligned" : "");
+        EXPECT_TRUE(testing::all_close(got[0], expected[0], 5e-2, 8e-3)) << "weight " << where;
+        EXPECT_TRUE(testing::all_close(got[1], expected[1], 5e-2, 8e-3)) << "bias " << where;
+        EXPECT_TRUE(testing::all_close(got[2], expected[2], 5e-2, 5e-2)) << "input " << where;
+      }
 }
 
 TEST(RowKernelsCuda, LayerNormMisalignedRows) {
@@ -184,7 +196,8 @@ TEST(RowKernelsCuda, LayerNormMisalignedRows) {
 TEST(RowKernelsCuda, PackedColumnReductionsMatchCpu) {
   LIFTOFF_REQUIRE_CUDA();
   // Columns a multiple of every pack (16-byte loads), odd columns, and a misaligned start.
-  for (const Shape& shape : {Shape{300, 64}, Shape{300, 63}, Shape{5000, 264}}) {
+  // 4099 x 520: a split extent whose chunks are not a multiple of the rows a thread has in flight.
+  for (const Shape& shape : {Shape{300, 64}, Shape{300, 63}, Shape{5000, 264}, Shape{4099, 520}}) {
     for (const testing::DtypeCase& d : testing::all_dtype_cases()) {
       const Tensor x32 = testing::random_tensor(shape, 8, -1, 1, DType::f32);
       const Tensor x = (d.dtype == DType::f64 ? x32.to(DType::f64) : x32.to(d.dtype).to(DType::f32))
@@ -210,6 +223,15 @@ TEST(RowKernelsCuda, PackedColumnReductionsMatchCpu) {
   const Tensor x = testing::random_tensor({64 * 33 + 1}, 9, -1, 1, DType::f32);
   EXPECT_TRUE(testing::cuda_parity(
       [](const std::vector<Tensor>& in) { return sum(shifted(in[0], 64, 33), {0}); }, {x}, {1e-4, 1e-4}));
+  // Misaligned bf16 columns (no packs), many rows: the unpacked kernel with rows in flight and splits.
+  const Tensor y =
+      testing::random_tensor({3001 * 40 + 1}, 19, -1, 1, DType::f32).to(DType::bf16).to(DType::f32);
+  testing::ParityOptions half;
+  half.cuda_dtype = DType::bf16;
+  half.check_grads = false;
+  half.atol = half.rtol = 2e-2;
+  EXPECT_TRUE(testing::cuda_parity(
+      [](const std::vector<Tensor>& in) { return amin(shifted(in[0], 3001, 40), {0}); }, {y}, half));
 }
 
 TEST(RowKernelsCuda, ValueOnlyExtremesKeepNaNAndMatchMax) {
