@@ -16,24 +16,11 @@
 
 #include "liftoff.h"
 #include "runtime/config.h"
+#include "tools/bench/median_time.h"
 
 namespace {
 
 using namespace liftoff;
-
-double median_seconds(const std::function<void()>& fn, Device device, int reps, int rounds) {
-  for (int i = 0; i < 3; ++i) fn();
-  synchronize(device);
-  std::vector<double> times;
-  for (int r = 0; r < rounds; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < reps; ++i) fn();
-    synchronize(device);
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / reps);
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
 
 struct Layer {
   int64_t c, size, stride;
@@ -91,11 +78,11 @@ int main(int argc, char** argv) {
         double own = 0, cudnn = 0;
         {
           config::ScopedSetting setting(config::Knob::depthwise, "auto");
-          own = median_seconds(pass.run, device, reps, rounds);
+          own = bench::median_seconds(pass.run, device, reps, rounds);
         }
         {
           config::ScopedSetting setting(config::Knob::depthwise, "cudnn");
-          cudnn = median_seconds(pass.run, device, reps, rounds);
+          cudnn = bench::median_seconds(pass.run, device, reps, rounds);
         }
         std::printf("%-26s %-8s %10.4f %10.4f %7.2fx %10.1f\n", name.c_str(), pass.name, 1e3 * own,
                     1e3 * cudnn, cudnn / own, pass.bytes / own / 1e9);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "liftoff.h"
+#include "tools/bench/median_time.h"
 
 namespace {
 
@@ -27,20 +28,6 @@ struct Case {
   double bytes_per_element;  // in units of the dtype's size
   std::function<Tensor()> run;
 };
-
-double median_seconds(const std::function<Tensor()>& fn, Device device, int reps, int rounds) {
-  for (int i = 0; i < 3; ++i) fn();
-  synchronize(device);
-  std::vector<double> times;
-  for (int r = 0; r < rounds; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < reps; ++i) fn();
-    synchronize(device);
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / reps);
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
 
 }  // namespace
 
@@ -142,7 +129,7 @@ int main(int argc, char** argv) {
     double copy_gbs = 0.0;
     std::printf("%-28s %10s %10s %8s\n", "op", "ms", "GB/s", "of copy");
     for (const Case& c : cases) {
-      const double s = median_seconds(c.run, device, reps, rounds);
+      const double s = bench::median_seconds(c.run, device, reps, rounds);
       const double gbs = c.bytes_per_element * size * static_cast<double>(rows * 1024) / s / 1e9;
       if (copy_gbs == 0.0) copy_gbs = gbs;
       std::printf("%-28s %10.3f %10.1f %7.0f%%\n", c.name.c_str(), 1e3 * s, gbs, 100.0 * gbs / copy_gbs);
