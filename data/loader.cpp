@@ -322,12 +322,7 @@ void DataLoader::fill(Slot& slot, const std::vector<int64_t>& indices, int64_t e
 bool DataLoader::next(Batch& out) {
   LIFTOFF_CHECK(epoch_ >= 0, ValueError, "DataLoader: call start_epoch() before next()");
   while (true) {
-    double waited = 0.0;
-    Slot* ready = ring_->wait_ready(&waited);
-    {
-      std::lock_guard<std::mutex> lock(ring_->mutex());
-      stats_.wait_seconds += waited;
-    }
+    Slot* ready = ring_->wait_ready(&stats_.wait_seconds);  // adds under the ring's lock, as stats() reads it
     if (ready == nullptr) return false;
     Slot& slot = *ready;
     if (slot.count > 0) {

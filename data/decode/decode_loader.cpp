@@ -415,12 +415,7 @@ void DecodeLoader::finish_cpu_batch(Slot& slot) {
 bool DecodeLoader::next(Batch& out) {
   LIFTOFF_CHECK(epoch_ >= 0, ValueError, "DecodeLoader: call start_epoch() before next()");
   while (true) {
-    double waited = 0.0;
-    Slot* ready = ring_->wait_ready(&waited);
-    {
-      std::lock_guard<std::mutex> lock(ring_->mutex());
-      stats_.wait_seconds += waited;
-    }
+    Slot* ready = ring_->wait_ready(&stats_.wait_seconds);  // adds under the ring's lock, as stats() reads it
     if (ready == nullptr) return false;
     Slot& slot = *ready;
     const auto count = static_cast<int64_t>(slot.items.size());

@@ -4,6 +4,7 @@
 #include "runtime/autocast.h"
 #include "runtime/graph.h"
 #include "tests/common/cuda_test.h"
+#include "tests/common/graph_capture.h"
 #include "tests/common/parity.h"
 
 namespace liftoff {
@@ -120,15 +121,7 @@ TEST(AttentionCuda, CapturesInACudaGraph) {
   const Tensor eager_grad = q.grad().to(Device::cpu());
   q.set_grad(Tensor());
   CudaGraph graph(Device::cuda());
-  Tensor captured;
-  graph.begin_capture();
-  try {
-    captured = step();
-  } catch (...) {
-    graph.abort_capture();
-    throw;
-  }
-  graph.end_capture();
+  const Tensor captured = testing::capture_into(graph, step);
   graph.replay();
   EXPECT_TRUE(testing::all_close(captured.to(Device::cpu()), eager, 0, 0));
   EXPECT_TRUE(testing::all_close(q.grad().to(Device::cpu()), eager_grad, 0, 0));

@@ -10,6 +10,7 @@
 #include "runtime/config.h"
 #include "runtime/graph.h"
 #include "tests/common/cuda_test.h"
+#include "tests/common/graph_capture.h"
 #include "tests/common/parity.h"
 
 namespace liftoff {
@@ -208,15 +209,7 @@ void expect_capture_matches_eager(FlashKernels kernels) {
   const Tensor eager_grad = q.grad().to(Device::cpu(), DType::f64);
   q.set_grad(Tensor());
   CudaGraph graph(Device::cuda());
-  Tensor captured;
-  graph.begin_capture();
-  try {
-    captured = step();
-  } catch (...) {
-    graph.abort_capture();
-    throw;
-  }
-  graph.end_capture();
+  const Tensor captured = testing::capture_into(graph, step);
   graph.replay();
   EXPECT_TRUE(testing::all_close(captured.to(Device::cpu(), DType::f64), eager, 0, 0));
   // dQ sums key blocks with f32 atomics, whose order may differ between runs: one bf16 rounding apart.

@@ -11,6 +11,7 @@
 #include "runtime/config.h"
 #include "runtime/graph.h"
 #include "tests/common/cuda_test.h"
+#include "tests/common/graph_capture.h"
 #include "tests/common/parity.h"
 
 namespace liftoff {
@@ -191,15 +192,7 @@ TEST(Conv2dDepthwiseCuda, RepeatableAndCapturable) {
   const std::vector<Tensor> first = host(step());
   const std::vector<Tensor> second = host(step());
   CudaGraph graph(cuda);
-  std::vector<Tensor> captured;
-  graph.begin_capture();
-  try {
-    captured = step();
-  } catch (...) {
-    graph.abort_capture();
-    throw;
-  }
-  graph.end_capture();
+  const std::vector<Tensor> captured = testing::capture_into(graph, step);
   graph.replay();
   const std::vector<Tensor> replayed = host(captured);
   for (size_t i = 0; i < first.size(); ++i) {
