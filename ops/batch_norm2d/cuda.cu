@@ -34,9 +34,10 @@ bool aligned16(std::initializer_list<const void*> data) {
 }
 
 // The grid of an NHWC reduction (cuda_nhwc_kernels.cuh): lanes threads per tile of lanes * vec channels (a
-// power of two up to a warp), tiles across C, and row splits so the grid fills every SM about four times
-// while each thread still loads at least ~8 vectors. (Twice the splits, tried in session 9, doubled the
-// last block's merge and ResNet-50's batch-norm time.)
+// power of two up to a warp), tiles across C, and row splits so the grid fills every SM about twice while
+// each thread still loads at least ~8 vectors. Every split is a partial the tile's last block merges, so
+// fewer and fuller blocks (kRowsInFlight loads each) beat more of them: twice session 8's four blocks per SM
+// doubled ResNet-50's batch-norm time in session 9.
 struct NhwcGrid {
   int lanes = 1;
   int64_t tiles = 1, splits = 1, chunk = 0;
@@ -49,7 +50,7 @@ NhwcGrid nhwc_grid(int device, int64_t rows, int64_t channels, int vec) {
   while (g.lanes < 32 && g.lanes < vectors) g.lanes *= 2;
   g.tiles = (vectors + g.lanes - 1) / g.lanes;
   const int64_t rows_per_pass = kReduceBlock / g.lanes;
-  const int64_t by_fill = (4 * static_cast<int64_t>(sms) + g.tiles - 1) / g.tiles;
+  const int64_t by_fill = (2 * static_cast<int64_t>(sms) + g.tiles - 1) / g.tiles;
   const int64_t by_work = (rows + rows_per_pass * 8 - 1) / (rows_per_pass * 8);
   g.splits = std::clamp<int64_t>(std::min(by_fill, by_work), 1, 65535);
   g.chunk = (rows + g.splits - 1) / g.splits;

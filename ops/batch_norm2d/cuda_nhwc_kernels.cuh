@@ -18,7 +18,35 @@ template <class T>
 constexpr int kNhwcVec = static_cast<int>(16 / sizeof(T));
 // Partials the last block's threads load before adding any (independent loads in flight: the merge of a few
 // hundred splits was a chain of dependent L2 round trips, 66-166 us per launch on ResNet-50's early layers).
-constexpr int kMergeInFlight = 8;
+constexpr int kMergeInFlight = 16;
+// Rows each thread of a reduction loads before adding any: one 16-byte load per row in flight was a chain of
+// DRAM round trips (ResNet-18's 32 px layers ran at about a tenth of the bandwidth, 20 us per launch).
+constexpr int kRowsInFlight = 4;
+// The gradient reads two or three tensors per row: fewer rows keep as many loads in flight in 128 registers.
+constexpr int kGradRowsInFlight = 2;
+
+// VEC elements as loaded (16 bytes for the vector kernels): kept packed until they are added, so the rows in
+// flight cost 4 registers each rather than VEC.
+template <class T, int VEC>
+struct alignas(VEC * sizeof(T) == 16 ? 16 : alignof(T)) Packet {
+  T v[VEC];
+};
+template <class T, int VEC>
+__device__ __forceinline__ Packet<T, VEC> load_packet(const T* p) {
+  return *reinterpret_cast<const Packet<T, VEC>*>(p);
+}
+
+// One (a, b) partial pair from L2 in one load (the other blocks' fenced writes are there).
+__device__ __forceinline__ void load_pair_cg(const float* q, float& a, float& b) {
+  const float2 v = __ldcg(reinterpret_cast<const float2*>(q));
+  a = v.x;
+  b = v.y;
+}
+__device__ __forceinline__ void load_pair_cg(const double* q, double& a, double& b) {
+  const double2 v = __ldcg(reinterpret_cast<const double2*>(q));
+  a = v.x;
+  b = v.y;
+}
 
 template <class T, class A, int VEC>
 __device__ __forceinline__ void load_vec(const T* p, A (&out)[VEC]) {
@@ -125,17 +153,21 @@ __device__ void reduce_tile(const A (&a)[VEC], const A (&b)[VEC], A* s_a, A* s_b
     A pa[kMergeInFlight] = {}, pb[kMergeInFlight] = {};
     int64_t s = g;
     for (; s + (kMergeInFlight - 1) * merge_groups < splits; s += kMergeInFlight * merge_groups) {
+      A va[kMergeInFlight], vb[kMergeInFlight];
+#pragma unroll
+      for (int u = 0; u < kMergeInFlight; ++u)
+        load_pair_cg(p + (s + u * merge_groups) * row_stride, va[u], vb[u]);
 #pragma unroll
       for (int u = 0; u < kMergeInFlight; ++u) {
-        const A* q = p + (s + u * merge_groups) * row_stride;
-        pa[u] += __ldcg(q);
-        pb[u] += __ldcg(q + 1);
+        pa[u] += va[u];
+        pb[u] += vb[u];
       }
     }
     for (; s < splits; s += merge_groups) {
-      const A* q = p + s * row_stride;
-      pa[0] += __ldcg(q);
-      pb[0] += __ldcg(q + 1);
+      A va, vb;
+      load_pair_cg(p + s * row_stride, va, vb);
+      pa[0] += va;
+      pb[0] += vb;
     }
 #pragma unroll
     for (int u = 0; u < kMergeInFlight; ++u) {
@@ -170,8 +202,9 @@ struct StatsTileFinish {
 };
 
 template <class T, class A, class W, int VEC>
-__global__ void stats_nhwc_kernel(const T* x, int64_t channels, int64_t rows, int64_t chunk, int lanes,
-                                  A* partial, unsigned* done, StatsFinalize<A, W> finalize) {
+__global__ void __launch_bounds__(kReduceBlock, 2)
+    stats_nhwc_kernel(const T* x, int64_t channels, int64_t rows, int64_t chunk, int lanes, A* partial,
+                      unsigned* done, StatsFinalize<A, W> finalize) {
   __shared__ A s_a[kReduceBlock * VEC], s_b[kReduceBlock * VEC];
   const int groups = kReduceBlock / lanes;
   const int64_t first = (static_cast<int64_t>(blockIdx.x) * lanes + threadIdx.x % lanes) * VEC;
@@ -183,16 +216,24 @@ __global__ void stats_nhwc_kernel(const T* x, int64_t channels, int64_t rows, in
   if (first < channels) {
     A shift[VEC];
     load_vec<T, A, VEC>(x + first, shift);
-    for (int64_t r = begin + threadIdx.x / lanes; r < end; r += groups) {
-      A v[VEC];
-      load_vec<T, A, VEC>(x + r * channels + first, v);
+    const auto add_row = [&](const Packet<T, VEC>& v) {
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
-        const A d = v[j] - shift[j];
+        const A d = convert<A>(v.v[j]) - shift[j];
         sum[j] += d;
         sum_sq[j] += d * d;
       }
+    };
+    int64_t r = begin + threadIdx.x / lanes;
+    for (; r + (kRowsInFlight - 1) * groups < end; r += kRowsInFlight * groups) {
+      Packet<T, VEC> v[kRowsInFlight];
+#pragma unroll
+      for (int u = 0; u < kRowsInFlight; ++u)
+        v[u] = load_packet<T, VEC>(x + (r + u * groups) * channels + first);
+#pragma unroll
+      for (int u = 0; u < kRowsInFlight; ++u) add_row(v[u]);
     }
+    for (; r < end; r += groups) add_row(load_packet<T, VEC>(x + r * channels + first));
   }
   reduce_tile<A, VEC>(sum, sum_sq, s_a, s_b, lanes, channels, partial, done,
                       StatsTileFinish<T, A, W>{x, finalize});
@@ -208,9 +249,10 @@ struct GradTileFinish {
 };
 
 template <class T, class A, class W, int VEC>
-__global__ void grad_nhwc_kernel(const T* x, const T* gy, const T* y_relu, A cap, const A* mean,
-                                 int64_t channels, int64_t rows, int64_t chunk, int lanes, A* partial,
-                                 unsigned* done, GradFinalize<A, W> finalize) {
+__global__ void __launch_bounds__(kReduceBlock, 2)
+    grad_nhwc_kernel(const T* x, const T* gy, const T* y_relu, A cap, const A* mean, int64_t channels,
+                     int64_t rows, int64_t chunk, int lanes, A* partial, unsigned* done,
+                     GradFinalize<A, W> finalize) {
   __shared__ A s_a[kReduceBlock * VEC], s_b[kReduceBlock * VEC];
   const int groups = kReduceBlock / lanes;
   const int64_t first = (static_cast<int64_t>(blockIdx.x) * lanes + threadIdx.x % lanes) * VEC;
@@ -223,23 +265,37 @@ __global__ void grad_nhwc_kernel(const T* x, const T* gy, const T* y_relu, A cap
     A m[VEC];
 #pragma unroll
     for (int j = 0; j < VEC; ++j) m[j] = mean[first + j];
-    for (int64_t r = begin + threadIdx.x / lanes; r < end; r += groups) {
+    const bool masked = y_relu != nullptr;
+    // One row's gy, x and (when masked) y, loaded before any is used.
+    struct Row {
+      Packet<T, VEC> g, x, y;
+    };
+    const auto load_row = [&](int64_t r) {
       const int64_t i = r * channels + first;
-      A g[VEC], xv[VEC];
-      load_vec<T, A, VEC>(gy + i, g);
-      load_vec<T, A, VEC>(x + i, xv);
-      if (y_relu != nullptr) {
-        A yv[VEC];
-        load_vec<T, A, VEC>(y_relu + i, yv);
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) g[j] = relu_passes(yv[j], cap) ? g[j] : A(0);  // as masked_grad
-      }
+      Row row;
+      row.g = load_packet<T, VEC>(gy + i);
+      row.x = load_packet<T, VEC>(x + i);
+      if (masked) row.y = load_packet<T, VEC>(y_relu + i);
+      return row;
+    };
+    const auto add_row = [&](const Row& row) {
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
-        sum_dy[j] += g[j];
-        sum_dy_xmu[j] += g[j] * (xv[j] - m[j]);
+        A g = convert<A>(row.g.v[j]);
+        if (masked && !relu_passes(convert<A>(row.y.v[j]), cap)) g = A(0);  // as masked_grad
+        sum_dy[j] += g;
+        sum_dy_xmu[j] += g * (convert<A>(row.x.v[j]) - m[j]);
       }
+    };
+    int64_t r = begin + threadIdx.x / lanes;
+    for (; r + (kGradRowsInFlight - 1) * groups < end; r += kGradRowsInFlight * groups) {
+      Row rows_in_flight[kGradRowsInFlight];
+#pragma unroll
+      for (int u = 0; u < kGradRowsInFlight; ++u) rows_in_flight[u] = load_row(r + u * groups);
+#pragma unroll
+      for (int u = 0; u < kGradRowsInFlight; ++u) add_row(rows_in_flight[u]);
     }
+    for (; r < end; r += groups) add_row(load_row(r));
   }
   reduce_tile<A, VEC>(sum_dy, sum_dy_xmu, s_a, s_b, lanes, channels, partial, done,
                       GradTileFinish<A, W>{finalize});

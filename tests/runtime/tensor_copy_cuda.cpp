@@ -55,6 +55,37 @@ TEST(TensorCopyCuda, PermutedCopiesWithCastsMatchTheCpu) {
   }
 }
 
+// Layout changes that are transposes of the two innermost compacted dimensions run the tiled kernel: conv
+// weights KCRS <-> KRSC, activations NCHW <-> NHWC (several tiles along both dimensions, partial edge tiles),
+// with and without casts; a batch beyond the grid's limit takes the element-wise kernel.
+TEST(TensorCopyCuda, TransposedLayoutsAcrossTilesMatchTheCpu) {
+  LIFTOFF_REQUIRE_CUDA();
+  const std::vector<Shape> shapes{
+      {64, 48, 3, 3}, {5, 130, 3, 3}, {4, 3, 40, 50}, {2, 200, 9, 11}, {3, 2, 1, 70}};
+  for (const Shape& shape : shapes) {
+    const Tensor host = exact_values(shape);
+    for (const DType from : {DType::f32, DType::bf16, DType::f64}) {
+      const Tensor src_host = host.to(from);
+      const Tensor src_dev = src_host.to(Device::cuda());
+      for (const DType to : {DType::f32, DType::bf16}) {
+        const Tensor nhwc_dev = src_dev.to(to).contiguous(MemoryFormat::channels_last);
+        const Tensor cast_nhwc = Tensor::empty(shape, to, Device::cuda(), MemoryFormat::channels_last);
+        cast_nhwc.copy_(src_dev);  // cast and transpose in one copy
+        const Tensor expected = src_host.to(to);
+        EXPECT_TRUE(same(nhwc_dev, expected)) << shape_str(shape) << " " << dtype_name(from);
+        EXPECT_TRUE(same(cast_nhwc, expected)) << shape_str(shape) << " " << dtype_name(from);
+        EXPECT_TRUE(nhwc_dev.is_channels_last());
+        const Tensor back = Tensor::empty(shape, from, Device::cuda());
+        back.copy_(cast_nhwc);  // NHWC -> NCHW with the cast back
+        EXPECT_TRUE(same(back, src_host.to(to).to(from))) << shape_str(shape) << " back";
+      }
+    }
+  }
+  const Tensor wide = exact_values({70000, 2, 3});
+  EXPECT_TRUE(
+      same(wide.to(Device::cuda()).permute({0, 2, 1}).contiguous(), wide.permute({0, 2, 1}).contiguous()));
+}
+
 TEST(TensorCopyCuda, LinearCastsAtEveryAlignmentAndLength) {
   LIFTOFF_REQUIRE_CUDA();
   const Tensor host = exact_values({1031});
