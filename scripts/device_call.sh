@@ -20,7 +20,7 @@ for stage in "$@"; do
     gpu_tests)
       for t in ${GTESTS:-test_ops_cuda test_models_cuda test_runtime_cuda test_data_cuda test_distributed_cuda}; do
         [ -x /tmp/bin/$t ] || continue
-        timeout 420 /tmp/bin/$t --gtest_brief=1 >"/tmp/$t.log" 2>&1
+        timeout 420 /tmp/bin/$t --gtest_brief=1 ${GTEST_FILTER:+--gtest_filter=$GTEST_FILTER} >"/tmp/$t.log" 2>&1
         note "$t: rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "/tmp/$t.log" | tr '\n' ' ')"
         # One combined log (the device tool returns at most 8 files); failures with their first lines.
         { echo "######## $t"; cat "/tmp/$t.log"; } >>"$OUT/gpu_tests.log"

@@ -61,13 +61,21 @@ __global__ void accumulate_lists_kernel(TensorListMeta<2> meta) {
   const int64_t end = min(meta.sizes[tensor], start + kChunk);
   T* dst = static_cast<T*>(meta.ptrs[0][tensor]);
   const T* src = static_cast<const T*>(meta.ptrs[1][tensor]);
-  for (int64_t i = start + threadIdx.x; i < end; i += blockDim.x) {
-    if constexpr (IsHalfType<T>::value) {
-      dst[i] = convert<T>(convert<float>(dst[i]) + convert<float>(src[i]));
-    } else {
-      dst[i] = dst[i] + src[i];
-    }
-  }
+  struct Pair {
+    T d, s;
+  };
+  mta::walk_chunk(
+      start, end,
+      [&](int64_t i) {
+        return Pair{dst[i], src[i]};
+      },
+      [&](int64_t i, const Pair& v) {
+        if constexpr (IsHalfType<T>::value) {
+          dst[i] = convert<T>(convert<float>(v.d) + convert<float>(v.s));
+        } else {
+          dst[i] = v.d + v.s;
+        }
+      });
 }
 
 // P: parameter/state type (float or double); G: gradient type.
@@ -81,16 +89,24 @@ __global__ void sgd_kernel(TensorListMeta<3> meta, SgdArgs<P> args) {
   P* p = static_cast<P*>(meta.ptrs[0][tensor]);
   const G* g = static_cast<const G*>(meta.ptrs[1][tensor]);
   P* buf = static_cast<P*>(meta.ptrs[2][tensor]);
-  for (int64_t i = start + threadIdx.x; i < end; i += blockDim.x) {
-    P d = convert<P>(g[i]);
-    if (args.weight_decay != P(0)) d += args.weight_decay * p[i];
-    if (args.use_momentum) {
-      const P b = args.momentum * buf[i] + d;
-      buf[i] = b;
-      d = args.nesterov ? d + args.momentum * b : b;
-    }
-    p[i] -= lr * d;
-  }
+  struct Loaded {
+    P p, g, buf;
+  };
+  mta::walk_chunk(
+      start, end,
+      [&](int64_t i) {
+        return Loaded{p[i], convert<P>(g[i]), args.use_momentum ? buf[i] : P(0)};
+      },
+      [&](int64_t i, const Loaded& v) {
+        P d = v.g;
+        if (args.weight_decay != P(0)) d += args.weight_decay * v.p;
+        if (args.use_momentum) {
+          const P b = args.momentum * v.buf + d;
+          buf[i] = b;
+          d = args.nesterov ? d + args.momentum * b : b;
+        }
+        p[i] = v.p - lr * d;
+      });
 }
 
 // One more update for each count, unless the step is skipped (PyTorch: a skipped step is no step).
@@ -129,15 +145,22 @@ __global__ void adamw_kernel(TensorListMeta<Depth> meta, AdamWArgs<P> args) {
   const G* g = static_cast<const G*>(meta.ptrs[1][tensor]);
   P* m = static_cast<P*>(meta.ptrs[2][tensor]);
   P* v = static_cast<P*>(meta.ptrs[3][tensor]);
-  for (int64_t i = start + threadIdx.x; i < end; i += blockDim.x) {
-    const P grad = convert<P>(g[i]);
-    const P pi = p[i] * decay;
-    const P mi = args.beta1 * m[i] + args.one_minus_beta1 * grad;
-    const P vi = args.beta2 * v[i] + args.one_minus_beta2 * grad * grad;
-    m[i] = mi;
-    v[i] = vi;
-    p[i] = pi - step_size * mi / (sqrt_acc(vi) / bias_correction2_sqrt + args.eps);
-  }
+  struct Loaded {
+    P p, g, m, v;
+  };
+  mta::walk_chunk(
+      start, end,
+      [&](int64_t i) {
+        return Loaded{p[i], convert<P>(g[i]), m[i], v[i]};
+      },
+      [&](int64_t i, const Loaded& x) {
+        const P pi = x.p * decay;
+        const P mi = args.beta1 * x.m + args.one_minus_beta1 * x.g;
+        const P vi = args.beta2 * x.v + args.one_minus_beta2 * x.g * x.g;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = pi - step_size * mi / (sqrt_acc(vi) / bias_correction2_sqrt + args.eps);
+      });
 }
 
 // The data pointer of a one-element f32 device tensor, or null when it is undefined.
