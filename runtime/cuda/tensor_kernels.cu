@@ -215,11 +215,21 @@ __global__ void transpose_copy_kernel(const S* src, D* dst, TransposeTiles t) {
 // The tiles of a compacted copy that is such a transpose; false for any other copy.
 template <class S>
 bool transpose_tiles(const CompactLayout& l, TransposeTiles* t) {
-  if (l.dims < 2 || l.dims > 3 || l.dst_stride[0] != 1 || l.src_stride[1] != 1) return false;
-  t->b = l.size[0].divisor;
-  t->a = l.size[1].divisor;
-  t->src_b = l.src_stride[0];
-  t->dst_a = l.dst_stride[1];
+  if (l.dims < 2 || l.dims > 3) return false;
+  // The compaction orders dimensions by the source's walk or the destination's: b may come first or second.
+  int b_dim = 0;
+  if (l.dst_stride[0] == 1 && l.src_stride[1] == 1) {
+    b_dim = 0;
+  } else if (l.src_stride[0] == 1 && l.dst_stride[1] == 1) {
+    b_dim = 1;
+  } else {
+    return false;
+  }
+  const int a_dim = 1 - b_dim;
+  t->b = l.size[b_dim].divisor;
+  t->a = l.size[a_dim].divisor;
+  t->src_b = l.src_stride[b_dim];
+  t->dst_a = l.dst_stride[a_dim];
   t->batch = l.dims == 3 ? l.size[2].divisor : 1;
   t->src_batch = l.dims == 3 ? l.src_stride[2] : 0;
   t->dst_batch = l.dims == 3 ? l.dst_stride[2] : 0;
