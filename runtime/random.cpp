@@ -17,13 +17,25 @@ namespace detail {
 struct GeneratorState {
   uint64_t seed = 0;
   uint64_t offset = 0;
-  // Per CUDA device: [seed, offset] for the draws of captured graphs, made at the first such draw.
-  std::map<int, Tensor> device_state;
+  // Per CUDA device: [seed, offset] for the draws of captured graphs, made at the first such draw (own
+  // memory, never a graph pool's block: runtime/cuda/rng_state.h says why).
+  std::map<int, uint64_t*> device_state;
+
+  GeneratorState() = default;
+  GeneratorState(const GeneratorState&) = delete;
+  GeneratorState& operator=(const GeneratorState&) = delete;
+  ~GeneratorState() {
+#if LIFTOFF_WITH_CUDA
+    for (const auto& [device, state] : device_state) cuda::free_generator_state(state);
+#endif
+  }
 
   uint64_t* device_state_on(int device) {
-    Tensor& t = device_state[device];
-    if (!t.defined()) t = Tensor::empty({2}, DType::i64, Device::cuda(device));
-    return static_cast<uint64_t*>(t.raw_data());
+    uint64_t*& state = device_state[device];
+#if LIFTOFF_WITH_CUDA
+    if (state == nullptr) state = cuda::allocate_generator_state(device);
+#endif
+    return state;
   }
 };
 

@@ -3,11 +3,11 @@
 //
 // Graph-safe draws (as PyTorch's CUDA generator): kernels that draw on CUDA (dropout, attention dropout) take
 // a PhiloxDraw from next_draw(). Eagerly it is (seed, offset++) by value. While a CUDA graph is captured it
-// points the kernel at the generator's small device state [seed, offset] plus the draw's index among the
-// graph's draws; before every replay the graph writes the generator's current (seed, offset) there and
-// advances the offset past its draws (detail::CapturedDraws, called by runtime/graph.cpp). A replayed step
-// thus draws exactly what the same eager step would, and fresh numbers every time. The host (seed, offset)
-// stays the one truth: checkpoints save and restore it, set_state() takes effect at the next replay.
+// points the kernel at the generator's device state [seed, offset] (own cudaMalloc, never a graph pool's
+// block) plus the draw's index among the graph's draws; before every replay the graph writes the current
+// (seed, offset) there and advances the offset past its draws (detail::CapturedDraws, runtime/graph.cpp).
+// A replayed step draws exactly what the same eager step would, fresh numbers every time. The host (seed,
+// offset) is the one truth: checkpoints save and restore it, set_state() takes effect at the next replay.
 #pragma once
 #include <cstdint>
 #include <memory>

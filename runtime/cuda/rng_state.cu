@@ -24,6 +24,19 @@ __global__ void write_generator_states_kernel(WriteBatch batch) {
 }
 }  // namespace
 
+uint64_t* allocate_generator_state(int device) {
+  DeviceGuard guard(device);
+  void* state = nullptr;
+  LIFTOFF_CUDA_CHECK(cudaMalloc(&state, 2 * sizeof(uint64_t)));
+  return static_cast<uint64_t*>(state);
+}
+
+void free_generator_state(uint64_t* state) noexcept {
+  // Unified addressing: any current device frees it. An error (the driver already shut down at exit) leaves
+  // nothing to free; it is cleared so it does not surface at an unrelated later check.
+  if (state != nullptr && cudaFree(state) != cudaSuccess) cudaGetLastError();
+}
+
 void write_generator_states(int device, void* stream, const std::vector<GeneratorStateWrite>& writes) {
   DeviceGuard guard(device);
   for (size_t start = 0; start < writes.size(); start += kWritesPerLaunch) {

@@ -12,6 +12,15 @@ struct GeneratorStateWrite {
   uint64_t offset;
 };
 
+// Device memory for one generator's [seed, offset] (two u64) on `device`, straight from cudaMalloc, not from
+// the caching allocator: the state is written outside every graph (before each replay) and read inside it,
+// so it must never be a block that a graph's private pool also hands to the graph's own temporaries. (The
+// first draw happens during a capture, when that pool holds blocks the captured step freed: a replay's
+// temporaries then overwrote the state before dropout read it.) Relaxed capture allows the cudaMalloc.
+uint64_t* allocate_generator_state(int device);
+// Frees it (cudaFree waits for queued work that may still read it). Never throws.
+void free_generator_state(uint64_t* state) noexcept;
+
 // Queues the writes on `stream` (a cudaStream_t of `device`): the values travel as kernel parameters, so the
 // host neither waits nor keeps a buffer alive.
 void write_generator_states(int device, void* stream, const std::vector<GeneratorStateWrite>& writes);

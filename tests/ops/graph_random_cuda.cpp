@@ -1,6 +1,7 @@
 // Random ops inside captured CUDA graphs (graph-safe Philox state, runtime/random.h): each replay draws what
 // the same eager call would draw at the generator's position then, fresh masks every replay, gradients
-// regenerated from the same mask, and set_state() between replays taking effect.
+// regenerated from the same mask, set_state() between replays taking effect, and the generator's device
+// state kept apart from the memory the captured kernels use.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -8,6 +9,7 @@
 
 #include "ops/attention/attention.h"
 #include "ops/dropout/dropout.h"
+#include "ops/scale/scale.h"
 #include "runtime/graph.h"
 #include "tests/common/cuda_test.h"
 #include "tests/common/gradcheck.h"
@@ -143,6 +145,33 @@ TEST(RandomOpsInGraphs, AttentionDropoutReplaysDrawTheMasksOfEagerCalls) {
     previous = graphed_out;
   }
   EXPECT_EQ(graph_gen.offset(), 3u);
+}
+
+// A generator's device state is written before each replay, outside the graph, and read inside it, so no
+// captured kernel may write its memory. Here the capture frees a temporary of the state's size class (512
+// bytes) right before the generator's first draw, as the half-precision training step did: were the state
+// made from the graph's pool, it would take that block, and each replay's temporary would overwrite the
+// (seed, offset) before dropout read it (every replayed mask wrong, in f32 as in halves).
+TEST(RandomOpsInGraphs, StateIsNotABlockTheCapturedStepFreed) {
+  LIFTOFF_REQUIRE_CUDA();
+  const Device cuda = Device::cuda(0);
+  for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+    const Tensor x = testing::random_tensor({4, 32}, 13, 0.5, 1.5, DType::f32, cuda).to(cuda, dtype);
+    const Tensor y = Tensor::empty(x.shape(), dtype, cuda);
+    const auto step = [&](Generator& gen) {
+      { const Tensor scratch = scale(x, 3.0); }  // allocated and freed inside the capture
+      y.copy_(dropout(x, 0.5, true, gen));
+    };
+    Generator eager_gen(11), graph_gen(11);
+    const std::unique_ptr<CudaGraph> graph = capture([&] { step(graph_gen); });
+    for (int replay = 0; replay < 3; ++replay) {
+      graph->replay();
+      const Tensor graphed = y.to(Device::cpu());
+      step(eager_gen);
+      EXPECT_TRUE(same(graphed, y)) << dtype_name(dtype) << ", replay " << replay;
+    }
+    EXPECT_EQ(graph_gen.offset(), eager_gen.offset());
+  }
 }
 
 }  // namespace

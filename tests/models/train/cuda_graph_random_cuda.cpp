@@ -156,7 +156,9 @@ Outcome train(const Spec& spec) {
   return out;
 }
 
-// tolerance 0: bit for bit.
+// The captured run against the eager one: parameters, mean loss of the last epoch, each Dropout's generator
+// offset, AdamW's step counts and the scaler's skipped steps, scale and growth tracker. tolerance 0: bit for
+// bit.
 void expect_same_run(const Outcome& eager, const Outcome& graphed, double tolerance = 0.0) {
   ASSERT_TRUE(graphed.status.used) << graphed.status.reason;
   EXPECT_GT(graphed.status.graph_steps, 0);
@@ -274,8 +276,12 @@ TEST(CudaGraphRandom, Fp16LossScalingMatchesEagerAndSkippedStepsDoNotCount) {
   EXPECT_EQ(all_skipped.step_counts, std::vector<int64_t>(all_skipped.params.size(), 0));
 }
 
-// The pieces of the fp16 step above one at a time, each captured bit for bit like its eager step. Which of
-// them fail (with the test above) says where a difference comes from.
+// The pieces of the fp16 step above one at a time, each compared bit for bit with its eager run as
+// expect_graph_matches_eager does. Which of them fail (with the test above) says where a difference comes
+// from. They found one: every half run with dropout differed from the first replay on (f32 with dropout and
+// fp16 without it matched), because a generator's device state was a block of the graph's pool that the
+// half step's temporaries of its size had freed, so each replay overwrote the (seed, offset) before dropout
+// read it (runtime/cuda/rng_state.h; tests/ops/graph_random_cuda.cpp has the op-level case).
 
 // The scaler's inf check and device-side step skip without autocast or scaling (f32, AdamW, dropout).
 TEST(CudaGraphRandom, AdamWSkipFlagWithoutAutocastMatchesEager) {
