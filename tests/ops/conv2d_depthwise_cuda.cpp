@@ -1,8 +1,9 @@
 // The own channels-last depthwise conv2d kernels (ops/conv2d/depthwise.h) against the CPU reference: output,
 // input, weight and bias gradients for strides 1/2/3, paddings 0-3, kernels 1x1 to 7x7 (square and not), odd
-// spatial sizes, channel counts that do and do not allow 16-byte vectors, tiny and MobileNetV2-sized shapes,
-// in f32, bf16 and f16; that the path was taken (and LIFTOFF_DEPTHWISE=cudnn turns it off, with the same
-// values); bitwise repeatability and CUDA graph capture.
+// spatial sizes, channel counts that do and do not allow 16-byte vectors, tiny and MobileNetV2-sized shapes
+// (4x4 maps, several channel tiles, enough pixels for the weight gradient's full split and merge), views
+// whose data pointer is or is not 16-byte aligned, in f32, bf16 and f16; that the path was taken (and
+// LIFTOFF_DEPTHWISE=cudnn turns it off, with the same values); bitwise repeatability and CUDA graph capture.
 #include <gtest/gtest.h>
 
 #include "ops/conv2d/conv2d.h"
@@ -34,6 +35,12 @@ const std::vector<Case> kCases = {
     {{3, 3, 13, 13}, 7, 7, 2, 3, true},     // 7x7, the weight gradient one kernel row per block
     {{2, 144, 16, 16}, 3, 3, 2, 1, false},  // MobileNetV2-like widths
     {{2, 576, 4, 4}, 3, 3, 1, 1, true},
+    {{2, 20, 4, 4}, 3, 3, 1, 1, false},   // 4x4; C = 20: 4-wide in f32, scalar in half
+    {{2, 24, 4, 4}, 3, 3, 2, 1, true},    // 4x4 stride 2 (2x2 output), 8-wide in half
+    {{2, 960, 4, 4}, 3, 3, 2, 1, false},  // several channel tiles of 30 lanes, stride 2
+    {{3, 6, 5, 5}, 1, 1, 2, 0, false},    // 1x1 stride 2: C * taps = 6, the merge's partial last quad
+    // 18000 output pixels: the weight gradient's full split (264 blocks) and a merge of many partials
+    {{20, 32, 30, 30}, 3, 3, 1, 1, false},
 };
 
 std::string name_of(const Case& c, DType dtype) {
@@ -138,6 +145,39 @@ TEST(Conv2dDepthwiseCuda, MatchesCpuAndTakesTheOwnKernels) {
   }
 }
 
+// A channels-last device copy of t whose data starts `offset` elements into its storage (a view).
+Tensor channels_last_view(const Tensor& t, DType dtype, int64_t offset) {
+  const Shape& s = t.shape();
+  const int64_t numel = t.numel();
+  const Tensor storage = Tensor::empty({numel + offset}, dtype, Device::cuda(0));
+  const Tensor nhwc = storage.slice(0, offset, numel + offset).view({s[0], s[2], s[3], s[1]});
+  nhwc.copy_(t.permute({0, 2, 3, 1}).contiguous());
+  return nhwc.permute({0, 3, 1, 2});
+}
+
+TEST(Conv2dDepthwiseCuda, MisalignedViewsTakeTheScalarPath) {
+  LIFTOFF_REQUIRE_CUDA();
+  config::ScopedSetting own(config::Knob::depthwise, "auto");
+  const Case c = {{2, 16, 6, 5}, 3, 3, 1, 1, false};  // C = 16: vectors when the pointers allow them
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    const Inputs in = inputs_for(c, dtype);
+    const Result want = cpu_reference(c, in);
+    // One element off: no 16-byte (or 8-byte) alignment; 8 elements off: aligned again.
+    for (const int64_t offset : {1, 8}) {
+      const Tensor x = channels_last_view(in.x, dtype, offset).set_requires_grad(true);
+      ASSERT_TRUE(x.is_channels_last()) << shape_str(x.strides());
+      const Tensor w = in.w.to(Device::cuda(0), dtype).set_requires_grad(true);
+      const int64_t before = own_kernel_runs();
+      const Tensor y = run(x, w, Tensor(), c);
+      const std::vector<Tensor> grads = y.grad_fn()->apply(channels_last_view(in.gy, dtype, offset));
+      EXPECT_EQ(own_kernel_runs() - before, 3);
+      auto host = [](const Tensor& t) { return t.to(Device::cpu(), DType::f32); };
+      const Result got = {host(y), host(grads[0]), host(grads[1]), Tensor()};
+      EXPECT_TRUE(close(got, want, tolerance(dtype))) << name_of(c, dtype) << " offset " << offset;
+    }
+  }
+}
+
 TEST(Conv2dDepthwiseCuda, CudnnKnobGivesTheSameValues) {
   LIFTOFF_REQUIRE_CUDA();
   for (const Case& c : {kCases[1], kCases[5], kCases[9]}) {
@@ -167,10 +207,9 @@ TEST(Conv2dDepthwiseCuda, OtherConvolutionsKeepCudnn) {
   EXPECT_EQ(own_kernel_runs(), before + 1);
 }
 
-TEST(Conv2dDepthwiseCuda, RepeatableAndCapturable) {
-  LIFTOFF_REQUIRE_CUDA();
+// Bitwise repeatable and capturable: a MobileNetV2-like shape and the one with the most weight partials.
+void expect_repeatable_and_capturable(const Case& c) {
   const Device cuda = Device::cuda(0);
-  const Case c = kCases[9];
   const Inputs in = inputs_for(c, DType::bf16);
   Tensor x = Tensor::empty(c.x, DType::bf16, cuda, MemoryFormat::channels_last);
   x.copy_(in.x);
@@ -199,6 +238,14 @@ TEST(Conv2dDepthwiseCuda, RepeatableAndCapturable) {
     // Fixed summation order: bitwise equal, eager or replayed.
     EXPECT_TRUE(testing::all_close(second[i], first[i], 0, 0)) << "tensor " << i << " eager";
     EXPECT_TRUE(testing::all_close(replayed[i], first[i], 0, 0)) << "tensor " << i << " replayed";
+  }
+}
+
+TEST(Conv2dDepthwiseCuda, RepeatableAndCapturable) {
+  LIFTOFF_REQUIRE_CUDA();
+  for (const size_t i : {size_t{9}, kCases.size() - 1}) {  // the last case has the most partials
+    SCOPED_TRACE(name_of(kCases[i], DType::bf16));
+    expect_repeatable_and_capturable(kCases[i]);
   }
 }
 
