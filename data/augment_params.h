@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "data/exact_math.h"
 #include "runtime/macros.h"
 #include "runtime/philox.h"
 
@@ -50,35 +51,10 @@ struct AugmentParams {
 
 namespace augment_detail {
 
-// Explicit rounding: nvcc would otherwise contract a*b+c into an FMA and round differently from the host.
-LIFTOFF_HD double mul(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-LIFTOFF_HD double add(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-LIFTOFF_HD double div(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __ddiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-LIFTOFF_HD double sqrt_rn(double a) {
-#if defined(__CUDA_ARCH__)
-  return __dsqrt_rn(a);
-#else
-  return std::sqrt(a);
-#endif
-}
+using exact::add;
+using exact::div;
+using exact::mul;
+using exact::sqrt_rn;
 
 constexpr double kLn2 = 0.69314718055994530942;
 

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "data/exact_math.h"
 #include "runtime/macros.h"
 #include "runtime/tensor.h"
 
@@ -76,36 +77,11 @@ void crop_source_extent(bool train, uint64_t seed, int64_t epoch, int64_t index,
                         int32_t full_width, const ResizedCropConfig& config, double* height, double* width);
 
 namespace crop_detail {
-// Explicitly rounded float operations: nvcc would otherwise contract a*b+c into an FMA and round differently
-// from the host, and the CPU twin must match the kernel.
-LIFTOFF_HD float fmul(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-LIFTOFF_HD float fadd(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-LIFTOFF_HD float fsub(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-LIFTOFF_HD float fdiv(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
+// Explicitly rounded (data/exact_math.h): the CPU twin must match the kernel bit for bit.
+using exact::add;
+using exact::div;
+using exact::mul;
+using exact::sub;
 LIFTOFF_HD float clampf(float v, float lo, float hi) {
   return v < lo ? lo : (v > hi ? hi : v);
 }
@@ -118,30 +94,30 @@ LIFTOFF_HD void crop_pixel(const uint8_t* image, const CropDesc& d, int oy, int 
                            int out_channels, const float* mean, const float* stddev, float* out) {
   namespace c = crop_detail;
   const int x = d.flip ? out_width - 1 - ox : ox;
-  const float sy = c::clampf(c::fadd(c::fmul(static_cast<float>(oy) + 0.5f, d.scale_y), d.origin_y),
-                             d.clamp_y0, d.clamp_y1);
-  const float sx = c::clampf(c::fadd(c::fmul(static_cast<float>(x) + 0.5f, d.scale_x), d.origin_x),
-                             d.clamp_x0, d.clamp_x1);
+  const float sy =
+      c::clampf(c::add(c::mul(static_cast<float>(oy) + 0.5f, d.scale_y), d.origin_y), d.clamp_y0, d.clamp_y1);
+  const float sx =
+      c::clampf(c::add(c::mul(static_cast<float>(x) + 0.5f, d.scale_x), d.origin_x), d.clamp_x0, d.clamp_x1);
   const int y0 = static_cast<int>(sy), x0 = static_cast<int>(sx);
   const int y1 = y0 + 1 <= static_cast<int>(d.clamp_y1) ? y0 + 1 : y0;
   const int x1 = x0 + 1 <= static_cast<int>(d.clamp_x1) ? x0 + 1 : x0;
-  const float wy = c::fsub(sy, static_cast<float>(y0)), wx = c::fsub(sx, static_cast<float>(x0));
+  const float wy = c::sub(sy, static_cast<float>(y0)), wx = c::sub(sx, static_cast<float>(x0));
   const int ch = d.channels;
   const uint8_t* r0 = image + (static_cast<int64_t>(y0) * d.width) * ch;
   const uint8_t* r1 = image + (static_cast<int64_t>(y1) * d.width) * ch;
   float v[3];
   for (int k = 0; k < ch; ++k) {
-    const float top = c::fadd(c::fmul(static_cast<float>(r0[x0 * ch + k]), c::fsub(1.0f, wx)),
-                              c::fmul(static_cast<float>(r0[x1 * ch + k]), wx));
-    const float bottom = c::fadd(c::fmul(static_cast<float>(r1[x0 * ch + k]), c::fsub(1.0f, wx)),
-                                 c::fmul(static_cast<float>(r1[x1 * ch + k]), wx));
-    v[k] = c::fadd(c::fmul(top, c::fsub(1.0f, wy)), c::fmul(bottom, wy));
+    const float top = c::add(c::mul(static_cast<float>(r0[x0 * ch + k]), c::sub(1.0f, wx)),
+                             c::mul(static_cast<float>(r0[x1 * ch + k]), wx));
+    const float bottom = c::add(c::mul(static_cast<float>(r1[x0 * ch + k]), c::sub(1.0f, wx)),
+                                c::mul(static_cast<float>(r1[x1 * ch + k]), wx));
+    v[k] = c::add(c::mul(top, c::sub(1.0f, wy)), c::mul(bottom, wy));
   }
   if (ch == 1) v[1] = v[2] = v[0];
   if (out_channels == 1 && ch == 3) {
-    v[0] = c::fadd(c::fadd(c::fmul(v[0], 0.299f), c::fmul(v[1], 0.587f)), c::fmul(v[2], 0.114f));
+    v[0] = c::add(c::add(c::mul(v[0], 0.299f), c::mul(v[1], 0.587f)), c::mul(v[2], 0.114f));
   }
-  for (int k = 0; k < out_channels; ++k) out[k] = c::fdiv(c::fsub(c::fdiv(v[k], 255.0f), mean[k]), stddev[k]);
+  for (int k = 0; k < out_channels; ++k) out[k] = c::div(c::sub(c::div(v[k], 255.0f), mean[k]), stddev[k]);
 }
 
 // The CPU twin of the CUDA kernel: sample b reads the image at pixels + descs[b].offset. Returns f32
