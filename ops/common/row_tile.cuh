@@ -49,6 +49,21 @@ struct RowTile {
     }
   }
 
+  // Asks L2 for a whole row (cp.async.bulk.prefetch: one request from the group's first thread, nothing held
+  // in registers; a later fetch of the row finds it in L2). Rows of whole packs only (V > 1: 16-byte aligned,
+  // a multiple of 16 bytes long); a no-op otherwise.
+  template <class T>
+  __device__ __forceinline__ static void prefetch_l2(const T* row, int64_t extent, int lane) {
+    if constexpr (V > 1 && V * sizeof(T) == 16) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+      if (lane == 0)
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(row),
+                     "r"(static_cast<unsigned>(extent * sizeof(T)))
+                     : "memory");
+#endif
+    }
+  }
+
   // v[e] = the fetched value of column(lane, e) in the accumulation type A, `fill` past the row's end.
   template <class T, class A>
   __device__ __forceinline__ static void unpack(const Raw<T>& raw, int64_t extent, int lane, A (&v)[E],

@@ -1,5 +1,6 @@
 // CUDA layer_norm against the CPU reference: warp-per-row and block-per-row kernels, vector and scalar
-// loads, the two-stage weight/bias gradient over many rows, f32/f64/f16/bf16, autocast.
+// loads, the two-stage weight/bias gradient over many rows, f32/f64/f16/bf16, autocast, and the fused bf16
+// backward over enough rows that its groups prefetch rows ahead.
 #include <gtest/gtest.h>
 
 #include "ops/layer_norm/layer_norm.h"
@@ -70,6 +71,53 @@ TEST(LayerNormCuda, MatchesCpuBF16) {
   for (const Case& c : kCases) {
     if (!c.reduced_precision_too) continue;
     EXPECT_TRUE(parity(c, DType::bf16, 6e-2, 5e-2)) << shape_str(c.x);
+  }
+}
+
+// The fused backward over many rows in bf16 (each group strides over several rows, prefetching the row after
+// next into L2): every input, the output gradient included, is rounded to bf16 first, so the CPU reference
+// (f32) sees the device's values and only the device's output rounding and f32 sums differ. Shapes: 1024,
+// 2048 and 4096 columns (tiles of 128 / 256 / 256 threads), 64 (a group of 8), 1001 (scalar loads: no
+// prefetch), and a view one element into its storage (misaligned: scalar loads).
+TEST(LayerNormCuda, Bf16BackwardOverManyRowsMatchesCpu) {
+  LIFTOFF_REQUIRE_CUDA();
+  struct Rows {
+    int64_t rows, cols;
+    bool misaligned;
+  };
+  for (const Rows& c : {Rows{3000, 1024, false}, Rows{2100, 2048, false}, Rows{1000, 4096, false},
+                        Rows{40000, 64, false}, Rows{2500, 1001, false}, Rows{2500, 1024, true}}) {
+    auto rounded = [](const Shape& shape, uint64_t seed, double low, double high) {
+      return testing::random_tensor(shape, seed, low, high, DType::f32).to(DType::bf16).to(DType::f32);
+    };
+    const int64_t offset = c.misaligned ? 1 : 0;
+    const Tensor storage = rounded({c.rows * c.cols + offset}, 11, -2, 3);
+    const Tensor w = rounded({c.cols}, 12, 0.5, 1.5), b = rounded({c.cols}, 13, -1, 1);
+    const Tensor gy = rounded({c.rows, c.cols}, 14, -1, 1);
+    auto run = [&](Device device, DType dtype) {
+      const Tensor xs = storage.to(device, dtype).detach();
+      Tensor xl = xs.slice(0, offset, offset + c.rows * c.cols).view({c.rows, c.cols});
+      xl.set_requires_grad(true);
+      Tensor wl = w.to(device, dtype).detach(), bl = b.to(device, dtype).detach();
+      wl.set_requires_grad(true);
+      bl.set_requires_grad(true);
+      const Tensor y = layer_norm(xl, {c.cols}, wl, bl);
+      y.backward(gy.to(device, dtype));
+      std::vector<Tensor> out;
+      for (const Tensor& t : {y, xl.grad(), wl.grad(), bl.grad()})
+        out.push_back(t.to(Device::cpu(), DType::f32));
+      return out;
+    };
+    const std::vector<Tensor> expected = run(Device::cpu(), DType::f32);
+    const std::vector<Tensor> actual = run(Device::cuda(0), DType::bf16);
+    const char* names[] = {"y", "grad x", "grad weight", "grad bias"};
+    for (size_t k = 0; k < expected.size(); ++k)
+      EXPECT_TRUE(testing::all_close(actual[k], expected[k], 3e-2, 2e-2))
+          << names[k] << " " << c.rows << "x" << c.cols << (c.misaligned ? " misaligned" : "");
+    // Deterministic: the same bits from a second run.
+    const std::vector<Tensor> again = run(Device::cuda(0), DType::bf16);
+    EXPECT_EQ(again[2].to_vector<float>(), actual[2].to_vector<float>()) << c.rows << "x" << c.cols;
+    EXPECT_EQ(again[1].to_vector<float>(), actual[1].to_vector<float>()) << c.rows << "x" << c.cols;
   }
 }
 

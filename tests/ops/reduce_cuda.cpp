@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 
 #include "ops/reduce/reduce.h"
 #include "runtime/autocast.h"
@@ -66,7 +67,8 @@ TEST(ReduceCuda, ValueReductionsMatchCpuInEveryDtype) {
       for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
         // The CPU reference sees exactly the values the device sees: f64 inputs for the f64 run, inputs
         // rounded to 16 bits for the half runs (a sum of 20,000 rounded inputs moves by ~0.3 on its own).
-        const Tensor x = (dt == DType::f64 ? x32.to(DType::f64) : x32.to(dt).to(DType::f32)).set_requires_grad(true);
+        const Tensor x =
+            (dt == DType::f64 ? x32.to(DType::f64) : x32.to(dt).to(DType::f32)).set_requires_grad(true);
         testing::ParityOptions options = options_for(dt, 2e-4);
         // amax of rounded inputs may pick another (tied) element: compare values only in half types.
         if (name == std::string("amax") && dt != DType::f32 && dt != DType::f64) options.check_grads = false;
@@ -96,6 +98,54 @@ TEST(ReduceCuda, MaxMinArgmaxMatchCpu) {
   const Tensor tied = Tensor::from_vector<float>({1, 5, 5, NAN, 2, NAN}, {6}, Device::cuda());
   EXPECT_EQ(argmax(tied.slice(0, 0, 3)).item(), 1);
   EXPECT_EQ(argmax(tied).item(), 3);
+}
+
+// Column reductions (dim 0 of [rows, cols], dim 1 of [outer, extent, inner]) whose extent is split over
+// blocks: merged by each tile's last block (16-byte packs, or single values for odd widths and a view one
+// element into its storage) or, with many splits, by the separate merge kernel. Inputs are rounded to the
+// device dtype, so the CPU sees the device's values; max's indices must match exactly (ties: the first).
+TEST(ReduceCuda, SplitColumnReductionsMatchCpu) {
+  LIFTOFF_REQUIRE_CUDA();
+  struct Column {
+    Shape shape;
+    int64_t dim;
+    DType dtype;
+    bool misaligned;
+  };
+  const std::vector<Column> columns = {
+      {{16384, 1024}, 0, DType::bf16, false},  // packed, 64 splits merged by the last blocks
+      {{16384, 1024}, 0, DType::f32, false},   // packed, 32 splits
+      {{3, 5000, 40}, 1, DType::bf16, false},  // several outer slices, each with its splits
+      {{900, 33}, 0, DType::f32, false},       // odd width: one value per lane, 14 splits
+      {{900, 33}, 0, DType::bf16, false},
+      {{300000, 16}, 0, DType::bf16, false},  // one tile, 1024 splits: the separate merge kernel
+      {{40000, 33}, 0, DType::f32, false},    // odd width, many splits: the separate merge kernel
+      {{16384, 64}, 0, DType::bf16, true},    // misaligned: no packs
+  };
+  for (const Column& c : columns) {
+    const int64_t n = shape_numel(c.shape), offset = c.misaligned ? 1 : 0;
+    const Tensor storage =
+        testing::random_tensor({n + offset}, 21, -1, 1, DType::f32).to(c.dtype).to(DType::f32);
+    const Tensor x = storage.slice(0, offset, offset + n).view(c.shape);
+    const Tensor device_storage = storage.to(Device::cuda(0), c.dtype);
+    const Tensor dx = device_storage.slice(0, offset, offset + n).view(c.shape);
+    const bool half = c.dtype == DType::bf16;
+    const double atol = half ? 1e-2 : 1e-3, rtol = half ? 1e-2 : 1e-4;
+    const std::string what = shape_str(c.shape) + " dim " + std::to_string(c.dim) + " " +
+                             dtype_name(c.dtype) + (c.misaligned ? " misaligned" : "");
+    auto host = [](const Tensor& t) { return t.to(Device::cpu(), DType::f32); };
+    EXPECT_TRUE(testing::all_close(host(sum(dx, {c.dim})), sum(x, {c.dim}), atol, rtol)) << "sum " << what;
+    EXPECT_TRUE(testing::all_close(host(amin(dx, {c.dim})), amin(x, {c.dim}), 0, 0)) << "amin " << what;
+    EXPECT_TRUE(testing::all_close(host(amax(dx, {c.dim})), amax(x, {c.dim}), 0, 0)) << "amax " << what;
+    EXPECT_TRUE(testing::all_close(host(var(dx, {c.dim})), var(x, {c.dim}), atol, rtol)) << "var " << what;
+    const auto [values, indices] = max(dx, c.dim);
+    const auto [expected_values, expected_indices] = max(x, c.dim);
+    EXPECT_TRUE(testing::all_close(host(values), expected_values, 0, 0)) << "max " << what;
+    EXPECT_EQ(indices.to(Device::cpu()).to_vector<int64_t>(), expected_indices.to_vector<int64_t>())
+        << "argmax " << what;
+    // The merge order depends only on the shape: the same bits again.
+    EXPECT_EQ(host(sum(dx, {c.dim})).to_vector<float>(), host(sum(dx, {c.dim})).to_vector<float>()) << what;
+  }
 }
 
 TEST(ReduceCuda, ChannelsLastInput) {
