@@ -270,6 +270,7 @@ TEST(CudaGraphRandom, Fp16LossScalingMatchesEagerAndSkippedStepsDoNotCount) {
             std::vector<int64_t>(graphed.params.size(), graphed.steps - graphed.skipped_steps));
   // A static scale so large that every step's gradients overflow: every step skipped, in the graph too.
   spec.loss_scale = 1e30;
+  spec.graphs = GraphMode::on;
   const Outcome all_skipped = train(spec);
   ASSERT_TRUE(all_skipped.status.used) << all_skipped.status.reason;
   EXPECT_EQ(all_skipped.skipped_steps, all_skipped.steps);
