@@ -17,6 +17,7 @@
 #include "runtime/graph.h"
 #include "runtime/tensor.h"
 #include "tests/common/cuda_test.h"
+#include "tests/common/graph_capture.h"
 
 namespace liftoff {
 namespace {
@@ -207,9 +208,7 @@ TEST_P(WeightCastCuda, ACapturedRefreshReplaysWithTheNewWeights) {
   w.get_all(dtype);          // the eager warm-up step
   advance_weight_version();  // what the trainer does before it captures
   CudaGraph graph(Device::cuda(0));
-  graph.begin_capture();
-  const std::vector<Tensor> captured = w.get_all(dtype);
-  graph.end_capture();
+  const std::vector<Tensor> captured = testing::capture_into(graph, [&] { return w.get_all(dtype); });
   for (uint32_t step = 1; step <= 3; ++step) {
     update(w.masters, 40 + step);  // between replays, outside the graph
     graph.replay();

@@ -16,6 +16,7 @@
 #include "runtime/config.h"
 #include "runtime/graph.h"
 #include "tests/common/cuda_test.h"
+#include "tests/common/graph_capture.h"
 
 namespace liftoff {
 namespace {
@@ -114,9 +115,8 @@ TEST_P(WeightCastLayersCuda, ACapturedForwardReplaysWithTheUpdatedWeights) {
   }
   advance_weight_version();  // the capture must record the casts, as the trainer's begin_capture ensures
   CudaGraph graph(Device::cuda());
-  graph.begin_capture();
-  const Tensor y_graph = forward(*batched, nullptr, x, dtype, "batched");
-  graph.end_capture();
+  const Tensor y_graph =
+      testing::capture_into(graph, [&] { return forward(*batched, nullptr, x, dtype, "batched"); });
   for (uint32_t step = 1; step <= 3; ++step) {
     update({each.get(), batched.get()}, 200 * step);
     graph.replay();
