@@ -84,6 +84,8 @@ constexpr Entry kTable[] = {
               "1: print each cuDNN algorithm choice, its workspace and the legacy-vs-graph timings"),
     bool_knob(Knob::attention_fused, "LIFTOFF_ATTENTION_FUSED", "1", nullptr,
               "0: CUDA attention always takes the plain path (GEMM, softmax, GEMM), for A/B comparisons"),
+    choice_knob(Knob::weight_cast, "LIFTOFF_WEIGHT_CAST", "batched", "batched|each",
+                "autocast half weight casts: batched (one launch per step) or each (one kernel per weight)"),
     text_knob(Knob::cublas_library, "LIFTOFF_CUBLAS_LIBRARY", "libcublas.so.13, else libcublas.so",
               "the cuBLAS library file to load (only that one)"),
     text_knob(Knob::nccl_library, "LIFTOFF_NCCL_LIBRARY", "libnccl.so.2, else libnccl.so",

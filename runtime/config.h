@@ -32,6 +32,7 @@ enum class Knob {
   cudnn_workspace_mb,
   cudnn_log,
   attention_fused,
+  weight_cast,
   cublas_library,
   nccl_library,
   mpi_library,
