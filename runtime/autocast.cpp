@@ -3,6 +3,7 @@
 #include <atomic>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_set>
 #include <vector>
 
@@ -85,6 +86,7 @@ struct HalfWeightCache::Refresh {
     half.copy_(master.detach());
     c.half_ = std::move(half);
     c.version_ = now;
+    c.refresher_ = std::this_thread::get_id();
     c.dtype_ = dtype;
     c.format_ = format;
     c.master_data_ = master.raw_data();
@@ -107,6 +109,9 @@ struct HalfWeightCache::Refresh {
     std::vector<Item> items;
     for (HalfWeightCache* c : r.caches) {
       if (!c->half_.defined() || c->version_ == now || c->dtype_ != dtype) continue;
+      // Another thread's copies are ordered by its own branches' events, which this thread's stream would
+      // bypass: they refresh themselves.
+      if (c != caller && c->refresher_ != std::this_thread::get_id()) continue;
       if (c->half_.device() != master.device()) continue;
       Tensor m;
       if (c != caller) {
@@ -141,11 +146,20 @@ struct HalfWeightCache::Refresh {
       targets.push_back(item.target);
     }
     cuda::cast_weights(masters, targets);  // nothing is committed before the launch succeeded
+    if (graph_capture_active()) {
+      // The graph reads these masters and writes these copies at every replay, also after the modules they
+      // belong to are gone (not all of them are the captured code's own): it keeps their memory.
+      for (const Item& item : items) {
+        retain_for_captured_graph(std::make_shared<const Storage>(item.master.storage()));
+        retain_for_captured_graph(std::make_shared<const Storage>(item.target.storage()));
+      }
+    }
     bool caller_refreshed = false;
     for (Item& item : items) {
       HalfWeightCache& c = *item.cache;
       c.half_ = std::move(item.target);
       c.version_ = now;
+      c.refresher_ = std::this_thread::get_id();
       record_shared_state(&c);
       if (&c == caller) {
         c.master_ = master.impl_ptr();
@@ -205,6 +219,7 @@ void HalfWeightCache::clear_state() {
   version_ = ~uint64_t{0};
   master_data_ = nullptr;
   master_.reset();
+  refresher_ = std::thread::id();
 }
 
 void HalfWeightCache::assign_state(const HalfWeightCache& other) {
@@ -214,6 +229,7 @@ void HalfWeightCache::assign_state(const HalfWeightCache& other) {
   format_ = other.format_;
   master_data_ = other.master_data_;
   master_ = other.master_;
+  refresher_ = other.refresher_;
 }
 
 Tensor HalfWeightCache::get(const Tensor& master, DType dtype, MemoryFormat format) {

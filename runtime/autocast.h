@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <thread>
 
 #include "runtime/tensor.h"
 
@@ -34,14 +35,15 @@ void advance_weight_version();
 // autograd node (gradients flow back to the f32 master as f32), so one cached copy serves many micro-batches.
 //
 // On CUDA the first get() that finds its copy stale refreshes, in one launch on the current stream, every
-// registered cache that is stale too: made before (at an earlier version), on the same device, in the same
-// half dtype, whose master is still the tensor and storage it last cast (each in its own layout; others
-// refresh themselves at their own get()). So call advance_weight_version() after any change to the weights,
-// not only the optimizer's. Outside a graph capture a stale copy nobody else holds is rewritten in place;
-// in a capture, copies are allocated afresh (from the graph's pool), as the first copy of a cache always is.
-// LIFTOFF_WEIGHT_CAST=each casts one weight per kernel at its own get(), as the CPU always does.
-// Caches register themselves (construction, copy, move) and leave at destruction; a copy shares the cached
-// half tensor until either refreshes. The cache never owns its master: it keeps a weak reference.
+// registered cache that is stale too: made before (at an earlier version) by this thread, on the same
+// device, in the same half dtype, whose master is still the tensor and storage it last cast (each in its own
+// layout; others refresh themselves at their own get()). Inside a graph capture the graph keeps the memory
+// of every copy and master it casts alive (retain_for_captured_graph). So call advance_weight_version() after
+// any change to the weights, not only the optimizer's. Outside a graph capture a stale copy nobody else holds
+// is rewritten in place; in a capture, copies are allocated afresh (from the graph's pool), as the first copy
+// of a cache always is. LIFTOFF_WEIGHT_CAST=each casts one weight per kernel at its own get(), as the CPU
+// always does. Caches register themselves (construction, copy, move) and leave at destruction; a copy shares
+// the cached half tensor until either refreshes. The cache never owns its master: it keeps a weak reference.
 class HalfWeightCache {
  public:
   HalfWeightCache();
@@ -65,6 +67,7 @@ class HalfWeightCache {
   MemoryFormat format_ = MemoryFormat::contiguous;
   const void* master_data_ = nullptr;
   std::weak_ptr<TensorImpl> master_;  // what a batched refresh started by another cache reads
+  std::thread::id refresher_;         // the thread whose stream wrote half_ last
 };
 
 // How many HalfWeightCache objects exist (the registry's size; for tests).

@@ -6,6 +6,7 @@ namespace {
 thread_local bool capturing_on_this_thread = false;
 thread_local int capture_device_on_this_thread = -1;
 thread_local bool warmup_on_this_thread = false;
+thread_local std::vector<std::shared_ptr<const void>>* retainer_on_this_thread = nullptr;
 }  // namespace
 
 GraphWarmupScope::GraphWarmupScope(bool active) : previous_(warmup_on_this_thread) {
@@ -34,7 +35,15 @@ void check_not_capturing(const char* what) {
               "or skip the host work); run this step eagerly (--cuda-graphs off)"));
 }
 
+void retain_for_captured_graph(std::shared_ptr<const void> holder) {
+  if (capturing_on_this_thread && retainer_on_this_thread != nullptr)
+    retainer_on_this_thread->push_back(std::move(holder));
+}
+
 namespace detail {
+void set_capture_retainer(std::vector<std::shared_ptr<const void>>* retained) {
+  retainer_on_this_thread = retained;
+}
 void set_capture_state(bool capturing, int device) {
   capturing_on_this_thread = capturing;
   capture_device_on_this_thread = capturing ? device : -1;

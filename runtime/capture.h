@@ -3,6 +3,7 @@
 // every build) so that low-level CUDA code (streams, events, allocator, RNG) can ask "am I being captured?"
 // without depending on the graph policy above it (runtime/graph.h builds on this file).
 #pragma once
+#include <memory>
 #include <vector>
 
 #include "runtime/error.h"
@@ -56,9 +57,16 @@ class CaptureParticipant {
   virtual void after_replay() {}
 };
 
+// Keeps `holder` alive while the graph this thread is capturing exists (no-op when not capturing): for memory
+// a captured kernel reads or writes that nothing else ties to the graph (autocast's batched weight casts
+// reach the caches of modules the captured code may never touch, which may be destroyed while it replays).
+void retain_for_captured_graph(std::shared_ptr<const void> holder);
+
 namespace detail {
 // Set by CudaGraph (runtime/graph.cpp) around a capture on the calling thread.
 void set_capture_state(bool capturing, int device);
+// Where retain_for_captured_graph() puts its holders (the graph's own list; null when not capturing).
+void set_capture_retainer(std::vector<std::shared_ptr<const void>>* retained);
 }  // namespace detail
 
 }  // namespace liftoff

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/autocast.h"
 #include "runtime/random.h"
 
 #if LIFTOFF_WITH_CUDA
@@ -83,14 +84,16 @@ struct CudaGraph::Impl {
   bool capturing = false;
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
-  std::vector<cudaGraphNode_t> event_nodes;  // event-record nodes in capture order
-  detail::CapturedDraws draws;               // random draws of the captured kernels (graph-safe RNG)
+  std::vector<cudaGraphNode_t> event_nodes;           // event-record nodes in capture order
+  detail::CapturedDraws draws;                        // random draws of the captured kernels (graph-safe RNG)
+  std::vector<std::shared_ptr<const void>> retained;  // retain_for_captured_graph(): alive while we are
   size_t nodes = 0;
   int64_t replays = 0;
 
   cudaError_t stop_capture(cudaGraph_t* out) noexcept {
     cuda::CachingAllocator::get().end_private_pool(device, stream);
     detail::set_capture_state(false, -1);
+    detail::set_capture_retainer(nullptr);
     draws.end();
     capturing = false;
     const cudaError_t err = cudaStreamEndCapture(stream, out);
@@ -111,6 +114,7 @@ CudaGraph::~CudaGraph() {
   if (impl_->capturing) impl_->stop_capture(&impl_->graph);
   if (impl_->exec) cudaGraphExecDestroy(impl_->exec);
   if (impl_->graph) cudaGraphDestroy(impl_->graph);
+  impl_->retained.clear();  // what the executable read and wrote, now that it is gone
   // The pool's memory returns to the shared cache of the same stream: a later user is queued behind any
   // replay still running there.
   cuda::CachingAllocator::get().dissolve_private_pool(impl_->pool);
@@ -131,6 +135,7 @@ void CudaGraph::begin_capture() {
   }
   impl_->capturing = true;
   detail::set_capture_state(true, impl_->device);
+  detail::set_capture_retainer(&impl_->retained);
   impl_->draws.begin(impl_->device);
   cuda::keep_workspaces_for_graphs(impl_->device);
 }
@@ -185,6 +190,10 @@ void CudaGraph::abort_capture() noexcept {
   impl_->stop_capture(&partial);
   if (partial) cudaGraphDestroy(partial);
   cudaGetLastError();
+  impl_->retained.clear();
+  // Half weight copies refreshed inside the attempt were never written (nothing captured ran): every cache
+  // casts afresh at its next use.
+  advance_weight_version();
   // Nothing captured ever ran: what the attempt allocated is free for anyone.
   cuda::CachingAllocator::get().dissolve_private_pool(impl_->pool);
   impl_->pool = cuda::CachingAllocator::get().create_private_pool();

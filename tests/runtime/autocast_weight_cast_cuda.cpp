@@ -222,6 +222,57 @@ TEST_P(WeightCastCuda, ACapturedRefreshReplaysWithTheNewWeights) {
   w.expect_casts(captured, dtype, "replay after the eager step");
 }
 
+// A capture's batched refresh also casts the stale caches of a model the captured code never touches; the
+// graph keeps that model's masters and copies alive, so destroying the model while the graph exists frees
+// nothing the replays read or write (the new tensors never land on those blocks).
+TEST_P(WeightCastCuda, AnotherModelsCachesInACaptureStayAliveWithTheGraph) {
+  LIFTOFF_REQUIRE_CUDA();
+  const DType dtype = GetParam();
+  Weights mine;
+  auto other = std::make_unique<Weights>();
+  mine.get_all(dtype);
+  other->get_all(dtype);
+  advance_weight_version();
+  std::vector<const void*> other_blocks;
+  {
+    CudaGraph graph(Device::cuda(0));
+    const std::vector<Tensor> captured = testing::capture_into(graph, [&] { return mine.get_all(dtype); });
+    for (size_t i = 0; i < other->masters.size(); ++i) {
+      if (i != 4) other_blocks.push_back(other->masters[i].raw_data());  // 4: too long a K-row, cast alone
+    }
+    other.reset();  // the other model goes while the graph may still replay
+    std::vector<Tensor> fresh;
+    for (int round = 0; round < 4; ++round) {
+      for (const Tensor& m : mine.masters)
+        fresh.push_back(Tensor::empty(m.shape(), DType::f32, Device::cuda(0)));
+    }
+    for (const Tensor& t : fresh) {
+      for (const void* block : other_blocks) EXPECT_NE(t.raw_data(), block) << "a block the graph reads";
+    }
+    update(mine.masters, 70);
+    graph.replay();
+    mine.expect_casts(captured, dtype, "replay after the other model was destroyed");
+  }
+}
+
+// A capture that fails leaves no copy that was refreshed inside it (and never written) looking current.
+TEST_P(WeightCastCuda, AnAbortedCaptureLeavesNoUnwrittenCopies) {
+  LIFTOFF_REQUIRE_CUDA();
+  const DType dtype = GetParam();
+  Weights w;
+  w.get_all(dtype);
+  update(w.masters, 80);
+  CudaGraph graph(Device::cuda(0));
+  EXPECT_THROW(testing::capture_into(graph,
+                                     [&] {
+                                       w.get_all(dtype);
+                                       throw ValueError("the captured step failed");
+                                       return std::vector<Tensor>{};
+                                     }),
+               ValueError);
+  w.expect_casts(w.get_all(dtype), dtype, "eager after the aborted capture");
+}
+
 TEST_P(WeightCastCuda, ALaterBranchWaitsForTheRefreshOfAnEarlierOne) {
   LIFTOFF_REQUIRE_CUDA();
   const DType dtype = GetParam();
