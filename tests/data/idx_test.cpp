@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "tests/common/temp_dir.h"
 
 namespace liftoff {
 namespace {
@@ -20,24 +21,9 @@ namespace fs = std::filesystem;
 using Bytes = std::vector<uint8_t>;
 
 // A fresh directory per test, removed afterwards.
-class TempDir {
+class TempDir : public testing::TempDir {
  public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ =
-        fs::temp_directory_path() / ("liftoff_idx_test_" + std::to_string(::getpid()) + "_" + info->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::string str() const { return path_.string(); }
-
- private:
-  fs::path path_;
+  TempDir() : testing::TempDir("liftoff_idx_test") {}
 };
 
 void put_u32(Bytes& out, uint32_t v) {

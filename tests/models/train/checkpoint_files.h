@@ -10,29 +10,16 @@
 #include <string>
 
 #include "models/train/safetensors.h"
+#include "tests/common/temp_dir.h"
 
 namespace liftoff::testing {
 
 namespace fs = std::filesystem;
 
-class TempDir {
+// A fresh directory per test for checkpoint and safetensors files.
+class CheckpointDir : public TempDir {
  public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() / ("liftoff_ckpt_test_" + std::to_string(::getpid()) + "_" +
-                                         info->test_suite_name() + "_" + info->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::string str() const { return path_.string(); }
-
- private:
-  fs::path path_;
+  CheckpointDir() : TempDir("liftoff_ckpt_test") {}
 };
 
 inline std::string read_all(const std::string& path) {

@@ -58,7 +58,7 @@ Dropout& dropout_of(Sequential& m) {
 // next step is bit-identical: everything an exact resume needs is in the file.
 template <class MakeOpt>
 void exact_resume(const MakeOpt& make_opt) {
-  TempDir dir;
+  CheckpointDir dir;
   auto a = small_model(1);
   auto opt_a = make_opt(*a);
   for (uint64_t s = 0; s < 3; ++s) train_step(*a, *opt_a, batch(s));
@@ -114,7 +114,7 @@ TEST(Checkpoint, ExactResumeWithAdamW) {
 }
 
 TEST(Checkpoint, FileIsPlainSafetensorsWithSections) {
-  TempDir dir;
+  CheckpointDir dir;
   auto m = small_model(1);
   SGD opt(m->parameters(), 0.1, 0.9);
   CheckpointState state;
@@ -132,7 +132,7 @@ TEST(Checkpoint, FileIsPlainSafetensorsWithSections) {
 }
 
 TEST(Checkpoint, RejectsReservedMetadataAndBadGeneratorNames) {
-  TempDir dir;
+  CheckpointDir dir;
   CheckpointState state;
   state.metadata["liftoff.step"] = "1";
   EXPECT_THROW(save_checkpoint(dir.file("a.safetensors"), state), ValueError);
@@ -143,7 +143,8 @@ TEST(Checkpoint, RejectsReservedMetadataAndBadGeneratorNames) {
 }
 
 // Writes a checkpoint of the small model with a modified metadata map (bypassing save_checkpoint's checks).
-std::string checkpoint_with_metadata(const TempDir& dir, const std::function<void(SafetensorsFile&)>& edit) {
+std::string checkpoint_with_metadata(const CheckpointDir& dir,
+                                     const std::function<void(SafetensorsFile&)>& edit) {
   const std::string good = dir.file("good.safetensors");
   CheckpointState state;
   capture_model(*small_model(1), "small", state);
@@ -156,21 +157,21 @@ std::string checkpoint_with_metadata(const TempDir& dir, const std::function<voi
 }
 
 TEST(BadCheckpoint, NotALiftoffCheckpoint) {
-  TempDir dir;
+  CheckpointDir dir;
   const std::string path = dir.file("plain.safetensors");
   write_safetensors(path, {{"w", Tensor::zeros({2})}});
   expect_error<IOError>([&] { load_checkpoint(path); }, path, "is not a Liftoff checkpoint");
 }
 
 TEST(BadCheckpoint, OtherFormatVersion) {
-  TempDir dir;
+  CheckpointDir dir;
   const auto path =
       checkpoint_with_metadata(dir, [](SafetensorsFile& f) { f.metadata["liftoff.format"] = "x-9"; });
   expect_error<IOError>([&] { load_checkpoint(path); }, path, "format 'x-9' is not one this build reads");
 }
 
 TEST(BadCheckpoint, BadCounter) {
-  TempDir dir;
+  CheckpointDir dir;
   const auto path =
       checkpoint_with_metadata(dir, [](SafetensorsFile& f) { f.metadata["liftoff.step"] = "-3"; });
   expect_error<IOError>([&] { load_checkpoint(path); }, path,
@@ -181,28 +182,28 @@ TEST(BadCheckpoint, BadCounter) {
 }
 
 TEST(BadCheckpoint, BadGeneratorState) {
-  TempDir dir;
+  CheckpointDir dir;
   const auto path =
       checkpoint_with_metadata(dir, [](SafetensorsFile& f) { f.metadata["liftoff.rng.module:4"] = "12"; });
   expect_error<IOError>([&] { load_checkpoint(path); }, path, "is not a generator state");
 }
 
 TEST(BadCheckpoint, BadLearningRate) {
-  TempDir dir;
+  CheckpointDir dir;
   const auto path =
       checkpoint_with_metadata(dir, [](SafetensorsFile& f) { f.metadata["liftoff.lr"] = "nan"; });
   expect_error<IOError>([&] { load_checkpoint(path); }, path, "is not a learning rate");
 }
 
 TEST(BadCheckpoint, UnknownReservedKey) {
-  TempDir dir;
+  CheckpointDir dir;
   const auto path =
       checkpoint_with_metadata(dir, [](SafetensorsFile& f) { f.metadata["liftoff.future"] = "1"; });
   expect_error<IOError>([&] { load_checkpoint(path); }, path, "unknown metadata key 'liftoff.future'");
 }
 
 TEST(BadCheckpoint, TensorOutsideSections) {
-  TempDir dir;
+  CheckpointDir dir;
   // Formats 1 and 2 put model tensors under "model/" (format 3 under their own names: a stray one is an
   // unexpected key on restore).
   const auto path = checkpoint_with_metadata(dir, [](SafetensorsFile& f) {
@@ -216,7 +217,7 @@ TEST(BadCheckpoint, TensorOutsideSections) {
 }
 
 TEST(BadCheckpoint, FlippedDataByteFailsTheCrc) {
-  TempDir dir;
+  CheckpointDir dir;
   const std::string path = dir.file("c.safetensors");
   CheckpointState state;
   capture_model(*small_model(1), "small", state);
@@ -229,7 +230,7 @@ TEST(BadCheckpoint, FlippedDataByteFailsTheCrc) {
 }
 
 TEST(BadCheckpoint, TruncatedFile) {
-  TempDir dir;
+  CheckpointDir dir;
   const std::string path = dir.file("c.safetensors");
   CheckpointState state;
   capture_model(*small_model(1), "small", state);
@@ -308,7 +309,7 @@ CheckpointState state_at(int64_t step) {
 }
 
 TEST(CheckpointDir, TornTempFileIsIgnored) {
-  TempDir dir;
+  CheckpointDir dir;
   auto manager = std::make_unique<CheckpointManager>(dir.str(), 0);
   const std::string good = manager->save(state_at(10));
   const std::string run = manager->run_id();
@@ -332,7 +333,7 @@ TEST(CheckpointDir, TornTempFileIsIgnored) {
 }
 
 TEST(CheckpointDir, TruncatedLatestIsSkipped) {
-  TempDir dir;
+  CheckpointDir dir;
   CheckpointManager manager(dir.str(), 0);
   const std::string older = manager.save(state_at(10));
   const std::string newer = manager.save(state_at(20));
@@ -347,7 +348,7 @@ TEST(CheckpointDir, TruncatedLatestIsSkipped) {
 }
 
 TEST(CheckpointDir, NoValidCheckpoint) {
-  TempDir dir;
+  CheckpointDir dir;
   EXPECT_EQ(latest_checkpoint(dir.str()), "");
   EXPECT_EQ(latest_checkpoint(dir.file("missing")), "");
   expect_error<IOError>(
@@ -361,7 +362,7 @@ TEST(CheckpointDir, NoValidCheckpoint) {
 }
 
 TEST(CheckpointDir, OnlyCheckpointNamesAreCandidates) {
-  TempDir dir;
+  CheckpointDir dir;
   CheckpointManager manager(dir.str(), 0);
   const std::string good = manager.save(state_at(3));
   save_checkpoint(dir.file("checkpoint-x9.safetensors"), state_at(9));
@@ -380,7 +381,7 @@ std::vector<std::string> names_in(const std::string& dir) {
 }
 
 TEST(CheckpointDir, KeepsTheLastK) {
-  TempDir dir;
+  CheckpointDir dir;
   CheckpointManager manager(dir.str(), 3);
   for (int64_t step : {5, 1, 2, 6, 3, 4}) manager.save(state_at(step));
   EXPECT_EQ(names_in(dir.str()),
@@ -390,7 +391,7 @@ TEST(CheckpointDir, KeepsTheLastK) {
 }
 
 TEST(CheckpointDir, KeepZeroKeepsAll) {
-  TempDir dir;
+  CheckpointDir dir;
   CheckpointManager manager(dir.str(), 0);
   for (int64_t step = 0; step < 5; ++step) manager.save(state_at(step));
   EXPECT_EQ(names_in(dir.str()).size(), 5u);
@@ -398,7 +399,7 @@ TEST(CheckpointDir, KeepZeroKeepsAll) {
 }
 
 TEST(CheckpointDir, PruneNeverDeletesWhatWasJustSaved) {
-  TempDir dir;
+  CheckpointDir dir;
   CheckpointManager(dir.str(), 0, "run-a").save(state_at(200));  // the run got further once, then resumed
   CheckpointManager manager(dir.str(), 1, "run-a");              // from an earlier checkpoint
   const std::string saved = manager.save(state_at(150));
@@ -407,7 +408,7 @@ TEST(CheckpointDir, PruneNeverDeletesWhatWasJustSaved) {
 }
 
 TEST(CheckpointDir, DirectoryThatIsAFile) {
-  TempDir dir;
+  CheckpointDir dir;
   write_all(dir.file("f"), "x");
   expect_error<IOError>([&] { CheckpointManager(dir.file("f"), 1); }, dir.file("f"), "cannot create it");
 }
@@ -425,7 +426,7 @@ std::string replace_once(std::string bytes, const std::string& from, const std::
 }
 
 TEST(BadCheckpoint, EditedDtypeInTheHeaderFailsTheChecksum) {
-  TempDir dir;
+  CheckpointDir dir;
   const std::string path = dir.file("c.safetensors");
   CheckpointState state;
   capture_model(*small_model(1), "small", state);
@@ -436,7 +437,7 @@ TEST(BadCheckpoint, EditedDtypeInTheHeaderFailsTheChecksum) {
 }
 
 TEST(BadCheckpoint, EditedCounterFailsTheChecksum) {
-  TempDir dir;
+  CheckpointDir dir;
   const auto path =
       checkpoint_with_metadata(dir, [](SafetensorsFile& f) { f.metadata["liftoff.step"] = "20"; });
   expect_error<IOError>([&] { load_checkpoint(path); }, path, "were changed after it was written");
@@ -455,7 +456,7 @@ std::string nan_checkpoint(const std::string& path, const std::string& run_id = 
 }
 
 TEST(BadCheckpoint, NonFiniteWeightsAreNeverResumedNorSaved) {
-  TempDir dir;
+  CheckpointDir dir;
   const std::string path = nan_checkpoint(dir.file("nan.safetensors"));
   expect_error<IOError>([&] { load_checkpoint(path); }, path,
                         "tensor 'w' holds a NaN or infinite value (at index [3])");
@@ -472,7 +473,7 @@ TEST_F(RestoreMismatch, DtypeMismatch) {
 }
 
 TEST(CheckpointDir, ResumeFallsBackAndSaysWhichFileItPassedOver) {
-  TempDir dir;
+  CheckpointDir dir;
   std::string older;
   {
     CheckpointManager manager(dir.str(), 0, "run-a");
@@ -494,7 +495,7 @@ TEST(CheckpointDir, ResumeFallsBackAndSaysWhichFileItPassedOver) {
 }
 
 TEST(CheckpointDir, ASecondRunIsLockedOut) {
-  TempDir dir;
+  CheckpointDir dir;
   CheckpointManager first(dir.str(), 0);
   expect_error<IOError>([&] { CheckpointManager second(dir.str(), 0, first.run_id()); }, dir.str(),
                         "is in use by another run (pid " + std::to_string(::getpid()));
@@ -502,7 +503,7 @@ TEST(CheckpointDir, ASecondRunIsLockedOut) {
 }
 
 TEST(CheckpointDir, AStaleLockOfADeadProcessIsTakenOver) {
-  TempDir dir;
+  CheckpointDir dir;
   write_all(dir.file("liftoff-run.lock"), "pid 999999 on elsewhere, run old\n");  // nobody holds it
   CheckpointManager manager(dir.str(), 0);
   EXPECT_NE(manager.lock_note().find("from a process that is gone (pid 999999 on elsewhere, run old)"),
@@ -512,7 +513,7 @@ TEST(CheckpointDir, AStaleLockOfADeadProcessIsTakenOver) {
 }
 
 TEST(CheckpointDir, TheLockIsReleasedWithTheManager) {
-  TempDir dir;
+  CheckpointDir dir;
   { CheckpointManager first(dir.str(), 0, "run-a"); }
   EXPECT_FALSE(fs::exists(dir.file("liftoff-run.lock")));
   CheckpointManager again(dir.str(), 0, "run-a");
@@ -520,7 +521,7 @@ TEST(CheckpointDir, TheLockIsReleasedWithTheManager) {
 }
 
 TEST(CheckpointDir, ANewRunRefusesADirectoryOfAnotherRun) {
-  TempDir dir;
+  CheckpointDir dir;
   { CheckpointManager(dir.str(), 1, "run-a").save(state_at(5)); }
   const std::vector<std::string> before = names_in(dir.str());
   expect_error<IOError>([&] { CheckpointManager(dir.str(), 1); }, dir.str(),
@@ -531,7 +532,7 @@ TEST(CheckpointDir, ANewRunRefusesADirectoryOfAnotherRun) {
 }
 
 TEST(CheckpointDir, KeepCountsAndDeletesOnlyTheRunsOwnFiles) {
-  TempDir dir;
+  CheckpointDir dir;
   const std::string unknown = dir.file(CheckpointManager::file_name(1));
   write_all(unknown, "not ours, not readable");
   CheckpointManager manager(dir.str(), 1);
@@ -544,7 +545,7 @@ TEST(CheckpointDir, KeepCountsAndDeletesOnlyTheRunsOwnFiles) {
 }
 
 TEST(CheckpointDir, NeverOverwritesAFileItDidNotWrite) {
-  TempDir dir;
+  CheckpointDir dir;
   const std::string unknown = dir.file(CheckpointManager::file_name(5));
   write_all(unknown, "someone's file");
   CheckpointManager manager(dir.str(), 0);

@@ -17,7 +17,7 @@ using namespace testing;  // NOLINT: the file helpers
 // ---------------------------------------------------------------------
 
 TEST(Safetensors, RoundTripEveryDtypeAndShape) {
-  TempDir dir;
+  CheckpointDir dir;
   Generator gen(3);
   NamedTensors tensors{
       {"f32", randn({2, 3}, gen)},
@@ -78,7 +78,7 @@ TEST(Safetensors, ReadsFilesOrderedLikePythonWrites) {
 }
 
 TEST(Safetensors, WriterRejectsBadNames) {
-  TempDir dir;
+  CheckpointDir dir;
   const Tensor t = Tensor::zeros({1});
   EXPECT_THROW(write_safetensors(dir.file("a"), {{"", t}}), ValueError);
   EXPECT_THROW(write_safetensors(dir.file("a"), {{"__metadata__", t}}), ValueError);
@@ -88,7 +88,7 @@ TEST(Safetensors, WriterRejectsBadNames) {
 }
 
 TEST(Safetensors, WriteIntoMissingDirectoryFailsCleanly) {
-  TempDir dir;
+  CheckpointDir dir;
   const std::string path = dir.file("missing/x.safetensors");
   expect_error<IOError>(
       [&] {
@@ -115,7 +115,7 @@ class BadSafetensors : public ::testing::Test {
   void expect_entry_rejected(const std::string& entry, const std::string& data, const std::string& fragment) {
     expect_rejected(raw_file(R"({"w":)" + entry + "}", data), fragment);
   }
-  TempDir dir_;
+  CheckpointDir dir_;
 };
 
 TEST_F(BadSafetensors, EmptyFile) {
