@@ -178,23 +178,8 @@ def make_model(name, cin, classes, size):
     raise SystemExit(f"model_panel.py: unknown model {name}")
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default="resnet18")
-    p.add_argument("--image-size", type=int, default=32)
-    p.add_argument("--channels", type=int, default=3)
-    p.add_argument("--classes", type=int, default=10)
-    p.add_argument("--batch", type=int, default=128)
-    p.add_argument("--amp", default="bf16", choices=["bf16", "off"])
-    p.add_argument("--mode", default="eager", choices=["eager", "graph"])
-    p.add_argument("--steps", type=int, default=50)
-    p.add_argument("--warmup", type=int, default=20)
-    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
-    a = p.parse_args()
-    if a.device == "cpu" and a.mode == "graph":
-        p.error("--mode graph needs --device cuda (CUDA graphs)")
-    torch.backends.cudnn.benchmark = True
-    dev = torch.device(a.device)
+def run(a, dev, mode):
+    """Builds the model afresh and times `mode` (eager or graph); returns (params, images/s, ms/step)."""
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     model = make_model(a.model, a.channels, a.classes, a.image_size).to(dev)
     fmt = torch.channels_last if a.amp == "bf16" else torch.contiguous_format
@@ -213,7 +198,7 @@ def main():
         loss.backward()
         opt.step()
 
-    if a.mode == "graph":
+    if mode == "graph":
         sx, sy = data[0][0].clone(), data[0][1].clone()
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -245,8 +230,32 @@ def main():
         step(i)
     sync()
     dt = time.perf_counter() - t0
-    print(f"RESULT model={a.model} size={a.image_size} batch={a.batch} amp={a.amp} mode={a.mode} params={params} "
-          f"images_per_s={a.batch * a.steps / dt:.1f} ms_per_step={1e3 * dt / a.steps:.3f}")
+    return params, a.batch * a.steps / dt, 1e3 * dt / a.steps
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="resnet18")
+    p.add_argument("--image-size", type=int, default=32)
+    p.add_argument("--channels", type=int, default=3)
+    p.add_argument("--classes", type=int, default=10)
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--amp", default="bf16", choices=["bf16", "off"])
+    p.add_argument("--mode", default="eager", choices=["eager", "graph", "both"],
+                   help="both: eager, then graph, each on a freshly built model, in one process (one RESULT "
+                        "line each; saves a Python start and PyTorch import per row)")
+    p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    a = p.parse_args()
+    if a.device == "cpu" and a.mode != "eager":
+        p.error("--mode graph/both needs --device cuda (CUDA graphs)")
+    torch.backends.cudnn.benchmark = True
+    dev = torch.device(a.device)
+    for mode in (["eager", "graph"] if a.mode == "both" else [a.mode]):
+        params, images_per_s, ms_per_step = run(a, dev, mode)
+        print(f"RESULT model={a.model} size={a.image_size} batch={a.batch} amp={a.amp} mode={mode} "
+              f"params={params} images_per_s={images_per_s:.1f} ms_per_step={ms_per_step:.3f}", flush=True)
 
 
 if __name__ == "__main__":
