@@ -335,20 +335,27 @@ void weight_grad(const float* x, const float* gy, float* gw, const Conv2dShape& 
   // thread count.
   const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(blocks, num_threads()));
   const int64_t part_size = kXi * g.c * g.k;
-  std::vector<float> parts(static_cast<size_t>(chunks * part_size), 0.0f);
+  // Reused across calls (grown, never shrunk): 36 x C x K floats a chunk is 38 MB at 512 channels, and a
+  // fresh zeroed vector each call cost page faults and a zeroing pass. Each chunk's first block writes its
+  // partial.
+  thread_local std::vector<float> parts_buffer;
+  if (parts_buffer.size() < static_cast<size_t>(chunks * part_size))
+    parts_buffer.resize(static_cast<size_t>(chunks * part_size));
+  std::vector<float>& parts = parts_buffer;
   parallel_for(0, chunks, 1, [&](int64_t lo, int64_t hi) {
     const int64_t ld = nb + kPad;
     float* v = buffer(0, kXi * g.c * ld);
     float* d = buffer(1, kXi * g.k * ld);
     for (int64_t chunk = lo; chunk < hi; ++chunk) {
       float* part = parts.data() + chunk * part_size;
-      for (int64_t b = blocks * chunk / chunks; b < blocks * (chunk + 1) / chunks; ++b) {
+      const int64_t first_block = blocks * chunk / chunks;
+      for (int64_t b = first_block; b < blocks * (chunk + 1) / chunks; ++b) {
         const int64_t t0 = b * nb, t1 = std::min(tl.total, t0 + nb);
         input_transform(x, g.c, tl, t0, t1, v, ld);
         grad_transform(gy, g.k, tl, t0, t1, d, ld);
         for (int64_t xi = 0; xi < kXi; ++xi)
           gemm::matmul<float>(g.c, g.k, t1 - t0, v + xi * g.c * ld, ld, d + xi * ld * g.k, g.k,
-                              part + xi * g.c * g.k, g.k, /*accumulate=*/true);
+                              part + xi * g.c * g.k, g.k, /*accumulate=*/b != first_block);
       }
     }
   });
