@@ -56,6 +56,12 @@ const std::vector<Case> kCases = {
     {{1, 4, 9, 9}, {8, 1, 3, 3}, false, {2, 1, 1, 4}},    // depthwise multiplier 2, stride 2
     {{2, 3, 9, 8}, {4, 3, 3, 2}, true, {1, 2, 2, 1}},     // dilation, one group
     {{1, 6, 10, 10}, {3, 2, 3, 3}, false, {2, 2, 2, 3}},  // groups, stride and dilation
+    // The direct depthwise path (one channel per group): stride, dilation with a 3x2 kernel, a 5x5 kernel at
+    // stride 3 without padding, padding 2 around a 3x3 kernel.
+    {{2, 5, 9, 8}, {5, 1, 3, 3}, true, {2, 1, 1, 5}},
+    {{1, 3, 10, 9}, {3, 1, 3, 2}, false, {1, 2, 2, 3}},
+    {{2, 4, 6, 6}, {4, 1, 5, 5}, true, {3, 0, 1, 4}},
+    {{1, 2, 4, 4}, {2, 1, 3, 3}, true, {1, 2, 1, 2}},
 };
 
 std::string describe(const Case& c) {
