@@ -1,5 +1,6 @@
 #include "runtime/tensor_kernels.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "runtime/dispatch.h"
@@ -66,9 +67,34 @@ void copy(const Tensor& src, const Tensor& dst) {
         return;
       }
       if (dst.is_contiguous()) {
+        // Row by row (the last dimension), rows split across the threads: a permute's contiguous() (attention
+        // heads) walked every element through the index carry on one thread (10% of ViT-tiny's CPU step).
         D* dp = d + dst.offset();
-        for_each_offset(src.shape(), src.strides(), src.offset(),
-                        [&](int64_t i, int64_t off) { dp[i] = convert<D>(s[off]); });
+        const Shape& shape = src.shape();
+        const Shape& strides = src.strides();
+        const int64_t n = src.numel();
+        if (n == 0) return;
+        const size_t nd = shape.size();
+        const int64_t len = nd == 0 ? 1 : shape[nd - 1];
+        const int64_t step = nd == 0 ? 0 : strides[nd - 1];
+        const int64_t base = src.offset();
+        const int64_t grain = std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(len, 1));
+        parallel_for(0, n / len, grain, [&](int64_t lo, int64_t hi) {
+          for (int64_t row = lo; row < hi; ++row) {
+            int64_t off = base, rest = row;
+            for (size_t k = nd == 0 ? 0 : nd - 1; k-- > 0;) {  // the row's offset over the outer dimensions
+              off += rest % shape[k] * strides[k];
+              rest /= shape[k];
+            }
+            const S* __restrict from = s + off;
+            D* __restrict to = dp + row * len;
+            if (step == 1) {
+              for (int64_t j = 0; j < len; ++j) to[j] = convert<D>(from[j]);
+            } else {
+              for (int64_t j = 0; j < len; ++j) to[j] = convert<D>(from[j * step]);
+            }
+          }
+        });
         return;
       }
       const Tensor packed = src.is_contiguous() ? src : src.clone();
