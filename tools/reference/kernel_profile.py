@@ -13,17 +13,12 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from model_panel import make_model  # noqa: E402
+from model_panel import add_model_args, make_model  # noqa: E402
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default="resnet18")
-    p.add_argument("--image-size", type=int, default=32)
-    p.add_argument("--channels", type=int, default=3)
-    p.add_argument("--classes", type=int, default=10)
-    p.add_argument("--batch", type=int, default=128)
-    p.add_argument("--amp", default="bf16", choices=["bf16", "off"])
+    add_model_args(p)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--profile-steps", type=int, default=2)
     a = p.parse_args()

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch twin of tools/bench/model_panel: the same models (as Liftoff's zoo builds them from public layers), batch,
 precision and optimizer (SGD momentum 0.9 Nesterov, wd 5e-4), random inputs already on the GPU; PyTorch at its
-best: cudnn.benchmark, channels_last and autocast for bf16, eager and whole-step CUDA graph (--mode graph).
+best: cudnn.benchmark, channels_last and autocast for bf16, eager and whole-step CUDA graph (--mode graph;
+--mode both runs the two in one process).
 Throughput: images between two torch.cuda.synchronize() marks over wall time. Models: resnet18, resnet50,
 strided_cnn, mobilenet_v2, vit_tiny, each with the parameter count Liftoff's make_model prints (params=).
   python3 tools/reference/model_panel.py --model resnet18 --image-size 32 --batch 128 --amp bf16 --mode graph
@@ -233,14 +234,19 @@ def run(a, dev, mode):
     return params, a.batch * a.steps / dt, 1e3 * dt / a.steps
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_model_args(p):
+    """The options that pick the model, its input and precision (shared with kernel_profile.py)."""
     p.add_argument("--model", default="resnet18")
     p.add_argument("--image-size", type=int, default=32)
     p.add_argument("--channels", type=int, default=3)
     p.add_argument("--classes", type=int, default=10)
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--amp", default="bf16", choices=["bf16", "off"])
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_model_args(p)
     p.add_argument("--mode", default="eager", choices=["eager", "graph", "both"],
                    help="both: eager, then graph, each on a freshly built model, in one process (one RESULT "
                         "line each; saves a Python start and PyTorch import per row)")
