@@ -74,8 +74,11 @@ constexpr Entry kTable[] = {
     choice_knob(
         Knob::conv_timing, "LIFTOFF_CONV_TIMING", "auto", "auto|graph|eager",
         "how cuDNN candidates are timed: auto replays them in a graph before a capture, else eagerly"),
-    choice_knob(Knob::depthwise, "LIFTOFF_DEPTHWISE", "auto", "auto|cudnn",
-                "channels-last depthwise convolutions on CUDA: auto runs Liftoff's own kernels, cudnn cuDNN's"),
+    choice_knob(
+        Knob::depthwise, "LIFTOFF_DEPTHWISE", "auto", "auto|cudnn",
+        "channels-last depthwise convolutions on CUDA: auto runs Liftoff's own kernels, cudnn cuDNN's"),
+    choice_knob(Knob::conv_layout, "LIFTOFF_CONV_LAYOUT", "auto", "auto|input",
+                "layout of 4-D CUDA convolutions: auto (channels-last, f64 NCHW) or input (the input's own)"),
     text_knob(Knob::cudnn_library, "LIFTOFF_CUDNN_LIBRARY", "libcudnn.so.9, else libcudnn.so",
               "the cuDNN library file to load (only that one)"),
     number_knob(Knob::cudnn_workspace_mb, "LIFTOFF_CUDNN_WORKSPACE_MB", "1024, 64 for f16", 0, false,

@@ -28,6 +28,7 @@ enum class Knob {
   conv_engines,
   conv_timing,
   depthwise,
+  conv_layout,
   cudnn_library,
   cudnn_workspace_mb,
   cudnn_log,

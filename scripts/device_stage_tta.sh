@@ -11,6 +11,7 @@ tta_recipe() {
     A) echo "$common --batch 512 --lr-scale linear --epochs 10 --ema 0.99 --tta-flip" ;;
     B) echo "$common --batch 1024 --lr-scale sqrt --epochs 14 --ema 0.98 --tta-flip" ;;
     C) echo "$common --batch 512 --lr-scale linear --epochs 14 --ema 0.99 --tta-flip" ;;
+    D) echo "$common --batch 512 --lr-scale linear --epochs 12 --ema 0.99 --tta-flip" ;;
     *) echo "" ;;
   esac
 }

@@ -16,14 +16,13 @@ inline MemoryFormat op_memory_format(const Tensor& x) {
   return x.is_cuda() ? x.memory_format() : MemoryFormat::contiguous;
 }
 
-// The layout a convolution computes in, chosen by the runtime rather than the model: under f16/bf16
-// autocast a 4-D CUDA input runs channels-last (cuDNN's NHWC tensor-core engines; the conversion of an NCHW
-// input happens once, at the first convolution, and the layout-preserving ops above carry it on). Without
-// autocast the input's own layout is kept (f32 NHWC measured no faster than NCHW on the H200, docs/perf.md);
-// f64 (no cuDNN NHWC paths) and the CPU run NCHW.
-inline MemoryFormat conv_memory_format(const Tensor& x) {
-  if (!x.is_cuda() || x.dim() != 4 || x.dtype() == DType::f64) return MemoryFormat::contiguous;
-  return autocast_enabled() ? MemoryFormat::channels_last : x.memory_format();
-}
+// The layout a convolution computes in, chosen by the runtime rather than the model: a 4-D CUDA input in
+// f32, f16 or bf16 runs channels-last (cuDNN's NHWC engines, our NHWC batch-norm and depthwise kernels; the
+// conversion of an NCHW input happens once, at the first convolution, and the layout-preserving ops above
+// carry it on). Measured on the H200 (docs/perf.md, session 11), f32 without autocast, against keeping NCHW:
+// MobileNetV2 2.1x, ResNet-18 1.5x, the strided CNN 1.5x images/s. f64 (no cuDNN NHWC paths) and the CPU run
+// NCHW.
+// LIFTOFF_CONV_LAYOUT (runtime/config) overrides the rule for A/B measurements.
+MemoryFormat conv_memory_format(const Tensor& x);
 
 }  // namespace liftoff

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch twin of tools/bench/model_panel: the same models (as Liftoff's zoo builds them from public layers), batch,
 precision and optimizer (SGD momentum 0.9 Nesterov, wd 5e-4), random inputs already on the GPU; PyTorch at its
-best: cudnn.benchmark, channels_last and autocast for bf16, eager and whole-step CUDA graph (--mode graph;
---mode both runs the two in one process).
+best: cudnn.benchmark, autocast for bf16, channels_last or NCHW (--memory-format; `both` times each, the panel
+takes the faster), eager and whole-step CUDA graph (--mode graph; --mode both runs the two in one process).
 Throughput: images between two torch.cuda.synchronize() marks over wall time. Models: resnet18, resnet50,
 strided_cnn, mobilenet_v2, vit_tiny, each with the parameter count Liftoff's make_model prints (params=).
   python3 tools/reference/model_panel.py --model resnet18 --image-size 32 --batch 128 --amp bf16 --mode graph
@@ -179,11 +179,11 @@ def make_model(name, cin, classes, size):
     raise SystemExit(f"model_panel.py: unknown model {name}")
 
 
-def run(a, dev, mode):
-    """Builds the model afresh and times `mode` (eager or graph); returns (params, images/s, ms/step)."""
+def run(a, dev, mode, fmt):
+    """Builds the model afresh and times `mode` (eager or graph) in memory format `fmt`; returns (params,
+    images/s, ms/step)."""
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     model = make_model(a.model, a.channels, a.classes, a.image_size).to(dev)
-    fmt = torch.channels_last if a.amp == "bf16" else torch.contiguous_format
     model = model.to(memory_format=fmt)
     params = sum(t.numel() for t in model.parameters())
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, nesterov=True, weight_decay=5e-4)
@@ -250,6 +250,8 @@ def main():
     p.add_argument("--mode", default="eager", choices=["eager", "graph", "both"],
                    help="both: eager, then graph, each on a freshly built model, in one process (one RESULT "
                         "line each; saves a Python start and PyTorch import per row)")
+    p.add_argument("--memory-format", default="channels_last", choices=["channels_last", "contiguous", "both"],
+                   help="activations' and weights' layout (both: each in turn, one RESULT line each)")
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
@@ -258,10 +260,15 @@ def main():
         p.error("--mode graph/both needs --device cuda (CUDA graphs)")
     torch.backends.cudnn.benchmark = True
     dev = torch.device(a.device)
+    formats = {"channels_last": [torch.channels_last], "contiguous": [torch.contiguous_format],
+               "both": [torch.channels_last, torch.contiguous_format]}[a.memory_format]
     for mode in (["eager", "graph"] if a.mode == "both" else [a.mode]):
-        params, images_per_s, ms_per_step = run(a, dev, mode)
-        print(f"RESULT model={a.model} size={a.image_size} batch={a.batch} amp={a.amp} mode={mode} "
-              f"params={params} images_per_s={images_per_s:.1f} ms_per_step={ms_per_step:.3f}", flush=True)
+        for fmt in formats:
+            params, images_per_s, ms_per_step = run(a, dev, mode, fmt)
+            name = "channels_last" if fmt == torch.channels_last else "nchw"
+            print(f"RESULT model={a.model} size={a.image_size} batch={a.batch} amp={a.amp} mode={mode} "
+                  f"format={name} params={params} images_per_s={images_per_s:.1f} ms_per_step={ms_per_step:.3f}",
+                  flush=True)
 
 
 if __name__ == "__main__":
