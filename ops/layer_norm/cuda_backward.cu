@@ -2,9 +2,11 @@
 // layer norm rows up to 8192 values in registers, group norm and longer rows looped over. The weight/bias
 // gradients: a deterministic two-stage reduction (per-chunk partial sums written to a buffer, then summed in
 // chunk order), no atomics; for layer norm rows up to 4096 values the first stage is fused into the
-// input-gradient kernel (backward_tile_kernel), so the backward reads gy and x once.
+// input-gradient kernel (backward_tile_kernel, or for 16-bit rows the variant set_layer_norm_backward
+// picks: cuda_backward_rows.cuh), so the backward reads gy and x once.
 #include <algorithm>
 
+#include "ops/layer_norm/cuda_backward_rows.cuh"
 #include "ops/layer_norm/cuda_common.cuh"
 #include "runtime/cuda/check.h"
 
@@ -229,12 +231,13 @@ bool launch_backward_tile(const RowNormShape& s, std::initializer_list<const voi
   return true;
 }
 
-// One wave of `kernel` on `device`, at most the blocks that `rows` rows of `groups_per_block` need.
+// One wave of `kernel` (with `shared_bytes` of dynamic shared memory) on `device`, at most the blocks that
+// `rows` rows of `groups_per_block` need.
 template <class Kernel>
-unsigned one_wave(Kernel kernel, int device, int64_t rows, int groups_per_block) {
+unsigned one_wave(Kernel kernel, int device, int64_t rows, int groups_per_block, int shared_bytes = 0) {
   int sms = 0, per_sm = 0;
   LIFTOFF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  LIFTOFF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlock, 0));
+  LIFTOFF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlock, shared_bytes));
   const int64_t needed = (rows + groups_per_block - 1) / groups_per_block;
   return static_cast<unsigned>(std::clamp<int64_t>(needed, 1, int64_t{sms} * std::max(per_sm, 1)));
 }
@@ -371,6 +374,25 @@ void affine_grad(const Tensor& gy, const Tensor& x, const Tensor& mean, const Te
   LIFTOFF_LAUNCH_CHECK();
   launch_finish<T>(pd, gw, gb, chunks, size, stream);
 }
+// backward_rows_kernel<G, E, R, T> (one wave) and the finish kernel (kernels.h's arguments).
+template <int G, int E, int R, class T>
+void launch_backward_rows_kernel(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                                 const Tensor& weight, const Tensor& gx, const Tensor& gw, const Tensor& gb,
+                                 const RowNormShape& s, int device) {
+  const auto kernel = backward_rows_kernel<G, E, R, T>;
+  constexpr int kShared = rows_shared_bytes<E>();
+  if constexpr (kShared > 48 * 1024)  // an opt-in attribute call, allowed during graph capture
+    LIFTOFF_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared));
+  const unsigned blocks = one_wave(kernel, device, s.rows, kBlock / G, kShared);
+  const Tensor partials = Tensor::empty({2 * int64_t{blocks} * s.cols}, mean.dtype(), gy.device());
+  float* pd = static_cast<float*>(partials.raw_data());
+  const cudaStream_t stream = compute_stream(device);
+  kernel<<<blocks, kBlock, kShared, stream>>>(ptr<T>(gy), ptr<T>(x), ptr<float>(mean), ptr<float>(rstd),
+                                              ptr<T>(weight), static_cast<T*>(gx.raw_data()), pd, s.rows,
+                                              s.cols);
+  LIFTOFF_LAUNCH_CHECK();
+  launch_finish<T>(pd, gw, gb, blocks, s.cols, stream);
+}
 }  // namespace
 
 void row_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& rstd,
@@ -382,36 +404,37 @@ void row_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& mean, co
     using T = decltype(tag);
     using A = acc_t<T>;
     const bool affine_grads = (gw.defined() || gb.defined()) && s.affine_size() > 0;
+    const std::initializer_list<const void*> pointers = {gy.raw_data(), x.raw_data(), gx.raw_data(),
+                                                         weight.defined() ? weight.raw_data() : nullptr};
+    const bool fuse = gx.defined() && s.rows > 0 && affine_grads;
+    if (fuse &&
+        launch_backward_rows<T>(resolved_layer_norm_backward(), s, pointers, [&](auto g, auto e, auto r) {
+          launch_backward_rows_kernel<decltype(g)::value, decltype(e)::value, decltype(r)::value, T>(
+              gy, x, mean, rstd, weight, gx, gw, gb, s, device);
+        }))
+      return;
     const bool fused =
-        gx.defined() && s.rows > 0 && affine_grads &&
-        launch_backward_tile<T>(
-            s, {gy.raw_data(), x.raw_data(), gx.raw_data(), weight.defined() ? weight.raw_data() : nullptr},
-            [&](auto g, auto e, auto v) {
-              constexpr int G = decltype(g)::value;
-              const auto kernel = backward_tile_kernel<G, decltype(e)::value, decltype(v)::value, T>;
-              const unsigned blocks = one_wave(kernel, device, s.rows, kBlock / G);
-              const Tensor partials =
-                  Tensor::empty({2 * int64_t{blocks} * s.cols}, mean.dtype(), gy.device());
-              A* pd = static_cast<A*>(partials.raw_data());
-              kernel<<<blocks, kBlock, 0, compute_stream(device)>>>(
-                  ptr<T>(gy), ptr<T>(x), ptr<A>(mean), ptr<A>(rstd), ptr<T>(weight),
-                  static_cast<T*>(gx.raw_data()), pd, s.rows, s.cols);
-              LIFTOFF_LAUNCH_CHECK();
-              launch_finish<T>(pd, gw, gb, blocks, s.cols, compute_stream(device));
-            });
+        fuse && launch_backward_tile<T>(s, pointers, [&](auto g, auto e, auto v) {
+          constexpr int G = decltype(g)::value;
+          const auto kernel = backward_tile_kernel<G, decltype(e)::value, decltype(v)::value, T>;
+          const unsigned blocks = one_wave(kernel, device, s.rows, kBlock / G);
+          const Tensor partials = Tensor::empty({2 * int64_t{blocks} * s.cols}, mean.dtype(), gy.device());
+          A* pd = static_cast<A*>(partials.raw_data());
+          kernel<<<blocks, kBlock, 0, compute_stream(device)>>>(
+              ptr<T>(gy), ptr<T>(x), ptr<A>(mean), ptr<A>(rstd), ptr<T>(weight),
+              static_cast<T*>(gx.raw_data()), pd, s.rows, s.cols);
+          LIFTOFF_LAUNCH_CHECK();
+          launch_finish<T>(pd, gw, gb, blocks, s.cols, compute_stream(device));
+        });
     if (fused) return;
-    const bool tiled =
-        gx.defined() && s.rows > 0 &&
-        launch_tile<T>(
-            s, {gy.raw_data(), x.raw_data(), gx.raw_data(), weight.defined() ? weight.raw_data() : nullptr},
-            [&](auto g, auto e, auto v) {
-              constexpr int G = decltype(g)::value;
-              input_grad_tile_kernel<G, decltype(e)::value, decltype(v)::value, T>
-                  <<<tile_blocks<G>(s.rows), kBlock, 0, compute_stream(device)>>>(
-                      ptr<T>(gy), ptr<T>(x), ptr<A>(mean), ptr<A>(rstd), ptr<T>(weight),
-                      static_cast<T*>(gx.raw_data()), s.rows, s.cols);
-              LIFTOFF_LAUNCH_CHECK();
-            });
+    const bool tiled = gx.defined() && s.rows > 0 && launch_tile<T>(s, pointers, [&](auto g, auto e, auto v) {
+                         constexpr int G = decltype(g)::value;
+                         input_grad_tile_kernel<G, decltype(e)::value, decltype(v)::value, T>
+                             <<<tile_blocks<G>(s.rows), kBlock, 0, compute_stream(device)>>>(
+                                 ptr<T>(gy), ptr<T>(x), ptr<A>(mean), ptr<A>(rstd), ptr<T>(weight),
+                                 static_cast<T*>(gx.raw_data()), s.rows, s.cols);
+                         LIFTOFF_LAUNCH_CHECK();
+                       });
     if (gx.defined() && s.rows > 0 && !tiled) {
       const bool vec = use_vectors<T>(s, {gy.raw_data()});
       by_row_width(s, [&](auto tpr) {

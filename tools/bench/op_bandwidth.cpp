@@ -5,8 +5,10 @@
 // output written once; a forward+backward pair reads x twice, y or gy once and writes y and gx: 5 per
 // element; layer norm's weight/bias gradients add only a row of partial sums per block). Broadcast cases: a
 // row [1024], a column [rows, 1], a per-channel bias on NCHW and NHWC (channels-last) [N, 64, 32, 32] views
-// of the same elements.
+// of the same elements. --layer-norm-variant picks the kernel of the 16-bit layer norm backward
+// (ops/layer_norm/backward_variant.h) for the fwd+bwd rows, so one run can time each.
 //   op_bandwidth [--elements 67108864] [--dtype f32|bf16] [--reps 20] [--rounds 5]
+//                [--layer-norm-variant automatic|tile|packed|two_rows|wide]
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "liftoff.h"
+#include "ops/layer_norm/backward_variant.h"
 #include "tools/bench/median_time.h"
 
 namespace {
@@ -34,17 +37,22 @@ struct Case {
 int main(int argc, char** argv) {
   CLI::App app{"op_bandwidth: memory bandwidth of Liftoff's elementwise and reduction kernels"};
   int64_t elements = int64_t{1} << 26;
-  std::string dtype_name_arg = "f32", device_name = "cuda";
+  std::string dtype_name_arg = "f32", device_name = "cuda", layer_norm_variant = "automatic";
   int reps = 20, rounds = 5;
   app.add_option("--elements", elements, "elements per tensor")->capture_default_str();
   app.add_option("--dtype", dtype_name_arg, "f32, bf16 or f16")->capture_default_str();
   app.add_option("--device", device_name, "cuda or cpu")->capture_default_str();
   app.add_option("--reps", reps, "launches per timing")->capture_default_str();
   app.add_option("--rounds", rounds, "timings (median reported)")->capture_default_str();
+  app.add_option("--layer-norm-variant", layer_norm_variant,
+                 "16-bit layer norm backward kernel: automatic, tile, packed, two_rows or wide")
+      ->check(CLI::IsMember({"automatic", "tile", "packed", "two_rows", "wide"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
     const Device device = Device::parse(device_name);
     const DType dtype = parse_dtype(dtype_name_arg);
+    set_layer_norm_backward(parse_layer_norm_backward(layer_norm_variant));
     // Inputs do not require grad (forward only); the fwd+bwd cases make fresh leaves each run, so no
     // gradient accumulates across runs.
     auto leaf = [](const Tensor& t) {
