@@ -6,12 +6,16 @@
 # Knobs: TTA_CANDIDATES (names, default "A B C"), TTA_SEEDS (default "1 2 3 4 5"), TTA_TORCH (candidates
 # PyTorch runs, default "A"; "" for none), TTA_TORCH_SEEDS (its seeds, default TTA_SEEDS), TTA_EXTRA (extra train flags, e.g. --no-profile).
 tta_recipe() {
-  local common="--model resnet20 --amp bf16 --label-smoothing 0.1 --wd 5e-4 --lr 0.2"
+  local common="--amp bf16 --label-smoothing 0.1 --wd 5e-4 --lr 0.2"
+  local r20="--model resnet20 $common" r18="--model resnet18 $common"
   case "$1" in
-    A) echo "$common --batch 512 --lr-scale linear --epochs 10 --ema 0.99 --tta-flip" ;;
-    B) echo "$common --batch 1024 --lr-scale sqrt --epochs 14 --ema 0.98 --tta-flip" ;;
-    C) echo "$common --batch 512 --lr-scale linear --epochs 14 --ema 0.99 --tta-flip" ;;
-    D) echo "$common --batch 512 --lr-scale linear --epochs 12 --ema 0.99 --tta-flip" ;;
+    A) echo "$r20 --batch 512 --lr-scale linear --epochs 10 --ema 0.99 --tta-flip" ;;
+    B) echo "$r20 --batch 1024 --lr-scale sqrt --epochs 14 --ema 0.98 --tta-flip" ;;
+    C) echo "$r20 --batch 512 --lr-scale linear --epochs 14 --ema 0.99 --tta-flip" ;;
+    D) echo "$r20 --batch 512 --lr-scale linear --epochs 12 --ema 0.99 --tta-flip" ;;
+    E) echo "$r18 --batch 512 --lr-scale linear --epochs 6 --ema 0.99 --tta-flip" ;;
+    F) echo "$r18 --batch 512 --lr-scale linear --epochs 8 --ema 0.99 --tta-flip" ;;
+    G) echo "$r18 --batch 1024 --lr-scale sqrt --epochs 8 --ema 0.98 --tta-flip" ;;
     *) echo "" ;;
   esac
 }

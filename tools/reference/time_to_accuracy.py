@@ -2,7 +2,7 @@
 """PyTorch's best equivalent of `train --target-accuracy`: time to a test accuracy on Fashion-MNIST with the
 recipe Liftoff runs (never used at run time; scripts/device_stage_tta.sh runs both in one call).
 
-Same model (tools/reference/resnet_cifar.py), data on the GPU with the same augmentation (random crop with
+Same model (tools/reference/resnet_cifar.py; resnet18/resnet50 as model_panel.py builds them), data on the GPU with the same augmentation (random crop with
 zero padding + horizontal flip + normalize), SGD Nesterov momentum 0.9 + weight decay, OneCycleLR over all
 epochs with momentum held (Liftoff's onecycle does not cycle it), label smoothing, the LR scaled with the batch
 (--lr-scale, reference batch 256), and PyTorch's fast paths: cudnn.benchmark, autocast bf16, channels_last.
@@ -85,7 +85,12 @@ def main():
     torch.manual_seed(args.seed)
     tr_x, tr_y, te_x, te_y = load(args.data_dir, dev)
     mf = torch.contiguous_format if args.no_channels_last else torch.channels_last
-    model = resnet(int(args.model.replace("resnet", "")), 1, 10).to(dev).to(memory_format=mf)
+    if args.model in ("resnet18", "resnet50"):  # the panel's twins (CIFAR stem at 28 px), as Liftoff's zoo
+        import model_panel
+        model = model_panel.make_model(args.model, 1, 10, 28)
+    else:
+        model = resnet(int(args.model.replace("resnet", "")), 1, 10)
+    model = model.to(dev).to(memory_format=mf)
     lr = effective_lr(args.lr, args.lr_scale, args.batch)
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, nesterov=True, weight_decay=args.wd)
     n = len(tr_x)
