@@ -258,6 +258,7 @@ std::string cudnn_sdpa_failures() {
 Tensor cudnn_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Shape& batch, double scale,
                        bool is_causal) {
   const Device device = q.device();
+  cuda::DeviceGuard guard(device.index);  // plans are built and run on the inputs' device
   const Operands o = operands_of(q.detach(), k.detach(), v.detach(), batch, scale, is_causal);
   const bool training = should_record({q, k, v});
   auto& cache = cuda::device_extension<SdpaPlanCache>(device.index);
@@ -272,16 +273,13 @@ Tensor cudnn_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
   const Tensor stats = Tensor::empty({p.b * p.h * p.l}, DType::f32, device);  // [b, h, L, 1]
   Tensor workspace;
   void* ws = workspace_for(*forward, device, &workspace);
-  {
-    cuda::DeviceGuard guard(device.index);
-    sdpa::execute(cuda::cudnn_handle(device.index), *forward,
-                  {{sdpa::kQ, o.q.raw_data()},
-                   {sdpa::kK, o.k.raw_data()},
-                   {sdpa::kV, o.v.raw_data()},
-                   {sdpa::kO, out.raw_data()},
-                   {sdpa::kStats, stats.raw_data()}},
-                  ws);
-  }
+  sdpa::execute(cuda::cudnn_handle(device.index), *forward,
+                {{sdpa::kQ, o.q.raw_data()},
+                 {sdpa::kK, o.k.raw_data()},
+                 {sdpa::kV, o.v.raw_data()},
+                 {sdpa::kO, out.raw_data()},
+                 {sdpa::kStats, stats.raw_data()}},
+                ws);
   g_executions.fetch_add(1, std::memory_order_relaxed);
   if (!training) return out;
   record(out, kOp, {q, k, v},
