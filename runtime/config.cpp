@@ -84,7 +84,8 @@ constexpr Entry kTable[] = {
     number_knob(Knob::cudnn_workspace_mb, "LIFTOFF_CUDNN_WORKSPACE_MB", "1024, 64 for f16", 0, false,
                 "cap on any cuDNN search or algorithm workspace, MiB"),
     bool_knob(Knob::cudnn_log, "LIFTOFF_CUDNN_LOG", "0", nullptr,
-              "1: print each cuDNN algorithm choice, its workspace and the legacy-vs-graph timings"),
+              "1: print each cuDNN algorithm choice, its workspace and the legacy-vs-graph timings, and each "
+              "attention plan (or why cuDNN rejected it)"),
     bool_knob(Knob::attention_fused, "LIFTOFF_ATTENTION_FUSED", "1", nullptr,
               "0: CUDA attention always takes the plain path (GEMM, softmax, GEMM), for A/B comparisons"),
     choice_knob(Knob::weight_cast, "LIFTOFF_WEIGHT_CAST", "batched", "batched|each",

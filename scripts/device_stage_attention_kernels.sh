@@ -6,7 +6,7 @@ for family in simple pipelined; do
   timeout 240 /tmp/bin/attention_bench --dtype "$dt" --only sdpa --kernels $family \
     >"$OUT/attention_$family.log" 2>&1
 done
-for name in $(awk 'NR>1 && NF==3 {print $1}' "$OUT/attention_simple.log" "$OUT/attention_pipelined.log" | sort -u); do
+for name in $(awk 'NR>1 && NF>=3 && $1 ~ /^sdpa_/ {print $1}' "$OUT/attention_simple.log" "$OUT/attention_pipelined.log" | sort -u); do
   si=$(awk -v n="$name" '$1==n {print $2, $3}' "$OUT/attention_simple.log")
   pi=$(awk -v n="$name" '$1==n {print $2, $3}' "$OUT/attention_pipelined.log")
   note "attention kernels $dt $name: simple ${si:-failed} | pipelined ${pi:-failed} ms (fwd, fwd+bwd)"

@@ -2,8 +2,10 @@
 
 #include <cmath>
 
+#include "ops/attention/cudnn_sdpa.h"
 #include "ops/attention/flash.h"
 #include "ops/attention/kernels.h"
+#include "ops/attention/path.h"
 #include "ops/cast/cast.h"
 #include "ops/common/broadcast.h"
 #include "ops/matmul/batched.h"
@@ -103,8 +105,15 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   LIFTOFF_CHECK(dropout_p == 0.0 || gen != nullptr, ValueError, kOp, ": dropout_p = ", dropout_p,
                 " needs a Generator (pass gen, or dropout_p = 0 in eval)");
   const double sc = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-  // The fused kernel (f16/bf16 CUDA, no mask, no dropout) never materialises the weights; the rest below.
-  if (flash_attention_applies(q, k, v, mask, dropout_p)) return flash_attention(q, k, v, batch, sc, is_causal);
+  // The fused paths (f16/bf16 CUDA, no mask, no dropout) never materialise the weights (path.h says which
+  // runs); the plain path below takes the rest.
+  AttentionPath path = attention_path(q, k, v, mask, dropout_p);
+  if (path == AttentionPath::cudnn) {
+    const Tensor out = cudnn_attention(q, k, v, batch, sc, is_causal);
+    if (out.defined()) return out;
+    path = cudnn_fallback_path(attention_call_facts(q, k, v, mask, dropout_p));
+  }
+  if (path == AttentionPath::flash) return flash_attention(q, k, v, batch, sc, is_causal);
 
   AttentionRows rows;
   rows.rows = shape_numel(batch) * l;
@@ -131,7 +140,8 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
              const Tensor g = gy.to(q_saved.dtype());
              Tensor gq, gk, gv, gmask;
              if (needs[2])
-               gv = sum_to_shape(md::batched_matmul(md::transpose_last2(attn), g, 1.0, batch), v_saved.shape());
+               gv = sum_to_shape(md::batched_matmul(md::transpose_last2(attn), g, 1.0, batch),
+                                 v_saved.shape());
              if (!needs[0] && !needs[1] && !needs[3]) return std::vector<Tensor>{gq, gk, gv, gmask};
              // d(attn), then in place the gradient of the scaled, masked scores.
              const Tensor ds = md::batched_matmul(g, md::transpose_last2(v_saved), 1.0, batch);
@@ -139,7 +149,7 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
              if (needs[0]) gq = sum_to_shape(md::batched_matmul(ds, k_saved, sc, batch), q_saved.shape());
              if (needs[1])
                gk = sum_to_shape(md::batched_matmul(md::transpose_last2(ds), q_saved, sc, batch),
-                               k_saved.shape());
+                                 k_saved.shape());
              if (needs[3]) gmask = sum_to_shape(ds, mask_shape);
              return std::vector<Tensor>{gq, gk, gv, gmask};
            });

@@ -19,7 +19,8 @@ namespace liftoff {
 // PyTorch's default generator has no counterpart here); like PyTorch the function has no training flag: pass
 // dropout_p = 0 in eval. Drawing the seed makes a call with dropout not capturable in a CUDA graph (as
 // dropout()). Dtypes: q, k, v one floating dtype on one device: f32/f64 on the CPU, f32/f64/f16/bf16 on CUDA.
-// Autocast: f32 CUDA inputs run in the autocast half dtype. Implementation (both devices): a batched GEMM for
+// Autocast: f32 CUDA inputs run in the autocast half dtype. f16/bf16 CUDA calls without mask and dropout run
+// fused, on Liftoff's own kernels or cuDNN's (path.h). Plain implementation (both devices): a batched GEMM for
 // the scores (scale as its alpha), one fused row kernel for mask + causal + softmax + dropout (f32 arithmetic
 // for halves), a batched GEMM with v; the softmax probabilities [batch..., L, S] are kept for backward.
 // Backward: dV = Pd^T dO; dPd = dO V^T; dP = dPd * keep / (1 - p); dS = P * (dP - rowsum(dP * P));

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cmath>
 
+#include "ops/attention/path.h"
 #include "ops/common/broadcast.h"
 #include "runtime/autograd.h"
 #include "runtime/config.h"
@@ -97,17 +98,8 @@ bool flash_pipelined_applies(int64_t l, int64_t s) {
 
 bool flash_attention_applies(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
                              double dropout_p) {
-#if LIFTOFF_WITH_CUDA
-  if (!q.device().is_cuda() || attn_mask.defined() || dropout_p > 0.0) return false;
-  if (q.dtype() != DType::f16 && q.dtype() != DType::bf16) return false;
-  const int64_t e = q.size(-1);
-  if (v.size(-1) != e || (e != 32 && e != 64 && e != 128)) return false;
-  if (q.numel() == 0 || k.numel() == 0 || v.numel() == 0) return false;
-  return config::get_bool(config::Knob::attention_fused).value_or(true);
-#else
-  (void)q, (void)k, (void)v, (void)attn_mask, (void)dropout_p;
-  return false;
-#endif
+  return flash_takes(attention_call_facts(q, k, v, attn_mask, dropout_p)) &&
+         config::get_bool(config::Knob::attention_fused).value_or(true);
 }
 
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Shape& batch, double scale,

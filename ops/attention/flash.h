@@ -2,8 +2,7 @@
 // softmax(q k^T * scale) v tile by tile with an online softmax, never materialising the [L, S] weights, and
 // saves only the output and the row logsumexp; the backward recomputes the weights tile by tile.
 // It takes f16/bf16 CUDA inputs with E == Ev in {32, 64, 128}, no attn_mask and no dropout (is_causal is
-// supported); every other call takes the plain path (batched GEMM, softmax kernel, batched GEMM), which stays
-// the reference. LIFTOFF_ATTENTION_FUSED=0 forces the plain path (runtime/config) for A/B comparisons.
+// supported). Which of the plain path, these kernels and cuDNN's fused attention runs a call: path.h.
 #pragma once
 #include <cstdint>
 
@@ -12,7 +11,8 @@
 
 namespace liftoff {
 
-// Whether flash_attention() takes a call with these (autocast, checked) inputs.
+// Whether flash_attention() can take a call with these (autocast, checked) inputs (and
+// LIFTOFF_ATTENTION_FUSED is not 0); whether it does: attention_path() (path.h).
 bool flash_attention_applies(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
                              double dropout_p);
 

@@ -10,6 +10,7 @@
 #include "runtime/config.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/context.h"  // compute_stream
+#include "runtime/cuda/cudnn_backend.h"
 #include "runtime/cuda/event.h"
 #include "runtime/error.h"
 #include "runtime/graph.h"
@@ -21,41 +22,7 @@ namespace {
 constexpr int64_t kXid = 1, kWid = 2, kYid = 3;
 constexpr int64_t kAlignment = 16;
 
-// One backend descriptor, destroyed with its owner.
-class Desc {
- public:
-  explicit Desc(cudnnBackendDescriptorType_t type) {
-    LIFTOFF_CUDNN_CHECK(cudnnBackendCreateDescriptor(type, &desc_));
-  }
-  ~Desc() {
-    if (desc_ != nullptr) cudnnBackendDestroyDescriptor(desc_);
-  }
-  Desc(Desc&& other) noexcept : desc_(std::exchange(other.desc_, nullptr)) {}
-  Desc& operator=(Desc&& other) noexcept {
-    if (this != &other) {
-      if (desc_ != nullptr) cudnnBackendDestroyDescriptor(desc_);
-      desc_ = std::exchange(other.desc_, nullptr);
-    }
-    return *this;
-  }
-  Desc(const Desc&) = delete;
-  Desc& operator=(const Desc&) = delete;
-
-  cudnnBackendDescriptor_t get() const { return desc_; }
-  Desc& set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, int64_t count,
-            const void* values) {
-    LIFTOFF_CUDNN_CHECK(cudnnBackendSetAttribute(desc_, name, type, count, values));
-    return *this;
-  }
-  Desc& set_desc(cudnnBackendAttributeName_t name, const Desc& other) {
-    cudnnBackendDescriptor_t d = other.get();
-    return set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &d);
-  }
-  void finalize() { LIFTOFF_CUDNN_CHECK(cudnnBackendFinalize(desc_)); }
-
- private:
-  cudnnBackendDescriptor_t desc_ = nullptr;
-};
+using Desc = BackendDesc;
 
 cudnnDataType_t data_type(DType dtype) {
   switch (dtype) {

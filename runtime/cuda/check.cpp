@@ -37,6 +37,14 @@ std::string cuda_error_string(int code) {
 
 std::string cublas_error_string(int code) { return cublasGetStatusString(static_cast<cublasStatus_t>(code)); }
 
-std::string cudnn_error_string(int code) { return cudnnGetErrorString(static_cast<cudnnStatus_t>(code)); }
+// cuDNN 9 keeps a message per thread saying why the last call failed (e.g. which part of a graph no engine
+// supports); it is appended to the status name.
+std::string cudnn_error_string(int code) {
+  std::string text = cudnnGetErrorString(static_cast<cudnnStatus_t>(code));
+  char detail[512] = {};
+  cudnnGetLastErrorString(detail, sizeof(detail));
+  if (detail[0] != '\0') text += str_cat(": ", detail);
+  return text;
+}
 
 }  // namespace liftoff::cuda

@@ -60,6 +60,14 @@ const char* cudnnGetErrorString(cudnnStatus_t status) {
   return fn(status);
 }
 
+void cudnnGetLastErrorString(char* message, size_t max_size) {
+  if (max_size > 0) message[0] = '\0';
+  if (!::liftoff::cuda::cudnn_loaded()) return;
+  static const auto fn = reinterpret_cast<void (*)(char*, size_t)>(
+      ::liftoff::cuda::cudnn_symbol("cudnnGetLastErrorString"));
+  fn(message, max_size);
+}
+
 LIFTOFF_CUDNN_FORWARD(cudnnDestroyConvolutionDescriptor, (cudnnConvolutionDescriptor_t convDesc), (convDesc))
 LIFTOFF_CUDNN_FORWARD(cudnnSetTensor4dDescriptor,
                       (cudnnTensorDescriptor_t tensorDesc, cudnnTensorFormat_t format,
@@ -160,7 +168,7 @@ LIFTOFF_CUDNN_FORWARD(cudnnConvolutionBackwardData,
                       (handle, alpha, wDesc, w, dyDesc, dy, convDesc, algo, workSpace, workSpaceSizeInBytes,
                        beta, dxDesc, dx))
 
-// The graph (backend) API (ops/conv2d/cudnn_graph.cpp).
+// The graph (backend) API (ops/conv2d/cudnn_graph.cpp, ops/attention/cudnn_sdpa_graph.cpp).
 LIFTOFF_CUDNN_FORWARD(cudnnBackendCreateDescriptor,
                       (cudnnBackendDescriptorType_t descriptorType, cudnnBackendDescriptor_t* descriptor),
                       (descriptorType, descriptor))

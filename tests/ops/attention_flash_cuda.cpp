@@ -2,11 +2,12 @@
 // against the plain CUDA path (LIFTOFF_ATTENTION_FUSED=0), in f16 and bf16, causal and not, every supported
 // head dim, lengths that are not multiples of the 64- and 128-row tiles, L != S, broadcast batch dims,
 // permuted (non-contiguous) inputs and under CUDA graph capture; both kernel families (simple, pipelined)
-// on the odd-length shapes.
+// on the odd-length shapes. Scopes that name a family force our kernels (long rows would go to cuDNN).
 #include <gtest/gtest.h>
 
 #include "ops/attention/attention.h"
 #include "ops/attention/flash.h"
+#include "ops/attention/path.h"
 #include "runtime/config.h"
 #include "runtime/graph.h"
 #include "tests/common/cuda_test.h"
@@ -82,11 +83,17 @@ void check_all(const std::vector<Tensor>& in, bool causal, const std::string& wh
   }
 }
 
-// Runs the fused path with one kernel family (flash.h) for the scope.
+// Runs our fused kernels (not cuDNN's, path.h) with one kernel family (flash.h) for the scope.
 class ScopedFlashKernels {
  public:
-  explicit ScopedFlashKernels(FlashKernels kernels) { set_flash_kernels(kernels); }
-  ~ScopedFlashKernels() { set_flash_kernels(FlashKernels::automatic); }
+  explicit ScopedFlashKernels(FlashKernels kernels) {
+    set_attention_path(AttentionPath::flash);
+    set_flash_kernels(kernels);
+  }
+  ~ScopedFlashKernels() {
+    set_flash_kernels(FlashKernels::automatic);
+    set_attention_path(AttentionPath::automatic);
+  }
   ScopedFlashKernels(const ScopedFlashKernels&) = delete;
   ScopedFlashKernels& operator=(const ScopedFlashKernels&) = delete;
 };
@@ -134,7 +141,7 @@ TEST(AttentionFlashCuda, AutomaticChoiceKeepsShortRowsOnSimpleKernels) {
   EXPECT_FALSE(flash_pipelined_applies(1024, 65));
   EXPECT_TRUE(flash_pipelined_applies(197, 197));
   EXPECT_TRUE(flash_pipelined_applies(1024, 1024));
-  // The automatic choice on shapes of both sides agrees with the CPU (whichever family it picks).
+  // The automatic choice on shapes of both sides agrees with the CPU (whichever family, or cuDNN, it picks).
   check_all(random_inputs({{2, 2, 65, 64}, {2, 2, 65, 64}, {2, 2, 65, 64}}, 250), true, "auto L 65");
   check_all(random_inputs({{1, 2, 260, 64}, {1, 2, 260, 64}, {1, 2, 260, 64}}, 260), true, "auto L 260");
 }
@@ -174,6 +181,7 @@ TEST(AttentionFlashCuda, LongCausalSequence) {
     check_all(random_inputs({{1, 2, 300, 128}, {1, 2, 300, 128}, {1, 2, 300, 128}}, 500), true,
               std::string(family_name(kernels)) + " L 300");
   }
+  ScopedFlashKernels by_length(FlashKernels::automatic);
   check_all(random_inputs({{1, 3, 1030, 64}, {1, 3, 1030, 64}, {1, 3, 1030, 64}}, 510), true, "L 1030");
   check_all(random_inputs({{1, 3, 1030, 64}, {1, 3, 1030, 64}, {1, 3, 1030, 64}}, 520), false, "L 1030");
 }

@@ -2,8 +2,11 @@
 // ViT/LLM-like shapes, timed with CUDA events on the compute stream: a warm-up, then `rounds` timings of
 // `reps` calls each; the median per call is printed. The PyTorch twin is tools/reference/attention_bench.py
 // (same rows, same names, same method); scripts/device_stage_attention.sh runs both.
-// LIFTOFF_ATTENTION_FUSED=0 times the plain path (GEMM, softmax, GEMM) instead of the fused kernel;
-// --kernels simple|pipelined runs one family of fused kernels on every row (flash.h; default: by length).
+// LIFTOFF_ATTENTION_FUSED=0 times the plain path (GEMM, softmax, GEMM) instead of the fused ones;
+// --kernels flash runs Liftoff's fused kernels on every row (family by length), simple|pipelined one family
+// of them (flash.h), cudnn cuDNN's fused attention (cudnn_sdpa.h); auto (default) the automatic choice
+// (path.h).
+// Each sdpa row says which path ran (cudnn when cuDNN executed its calls); cuDNN plan failures go to stderr.
 //   attention_bench [--dtype bf16|f16] [--reps 20] [--rounds 7] [--only NAME] [--kernels auto]
 #include <CLI/CLI.hpp>
 
@@ -14,7 +17,10 @@
 #include <vector>
 
 #include "liftoff.h"
+#include "ops/attention/cudnn_sdpa.h"
 #include "ops/attention/flash.h"
+#include "ops/attention/path.h"
+#include "runtime/config.h"
 
 namespace {
 
@@ -23,6 +29,7 @@ using namespace liftoff;
 struct Row {
   std::string name;
   std::function<void()> forward, forward_backward;
+  bool attention = false;
 };
 
 double median_ms(const std::function<void()>& fn, Device device, int reps, int rounds) {
@@ -67,7 +74,7 @@ Row attention_row(int64_t b, int64_t h, int64_t l, int64_t d, bool causal, DType
         .backward(grad);
   };
   const std::string name = str_cat("sdpa_B", b, "_H", h, "_L", l, "_D", d, causal ? "_causal" : "");
-  return {name, forward, forward_backward};
+  return {name, forward, forward_backward, true};
 }
 
 Row matmul_row(int64_t batch, int64_t m, int64_t k, int64_t n, DType dtype, Device device, Generator& gen) {
@@ -98,9 +105,11 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--only", only, "run only the rows whose name contains this text");
   std::string kernels = "auto";
-  app.add_option("--kernels", kernels, "fused kernel family: auto (by length), simple or pipelined")
+  app.add_option("--kernels", kernels,
+                 "fused attention: auto (the automatic choice), flash (Liftoff's kernels), simple or "
+                 "pipelined (one family of them), cudnn (cuDNN's fused attention)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "simple", "pipelined"}));
+      ->check(CLI::IsMember({"auto", "flash", "simple", "pipelined", "cudnn"}));
   CLI11_PARSE(app, argc, argv);
   try {
     const DType dtype = parse_dtype(dtype_arg);
@@ -109,6 +118,9 @@ int main(int argc, char** argv) {
     set_flash_kernels(kernels == "simple"      ? FlashKernels::simple
                       : kernels == "pipelined" ? FlashKernels::pipelined
                                                : FlashKernels::automatic);
+    set_attention_path(kernels == "cudnn"  ? AttentionPath::cudnn
+                       : kernels == "auto" ? AttentionPath::automatic
+                                           : AttentionPath::flash);
     const Device device = Device::cuda();
     Generator gen(1);
     const std::vector<Row> rows = {
@@ -122,14 +134,23 @@ int main(int argc, char** argv) {
         matmul_row(128, 1024, 1024, 64, dtype, device, gen),        // P v at L 1024
         matmul_row(16, 1024, 4096, 1024, dtype, device, gen),       // an MLP-sized product
     };
-    std::printf("%-36s %12s %12s\n", "case", "fwd_ms", "fwd_bwd_ms");
+    std::printf("%-36s %12s %12s %8s\n", "case", "fwd_ms", "fwd_bwd_ms", "path");
     for (const Row& row : rows) {
       if (!only.empty() && row.name.find(only) == std::string::npos) continue;
+      const int64_t cudnn_before = cudnn_sdpa_executions();
       const double fwd = median_ms(row.forward, device, reps, rounds);
       const double both = median_ms(row.forward_backward, device, reps, rounds);
-      std::printf("%-36s %12.4f %12.4f\n", row.name.c_str(), fwd, both);
+      // Which path the row's calls took: cuDNN when it ran them, else ours or plain (path.h).
+      const char* path = !row.attention                                     ? "-"
+                         : cudnn_sdpa_executions() > cudnn_before           ? "cudnn"
+                         : *config::get_bool(config::Knob::attention_fused) ? "ours"
+                                                                            : "plain";
+      std::printf("%-36s %12.4f %12.4f %8s\n", row.name.c_str(), fwd, both, path);
       std::fflush(stdout);
     }
+    const std::string failures = cudnn_sdpa_failures();
+    if (!failures.empty())
+      std::fprintf(stderr, "attention_bench: cuDNN plans that did not build:\n%s", failures.c_str());
   } catch (const Error& e) {
     std::fprintf(stderr, "attention_bench: %s\n", e.what());
     return 1;
