@@ -64,11 +64,9 @@ AttentionPath choose_attention_path(const AttentionCallFacts& call, const Attent
     case AttentionPath::automatic:
       break;
   }
-  const bool long_rows = call.l >= kCudnnAttentionMinLength && call.s >= kCudnnAttentionMinLength;
-  if (cudnn && long_rows) return AttentionPath::cudnn;
-  if (flash_takes(call)) return AttentionPath::flash;
-  // Head dims our kernels lack (e.g. 96) still fuse on cuDNN rather than materialise the weights.
-  return cudnn ? AttentionPath::cudnn : AttentionPath::plain;
+  // cuDNN's kernels were the faster at every length measured (L = 65 to 4096, docs/perf.md session 11).
+  if (cudnn) return AttentionPath::cudnn;
+  return flash_takes(call) ? AttentionPath::flash : AttentionPath::plain;
 }
 
 AttentionCallFacts attention_call_facts(const Tensor& q, const Tensor& k, const Tensor& v,

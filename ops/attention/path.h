@@ -4,11 +4,12 @@
 //  - flash: Liftoff's own FlashAttention-2 style kernels (flash.h: f16/bf16 CUDA, E == Ev in {32, 64, 128});
 //  - cudnn: cuDNN's fused flash attention through its graph API (cudnn_sdpa.h: f16/bf16 CUDA, E == Ev a
 //    multiple of 8 up to 128, cuDNN >= 9.16 loaded).
-// The fused paths take no attn_mask and no dropout (is_causal is fine). The automatic choice: ours where
-// one tile holds a sequence (L or S < 128: ViT-tiny's L = 65, where they beat cuDNN on the H200), cuDNN's
-// from L, S >= 128 (its Hopper wgmma kernels are 2-2.5x faster there, docs/perf.md). A cuDNN call whose plan
-// does not build falls back to ours (else the plain path) without an error. LIFTOFF_ATTENTION_FUSED=0 makes
-// every call plain; set_attention_path overrides the choice for tests and attention_bench.
+// The fused paths take no attn_mask and no dropout (is_causal is fine). The automatic choice: cuDNN's
+// where it takes the call (on the H200 its Hopper wgmma kernels beat ours at every length measured, ViT-
+// tiny's L = 65 included: 1.7-2.6x, docs/perf.md session 11), else ours, else plain. A cuDNN call whose plan
+// does not build (or a shape first met inside a graph capture) runs ours (else the plain path) without an
+// error. LIFTOFF_ATTENTION_FUSED=0 makes every call plain; set_attention_path overrides the choice for tests
+// and attention_bench.
 #pragma once
 #include <cstdint>
 
@@ -38,9 +39,6 @@ struct AttentionPathContext {
   bool cudnn_available = false;  // cudnn_sdpa_available()
   AttentionPath forced = AttentionPath::automatic;
 };
-
-// Below this many queries or keys our kernels are faster than cuDNN's (one tile per sequence).
-constexpr int64_t kCudnnAttentionMinLength = 128;
 
 bool flash_takes(const AttentionCallFacts& call);
 bool cudnn_takes(const AttentionCallFacts& call);

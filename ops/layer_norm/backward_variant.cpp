@@ -10,7 +10,7 @@ namespace {
 std::atomic<LayerNormBackward> g_variant{LayerNormBackward::automatic};
 
 // What `automatic` runs: the fastest variant measured on the H200 (scripts/device_stage_lnorm.sh).
-constexpr LayerNormBackward kDefaultVariant = LayerNormBackward::tile;
+constexpr LayerNormBackward kDefaultVariant = LayerNormBackward::packed;
 
 constexpr LayerNormBackward kVariants[] = {LayerNormBackward::automatic, LayerNormBackward::tile,
                                            LayerNormBackward::packed, LayerNormBackward::two_rows,

@@ -28,15 +28,15 @@ AttentionPathContext with_cudnn(AttentionPath forced = AttentionPath::automatic)
   return context;
 }
 
-TEST(AttentionPath, AutomaticKeepsOneTileSequencesOnOurKernelsAndLongOnesOnCudnn) {
+TEST(AttentionPath, AutomaticRunsCudnnWhereItTakesTheCall) {
   const AttentionPathContext context = with_cudnn();
-  EXPECT_EQ(choose_attention_path(fused_call(64, 65, 65), context), AttentionPath::flash);  // vit_tiny
-  EXPECT_EQ(choose_attention_path(fused_call(64, 127, 1024), context), AttentionPath::flash);
-  EXPECT_EQ(choose_attention_path(fused_call(64, 1024, 127), context), AttentionPath::flash);
+  EXPECT_EQ(choose_attention_path(fused_call(64, 65, 65), context), AttentionPath::cudnn);  // vit_tiny
+  EXPECT_EQ(choose_attention_path(fused_call(64, 127, 1024), context), AttentionPath::cudnn);
+  EXPECT_EQ(choose_attention_path(fused_call(64, 1024, 127), context), AttentionPath::cudnn);
   EXPECT_EQ(choose_attention_path(fused_call(64, 128, 128), context), AttentionPath::cudnn);
   EXPECT_EQ(choose_attention_path(fused_call(64, 197, 197), context), AttentionPath::cudnn);
   EXPECT_EQ(choose_attention_path(fused_call(128, 4096, 4096), context), AttentionPath::cudnn);
-  // Head dims only cuDNN fuses go to cuDNN at any length; others it cannot take stay on ours or plain.
+  // Head dims neither fused path takes are plain.
   EXPECT_EQ(choose_attention_path(fused_call(96, 65, 65), context), AttentionPath::cudnn);
   EXPECT_EQ(choose_attention_path(fused_call(32, 1024, 1024), context), AttentionPath::cudnn);
   EXPECT_EQ(choose_attention_path(fused_call(50, 1024, 1024), context), AttentionPath::plain);
