@@ -86,6 +86,13 @@ struct LoaderStats {
   double augment_ms = 0.0;      // compute-stream time of the augmentation kernel
   int64_t augment_timed = 0;    // batches whose kernel time is in augment_ms
   int64_t skipped_samples = 0;  // distinct bad files skipped (image folders, skip policy)
+  // The decode pipeline's CPU + GPU hybrid (--decode auto on CUDA): the share of the JPEGs nvJPEG could
+  // decode that the CPU decoded, over the run and at the end (< 0: not a hybrid).
+  double hybrid_cpu_share_mean = -1.0, hybrid_cpu_share_final = -1.0;
+  // Compute-stream time spent waiting for the batches' GPU decode (events around the wait), and how many
+  // batches it covers (decode loaders on CUDA).
+  double device_wait_ms = 0.0;
+  int64_t device_wait_timed = 0;
 };
 
 class DataLoader : public BatchSource {

@@ -20,6 +20,10 @@ int64_t ns_since(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
 }
 
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
 std::shared_ptr<void> allocate_pageable(size_t bytes) {
   return std::shared_ptr<void>(new uint8_t[bytes], std::default_delete<uint8_t[]>());
 }
@@ -110,8 +114,36 @@ void DecodeLoader::validate_options() const {
                     (cuda_target && (o.input_dtype == DType::bf16 || o.input_dtype == DType::f16)),
                 DTypeError, "DecodeLoader: input dtype ", dtype_name(o.input_dtype),
                 " needs a CUDA device (f32 on the CPU)");
-  LIFTOFF_CHECK(o.decode != DecodeMode::gpu || cuda_target, ValueError,
-                "DecodeLoader: --decode gpu needs a CUDA device, got ", o.device.str(), "; use --decode cpu");
+  LIFTOFF_CHECK((o.decode != DecodeMode::gpu && o.decode != DecodeMode::hybrid) || cuda_target, ValueError,
+                "DecodeLoader: --decode ", decode_mode_name(o.decode), " needs a CUDA device, got ",
+                o.device.str(), "; use --decode cpu");
+  LIFTOFF_CHECK(std::isfinite(o.cpu_share) && o.cpu_share <= 1.0, ValueError, "DecodeLoader: CPU share ",
+                o.cpu_share, " must be in [0, 1] (fixed) or negative (adaptive)");
+}
+
+// auto: the hybrid on a CUDA device (init_device falls back to the CPU without nvJPEG). With
+// `deterministic` one fixed route: the CPU (the same pixels on every machine), or nvJPEG when there are not
+// two workers to decode (mode_note_ says so in the description).
+void DecodeLoader::resolve_mode() {
+  const DecodeLoaderOptions& o = options_;
+  if (o.decode != DecodeMode::auto_) {
+    mode_ = o.decode;
+  } else if (!o.device.is_cuda()) {
+    mode_ = DecodeMode::cpu;
+  } else if (!o.deterministic) {
+    mode_ = DecodeMode::hybrid;
+  } else {
+    mode_ = o.workers >= 2 ? DecodeMode::cpu : DecodeMode::gpu;
+    mode_note_ = mode_ == DecodeMode::cpu
+                     ? " (auto, deterministic: one fixed route, the CPU)"
+                     : " (auto, deterministic: one fixed route, nvJPEG: fewer than 2 workers)";
+  }
+}
+
+std::string DecodeLoader::cpu_description() const {
+  return str_cat(cpu_jpeg_decoder_name(cpu_decoder_),
+                 cpu_decoder_ == CpuJpegDecoder::turbo && options_.dct_scaling ? " (DCT scaling)" : "", ", ",
+                 options_.workers, " workers");
 }
 
 DecodeLoader::DecodeLoader(std::shared_ptr<const ImageFolder> folder, DecodeLoaderOptions options)
@@ -140,7 +172,7 @@ DecodeLoader::DecodeLoader(std::shared_ptr<const ImageFolder> folder, DecodeLoad
   }
   cpu_decoder_ = resolve_cpu_jpeg_decoder(o.cpu_decoder);
   const bool cuda_target = o.device.is_cuda();
-  mode_ = o.decode == DecodeMode::auto_ ? (cuda_target ? DecodeMode::gpu : DecodeMode::cpu) : o.decode;
+  resolve_mode();
   // A slot always goes to the same lane (batch b: slot b % slots, lane b % lanes), so its device blocks stay
   // on that lane's stream.
   const int lanes = cuda_target ? o.decode_lanes : 1;
@@ -151,13 +183,20 @@ DecodeLoader::DecodeLoader(std::shared_ptr<const ImageFolder> folder, DecodeLoad
     slot.bytes.set_allocator(allocate);
     slot.pixels.set_allocator(allocate);
   }
-  if (cuda_target) init_device();
+  if (cuda_target) init_device();  // the GPU's description, or the CPU fallback's reason
   if (mode_ == DecodeMode::cpu) {
-    description_.insert(
-        0, str_cat("cpu: ", cpu_jpeg_decoder_name(cpu_decoder_),
-                   cpu_decoder_ == CpuJpegDecoder::turbo && o.dct_scaling ? " (DCT scaling)" : "", ", ",
-                   o.workers, " workers"));
+    description_.insert(0, "cpu: " + cpu_description());
+  } else if (mode_ == DecodeMode::gpu) {
+    description_.insert(0, "gpu: ");
+  } else {
+    HybridShareConfig config;
+    config.workers = o.workers;
+    hybrid_ = std::make_unique<HybridShareController>(config);
+    description_ = str_cat(
+        "auto: hybrid CPU (", cpu_description(), ") + GPU (", description_, "); CPU share ",
+        o.cpu_share >= 0 ? str_cat(o.cpu_share, " (fixed)") : str_cat("adaptive from ", hybrid_->share()));
   }
+  description_ += mode_note_;
   worker_busy_ns_ = std::make_unique<std::atomic<int64_t>[]>(static_cast<size_t>(o.workers));
   for (int w = 0; w < o.workers; ++w) worker_busy_ns_[static_cast<size_t>(w)].store(0);
   stats_.worker_busy_seconds.assign(static_cast<size_t>(o.workers), 0.0);
@@ -207,6 +246,7 @@ void DecodeLoader::start_epoch(int64_t epoch) {
     order_ = std::move(order);
     epoch_ = epoch;
     for (auto& lane : lanes_) lane->next_batch = lane->number;
+    last_handout_ns_ = -1;
   });
 }
 
@@ -254,6 +294,7 @@ DecodeLoader::Slot* DecodeLoader::next_work_locked(int64_t* position) {
   slot.indices.assign(order_.begin() + begin, order_.begin() + end);
   slot.next_position = slot.done = slot.busy = 0;
   slot.open = false;
+  if (mode_ == DecodeMode::hybrid) begin_hybrid_batch(slot);
   *position = -1;
   return &slot;
 }
@@ -312,6 +353,10 @@ void DecodeLoader::open_batch(Slot& slot) {
   slot.bytes.reset();
   slot.pixels.reset();
   slot.items.assign(slot.indices.size(), Item());
+  slot.sample = HybridBatchSample();
+  if (mode_ == DecodeMode::hybrid)
+    slot.route_budget.reset(static_cast<int64_t>(slot.indices.size()), slot.cpu_share,
+                            slot.expensive_fraction);
   slot.error = nullptr;
 }
 
@@ -319,8 +364,10 @@ void DecodeLoader::fill_item(Slot& slot, int64_t position) {
   Item& item = slot.items[static_cast<size_t>(position)];
   item.index = slot.indices[static_cast<size_t>(position)];
   if (is_bad(item.index)) return;
+  const auto start = Clock::now();
   try {
-    item.kept = read_item(item.index, slot.epoch, item);
+    item.kept =
+        read_item(item.index, slot.epoch, item, mode_ == DecodeMode::hybrid ? &slot.route_budget : nullptr);
   } catch (...) {
     item.error = std::current_exception();
   }
@@ -331,9 +378,10 @@ void DecodeLoader::fill_item(Slot& slot, int64_t position) {
   std::memcpy(region.data, item.data, item.size);
   item.data = region.data;
   item.at = region.at;
+  item.read_ns = ns_since(start);
 }
 
-bool DecodeLoader::read_item(int64_t index, int64_t epoch, Item& item) {
+bool DecodeLoader::read_item(int64_t index, int64_t epoch, Item& item, HybridRouteBudget* budget) {
   const std::string& path = folder_->path(index);
   const DecodeLoaderOptions& o = options_;
   // The bytes live here until fill_item staged them.
@@ -342,7 +390,10 @@ bool DecodeLoader::read_item(int64_t index, int64_t epoch, Item& item) {
     EncodedImage image = read_encoded_image(path, o.limits);
     const auto h = static_cast<int32_t>(image.info.height), w = static_cast<int32_t>(image.info.width);
     item.label = folder_->label(index);
-    if (mode_ == DecodeMode::gpu && image.route != GpuRoute::cpu) {
+    item.route = image.route;
+    const bool nvjpeg_takes = mode_ != DecodeMode::cpu && image.route != GpuRoute::cpu;
+    item.by_share = nvjpeg_takes && budget != nullptr && budget->take_cpu(image.route);
+    if (nvjpeg_takes && !item.by_share) {
       item.gpu = true;
       item.hardware = image.route == GpuRoute::hardware;
       item.desc = make_crop_desc(o.train, o.seed, epoch, index, h, w, h, w, o.crop);
@@ -372,18 +423,31 @@ bool DecodeLoader::read_item(int64_t index, int64_t epoch, Item& item) {
 // CPU target the finished tensors.
 void DecodeLoader::finish_batch(Slot& slot) {
   std::vector<Item> kept;
-  int64_t cpu_decoded = 0;
+  HybridBatchSample& sample = slot.sample;
+  int64_t routable = 0, expensive = 0, by_share = 0;
   for (Item& item : slot.items) {
     if (item.error && !slot.error) slot.error = item.error;
     if (!item.kept) continue;
     item.desc.offset = static_cast<int64_t>(item.at);  // host pixels: their place in the layout
-    cpu_decoded += item.gpu ? 0 : 1;
+    (item.gpu ? sample.gpu_images : sample.cpu_images) += 1;
+    (item.gpu ? sample.gpu_seconds : sample.cpu_seconds) += static_cast<double>(item.read_ns) * 1e-9;
+    sample.forced_cpu += item.route == GpuRoute::cpu ? 1 : 0;
+    routable += item.route != GpuRoute::cpu ? 1 : 0;
+    expensive += item.route == GpuRoute::nvjpeg ? 1 : 0;
+    by_share += item.by_share ? 1 : 0;
     kept.push_back(item);
   }
   slot.items = std::move(kept);
   {
     std::lock_guard<std::mutex> lock(ring_->mutex());
-    counts_.cpu += cpu_decoded;
+    counts_.cpu += sample.cpu_images;
+    slot.filled_ns = now_ns();
+    if (mode_ == DecodeMode::hybrid) {
+      counts_.hybrid_routable += routable;
+      counts_.hybrid_cpu += by_share;
+      routable_seen_ += routable;
+      expensive_seen_ += expensive;
+    }
   }
   if (lanes_.empty() && !slot.error) {
     try {
@@ -415,6 +479,7 @@ void DecodeLoader::finish_cpu_batch(Slot& slot) {
 bool DecodeLoader::next(Batch& out) {
   LIFTOFF_CHECK(epoch_ >= 0, ValueError, "DecodeLoader: call start_epoch() before next()");
   while (true) {
+    const int64_t asked_ns = mode_ == DecodeMode::hybrid ? now_ns() : 0;
     Slot* ready = ring_->wait_ready(&stats_.wait_seconds);  // adds under the ring's lock, as stats() reads it
     if (ready == nullptr) return false;
     Slot& slot = *ready;
@@ -435,10 +500,33 @@ bool DecodeLoader::next(Batch& out) {
       std::lock_guard<std::mutex> lock(ring_->mutex());
       ++stats_.batches;
       stats_.images += count;
+      if (mode_ == DecodeMode::hybrid) feed_hybrid(slot, asked_ns);
     }
     ring_->consume(slot);
     if (count > 0) return true;
   }
+}
+
+void DecodeLoader::begin_hybrid_batch(Slot& slot) {
+  slot.cpu_share = options_.cpu_share >= 0 ? options_.cpu_share : hybrid_->share();
+  slot.expensive_fraction =
+      routable_seen_ > 0 ? static_cast<double>(expensive_seen_) / static_cast<double>(routable_seen_) : 0.0;
+}
+
+// The batch's measurements to the controller. The ring's first batches of an epoch wait for the start-up
+// (every slot empty), not for slow workers: those waits are not counted.
+void DecodeLoader::feed_hybrid(Slot& slot, int64_t asked_ns) {
+  HybridBatchSample sample = slot.sample;
+  const int64_t now = now_ns();
+  sample.interval_seconds = last_handout_ns_ >= 0 ? static_cast<double>(now - last_handout_ns_) * 1e-9 : 0.0;
+  sample.waited_for_workers = slot.batch >= ring_->size() && slot.filled_ns > asked_ns;
+  last_handout_ns_ = now;
+  if (options_.cpu_share < 0) hybrid_->update(sample);
+}
+
+double DecodeLoader::hybrid_share_locked() const {
+  if (mode_ != DecodeMode::hybrid) return -1.0;
+  return options_.cpu_share >= 0 ? options_.cpu_share : hybrid_->share();
 }
 
 LoaderStats DecodeLoader::stats() const {
@@ -449,6 +537,8 @@ LoaderStats DecodeLoader::stats() const {
     s.worker_busy_seconds[w] = static_cast<double>(worker_busy_ns_[w].load()) * 1e-9;
   }
   s.skipped_samples = folder_->skipped_count();
+  s.hybrid_cpu_share_final = hybrid_share_locked();
+  s.hybrid_cpu_share_mean = mode_ == DecodeMode::hybrid ? std::max(0.0, counts_.hybrid_mean_share()) : -1.0;
   return s;
 }
 
@@ -457,6 +547,7 @@ DecodeCounts DecodeLoader::decode_counts() const {
   for (int i = 0; i < ring_->size(); ++i) resolve_timings(ring_->slot_at(i));
   DecodeCounts c = counts_;
   c.skipped = folder_->skipped_count();
+  c.hybrid_share = hybrid_share_locked();
   return c;
 }
 

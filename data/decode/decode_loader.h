@@ -13,6 +13,10 @@
 //    stb_image does (CMYK, PNG, BMP), or refuses, is decoded on the CPU and copied; each route is counted.
 //  - cpu decode: the workers decode (libjpeg-turbo at reduced DCT scale where the crop is much larger than
 //    the output, or stb_image) into the slot's pinned pool, copied to the device arena by its lane.
+//  - hybrid (--decode auto on a CUDA device): per batch a share of the JPEGs nvJPEG could take is decoded
+//    as cpu decode does, the rest as gpu decode does, in one batch; the share follows what the workers
+//    sustain without making the step wait (data/decode/hybrid_route.h), updated by next() in O(1).
+//    With `deterministic` auto takes one fixed route instead (the decoders differ in the last levels).
 // next() then makes the compute stream wait for the batch's event (never the host) and runs ONE kernel
 // (data/decode/crop_cuda.h): random resized crop + flip (training) or resize + centre crop (evaluation),
 // bilinear, normalise, cast to input_dtype, channels-last; it overlaps the lanes decoding the next batches.
@@ -47,6 +51,8 @@ namespace liftoff {
 namespace cuda {
 struct JpegDecodeJob;
 }
+class HybridRouteBudget;
+class HybridShareController;
 
 struct DecodeLoaderOptions {
   int64_t batch = 64;
@@ -68,6 +74,11 @@ struct DecodeLoaderOptions {
   NvjpegBackend nvjpeg_backend = NvjpegBackend::auto_;
   CpuJpegDecoder cpu_decoder = CpuJpegDecoder::auto_;
   bool dct_scaling = true;  // cpu decode: decode JPEGs at reduced scale when the crop allows it
+  // hybrid: a fixed CPU share in [0, 1] of the JPEGs nvJPEG could decode; < 0: adaptive.
+  double cpu_share = -1.0;
+  // Reproducible pixels: auto takes one fixed route instead of the hybrid: the CPU with 2 or more workers
+  // (libjpeg-turbo gives the same pixels on every machine), else nvJPEG (--deterministic).
+  bool deterministic = false;
   bool train = true;        // random resized crop + flip; false: resize + centre crop
   ResizedCropConfig crop;
   int64_t channels = 3;             // output channels: 3 (RGB) or 1 (luma)
@@ -91,6 +102,15 @@ struct DecodeCounts {
   int64_t skipped = 0;        // distinct bad files left out
   double decode_ms = 0.0;     // decode-stream time (copies + nvJPEG) of the batches timed so far
   int64_t decode_timed = 0;
+  // hybrid: files nvJPEG could decode (the share's base), those of them the share gave the CPU (also in
+  // `cpu`), and the share at the end (< 0: not a hybrid loader).
+  int64_t hybrid_routable = 0;
+  int64_t hybrid_cpu = 0;
+  double hybrid_share = -1.0;
+  double hybrid_mean_share() const {
+    return hybrid_routable > 0 ? static_cast<double>(hybrid_cpu) / static_cast<double>(hybrid_routable)
+                               : -1.0;
+  }
 };
 
 class DecodeLoader : public BatchSource {
@@ -129,7 +149,12 @@ class DecodeLoader : public BatchSource {
   void open_batch(Slot& slot);
   void fill_item(Slot& slot, int64_t position);
   void finish_batch(Slot& slot);
-  bool read_item(int64_t index, int64_t epoch, Item& item);
+  bool read_item(int64_t index, int64_t epoch, Item& item, HybridRouteBudget* budget);
+  void resolve_mode();
+  std::string cpu_description() const;
+  void begin_hybrid_batch(Slot& slot);             // under the ring's lock, when a batch is claimed
+  void feed_hybrid(Slot& slot, int64_t asked_ns);  // under the ring's lock, when next() hands it out
+  double hybrid_share_locked() const;              // the current CPU share; < 0: not a hybrid
   void finish_cpu_batch(Slot& slot);
   void lane_loop(int lane);
   void decode_on_device(Slot& slot, Lane& lane);
@@ -146,6 +171,7 @@ class DecodeLoader : public BatchSource {
   DecodeMode mode_ = DecodeMode::cpu;
   CpuJpegDecoder cpu_decoder_ = CpuJpegDecoder::stb;
   std::string description_;
+  std::string mode_note_;  // why auto took a fixed route (deterministic)
   int64_t shard_size_ = 0;
   std::vector<float> mean_, stddev_;
 
@@ -158,6 +184,10 @@ class DecodeLoader : public BatchSource {
 
   mutable LoaderStats stats_;
   mutable DecodeCounts counts_;
+  // hybrid (under the ring's lock): the share's controller, what the routes saw so far, the last hand-out.
+  std::unique_ptr<HybridShareController> hybrid_;
+  int64_t routable_seen_ = 0, expensive_seen_ = 0;
+  int64_t last_handout_ns_ = -1;  // steady clock, this epoch; < 0: none yet
   std::unique_ptr<std::atomic<int64_t>[]> worker_busy_ns_;
 };
 

@@ -45,17 +45,17 @@ void DecodeLoader::init_device() {
   const int device = o.device.index;
   cuda::DeviceGuard guard(device);
   std::vector<std::unique_ptr<cuda::NvjpegDecoder>> decoders;
-  if (mode_ == DecodeMode::gpu) {
+  if (mode_ != DecodeMode::cpu) {
     cuda::NvjpegOptions nv;
     nv.hardware_batch = o.hardware_batch;
     nv.hardware_share = o.hardware_share;
     try {
       for (int l = 0; l < o.decode_lanes; ++l)
         decoders.push_back(std::make_unique<cuda::NvjpegDecoder>(device, o.nvjpeg_backend, nv));
-      description_ = str_cat("gpu: ", decoders[0]->describe(), "; ", o.decode_lanes, " decode lane",
+      description_ = str_cat(decoders[0]->describe(), "; ", o.decode_lanes, " decode lane",
                              o.decode_lanes > 1 ? "s" : "");
     } catch (const BackendError& e) {
-      if (o.decode == DecodeMode::gpu) throw;
+      if (o.decode != DecodeMode::auto_) throw;
       mode_ = DecodeMode::cpu;  // auto: the CPU decodes, and the header says why
       description_ = str_cat(" (auto: nvJPEG unavailable: ", e.what(), ")");
       decoders.clear();
@@ -76,6 +76,8 @@ void DecodeLoader::init_device() {
     slot.crop_start = std::make_unique<cuda::Event>(true);
     slot.crop_end = std::make_unique<cuda::Event>(true);
     slot.consumed = std::make_unique<cuda::Event>(false);
+    slot.wait_start = std::make_unique<cuda::Event>(true);
+    slot.wait_end = std::make_unique<cuda::Event>(true);
   }
 }
 
@@ -267,6 +269,11 @@ void DecodeLoader::resolve_timings(Slot& slot) const {
     ++counts_.decode_timed;
     slot.decode_timing = false;
   }
+  if (slot.wait_timing && slot.wait_end->query()) {
+    stats_.device_wait_ms += cuda::Event::elapsed_ms(*slot.wait_start, *slot.wait_end);
+    ++stats_.device_wait_timed;
+    slot.wait_timing = false;
+  }
   if (slot.crop_timing && slot.crop_end->query()) {
     stats_.augment_ms += cuda::Event::elapsed_ms(*slot.crop_start, *slot.crop_end);
     ++stats_.augment_timed;
@@ -282,9 +289,13 @@ void DecodeLoader::hand_out_cuda(Slot& slot, Batch& out) {
   {
     std::lock_guard<std::mutex> lock(ring_->mutex());
     resolve_timings(slot);  // the events are about to be recorded again; an unfinished timing is dropped
-    slot.crop_timing = false;
+    slot.crop_timing = slot.wait_timing = false;
   }
+  // The device-side input wait: what the compute stream spends between these two events is time the
+  // batch's decode (lane stream) held the device back.
+  slot.wait_start->record(compute);
   slot.decoded->wait(compute);
+  slot.wait_end->record(compute);
   const auto* meta = static_cast<const uint8_t*>(slot.device_meta.get());
   Tensor labels = Tensor::empty({n}, DType::i64, device);
   LIFTOFF_CUDA_CHECK(cudaMemcpyAsync(labels.raw_data(), meta, static_cast<size_t>(n) * sizeof(int64_t),
@@ -312,7 +323,7 @@ void DecodeLoader::hand_out_cuda(Slot& slot, Batch& out) {
   slot.consumed->record(compute);
   {
     std::lock_guard<std::mutex> lock(ring_->mutex());
-    slot.crop_timing = true;
+    slot.crop_timing = slot.wait_timing = true;
   }
   out.images_u8 = Tensor();
   out.input = input;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "data/decode/decode_loader.h"
+#include "data/decode/hybrid_route.h"
 #if LIFTOFF_WITH_CUDA
 #include "data/decode/nvjpeg_decoder.h"
 #include "runtime/cuda/caching_allocator.h"
@@ -62,6 +63,9 @@ struct DecodeLoader::Item {
   bool kept = false;  // read and checked (false: skipped or failed)
   bool gpu = false;   // nvJPEG decodes it from the staged file bytes
   bool hardware = false;
+  GpuRoute route = GpuRoute::cpu;  // where the GPU path would send it
+  bool by_share = false;           // hybrid: nvJPEG could decode it, the CPU share took it
+  int64_t read_ns = 0;             // worker time reading, checking, decoding (cpu) and staging it
   const uint8_t* data = nullptr;  // its staged file bytes (gpu) or decoded pixels (host)
   size_t at = 0, size = 0;        // its region in the bytes (gpu) or pixels (host) layout
   CropDesc desc;                  // offset: set when the batch's device layout is known
@@ -76,6 +80,12 @@ struct DecodeLoader::Slot : RingSlot {
   // previous batch of this slot). Dropped (old generation) only when no worker holds a position.
   int64_t next_position = 0, done = 0, busy = 0;
   bool open = false;
+  // hybrid: the batch's CPU share and expected share of GPU-hybrid files (set at the claim), its route
+  // split, and what the workers measured (summed by the last worker).
+  double cpu_share = 0.0, expensive_fraction = 0.0;
+  HybridRouteBudget route_budget;
+  HybridBatchSample sample;
+  int64_t filled_ns = 0;  // steady clock: when the workers finished it
   decode_detail::StagingPool bytes, pixels;
   Tensor input, labels;  // CPU target: the finished batch
 #if LIFTOFF_WITH_CUDA
@@ -84,8 +94,10 @@ struct DecodeLoader::Slot : RingSlot {
   std::shared_ptr<void> arena, device_meta;  // device, ordered on the slot's lane stream
   size_t arena_capacity = 0, device_meta_capacity = 0;
   bool device_busy = false;  // queued device work may still read the staging: wait for `decoded` first
-  bool decode_timing = false, crop_timing = false;
+  bool decode_timing = false, crop_timing = false, wait_timing = false;
   std::unique_ptr<cuda::Event> decode_start, decoded, crop_start, crop_end, consumed;
+  // On the compute stream around its wait for `decoded`: how long the device waited for this batch.
+  std::unique_ptr<cuda::Event> wait_start, wait_end;
 #endif
 };
 

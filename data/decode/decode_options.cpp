@@ -19,6 +19,8 @@ const char* decode_mode_name(DecodeMode mode) {
       return "gpu";
     case DecodeMode::cpu:
       return "cpu";
+    case DecodeMode::hybrid:
+      return "hybrid";
   }
   return "?";
 }

@@ -5,9 +5,11 @@
 namespace liftoff {
 
 // Where images are decoded. gpu: nvJPEG on the training device (JPEGs it decodes; the rest on the CPU
-// workers, counted); cpu: the CPU workers (libjpeg-turbo or stb_image). auto_: gpu on a CUDA device when
-// nvJPEG loads, cpu otherwise.
-enum class DecodeMode { auto_, gpu, cpu };
+// workers, counted); cpu: the CPU workers (libjpeg-turbo or stb_image). auto_: hybrid on a CUDA device when
+// nvJPEG loads, cpu otherwise. hybrid (what auto_ resolves to, not a flag value): per batch a share of the
+// JPEGs on the CPU workers, the rest on nvJPEG, the share adapted to what the workers sustain
+// (data/decode/hybrid_route.h).
+enum class DecodeMode { auto_, gpu, cpu, hybrid };
 // Parses "auto", "gpu", "cpu" (--decode); throws ValueError otherwise.
 DecodeMode parse_decode_mode(const std::string& text);
 const char* decode_mode_name(DecodeMode mode);

@@ -98,6 +98,7 @@ double loader_figures(const LoaderReport& loader, RunReport& r) {
     copy.host_share = wall > 0 ? copy.host_ms / wall : 0.0;
   }
   fill(Stage::augment, loader.augment_ms_per_batch);
+  fill(Stage::data_wait, loader.device_wait_ms_per_batch);  // the compute stream waiting for GPU decode
   if (loader.augment_ms_per_batch && batches_per_step > 0)
     return *loader.augment_ms_per_batch * batches_per_step;
   return 0.0;
@@ -185,6 +186,12 @@ LoaderReport loader_report(const LoaderStats& s, double steps_wall_s) {
   if (s.batches > 0 && s.h2d_bytes > 0)
     l.h2d_issue_ms_per_batch = 1e3 * s.h2d_issue_seconds / static_cast<double>(s.batches);
   if (s.augment_timed > 0) l.augment_ms_per_batch = s.augment_ms / static_cast<double>(s.augment_timed);
+  if (s.device_wait_timed > 0)
+    l.device_wait_ms_per_batch = s.device_wait_ms / static_cast<double>(s.device_wait_timed);
+  if (s.hybrid_cpu_share_final >= 0) {
+    l.hybrid_cpu_share_final = s.hybrid_cpu_share_final;
+    l.hybrid_cpu_share_mean = std::max(0.0, s.hybrid_cpu_share_mean);
+  }
   return l;
 }
 

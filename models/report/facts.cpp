@@ -53,6 +53,11 @@ void busy_facts(const RunReport& r, const VerdictThresholds& th, VerdictFacts& f
 void share_facts(const RunReport& r, VerdictFacts& f) {
   const double wall = f.wall_ms;
   f.wait_ms = host(r, Stage::data_wait);
+  // GPU decode: the host hands the batch out at once and the compute stream waits for its decode event; a
+  // wait there is the device idling for input, whatever the host's lead.
+  const std::optional<double> device_wait = device(r, Stage::data_wait);
+  f.device_wait = device_wait && *device_wait > f.wait_ms;
+  if (f.device_wait) f.wait_ms = *device_wait;
   f.wait_share = f.wait_ms / wall;
   const double h2d_host_ms = host(r, Stage::h2d);
   const std::optional<double> h2d_device = device(r, Stage::h2d);

@@ -28,8 +28,11 @@ struct VerdictFacts {
   std::optional<double> busy;
   std::string busy_text;  // how it was measured; "" on a CPU run without a figure
 
-  double wait_ms = 0.0;  // data_wait host time per step
+  // data_wait per step: the training thread's wait, or the compute stream's wait for the batch's GPU
+  // decode (the loader's events) when longer (device_wait).
+  double wait_ms = 0.0;
   double wait_share = 0.0;
+  bool device_wait = false;
 
   // H2D copies: the copy stream's time, or the training thread's when longer (issuing from pageable memory,
   // the thread itself copies through the driver's staging buffer).

@@ -160,6 +160,17 @@ void describe_loader(Io& io, L& l) {
                   [&](auto& later) { later("h2d_issue_ms_per_batch", l.h2d_issue_ms_per_batch); });
   io("h2d_gb_per_s", l.h2d_gb_per_s);
   io("augment_ms_per_batch", l.augment_ms_per_batch);
+  io.when_present(
+      "device_wait_ms_per_batch",  // decode loaders on CUDA (absent otherwise and in older reports)
+      [&](auto& later) { later("device_wait_ms_per_batch", l.device_wait_ms_per_batch); },
+      l.device_wait_ms_per_batch.has_value());
+  io.when_present(  // the CPU + GPU decode hybrid only
+      "hybrid_cpu_share_mean",
+      [&](auto& later) {
+        later("hybrid_cpu_share_mean", l.hybrid_cpu_share_mean);
+        later("hybrid_cpu_share_final", l.hybrid_cpu_share_final);
+      },
+      l.hybrid_cpu_share_mean.has_value());
   io("skipped_samples", l.skipped_samples);
   io.when_present(  // image folders only (issue 27)
       "files_total",

@@ -27,7 +27,9 @@ ShareRule largest_share(const VerdictFacts& f, const VerdictThresholds& th) {
   // R1: H2D copies take a large share of the step and the GPU is not kept busy meanwhile.
   const bool copy = f.has_h2d && f.h2d_share >= th.copy_share && (!f.busy || *f.busy < th.gpu_idle_for_copy);
   // R2: the training thread waits for data, and the device is not what holds it back.
-  const bool input = f.wait_share >= th.input_share && !f.back_pressure && !f.latency_bound;
+  // A device-side wait (the compute stream waiting for GPU decode) is not back-pressure.
+  const bool input =
+      f.wait_share >= th.input_share && (f.device_wait || (!f.back_pressure && !f.latency_bound));
   // R3: all-reduce time not hidden behind backward.
   const bool comm = f.has_comm && f.comm_share >= th.comm_share;
   double best = -1.0;
@@ -137,6 +139,10 @@ std::string input_suggestion(const RunReport& r, const VerdictFacts& f, const Ve
   const int cores = c.host_cores;
   if (c.workers <= 0)
     return "--workers " + std::to_string(std::max(2, std::min(8, cores > 1 ? cores - 1 : 2)));
+  if (f.device_wait && c.decode == "gpu") {
+    evidence += "; nvJPEG decodes on the training GPU";
+    return "--decode auto";  // the CPU + GPU hybrid: the workers take what they can
+  }
   if (f.cuda && c.augment == "cpu" && r.loader.cpu_augment_share &&
       *r.loader.cpu_augment_share >= th.cpu_augment_share) {
     evidence += "; CPU augmentation is " + pct(*r.loader.cpu_augment_share) + " of the workers' time";
@@ -149,9 +155,11 @@ std::string input_suggestion(const RunReport& r, const VerdictFacts& f, const Ve
 
 std::optional<Verdict> input_bound(const RunReport& r, const VerdictFacts& f, const VerdictThresholds& th) {
   if (largest_share(f, th) != ShareRule::input) return std::nullopt;
-  std::string e = "the step waited " + pct(f.wait_share) + " of its time for data (" +
-                  fmt("%.2f", f.wait_ms) + " of " + fmt("%.2f", f.wall_ms) + " ms/step) while " +
-                  f.workers_text;
+  std::string e =
+      "the step waited " + pct(f.wait_share) + " of its time for data (" + fmt("%.2f", f.wait_ms) + " of " +
+      fmt("%.2f", f.wall_ms) + " ms/step" +
+      (f.device_wait ? ", on the device: the compute stream waited for the batches' GPU decode" : "") +
+      ") while " + f.workers_text;
   if (!f.busy_text.empty()) e += "; " + f.busy_text;
   const std::string suggestion = input_suggestion(r, f, th, e);
   return verdict("input-bound", e, suggestion);

@@ -36,7 +36,8 @@ struct RunConfig {
   int world_size = 1;           // DDP processes
   bool cuda_available = false;  // a usable CUDA device exists (for suggestions on CPU runs)
   std::string activation_layout;  // what the runtime chose for 4-D activations: channels_last | contiguous
-  std::string decode;  // who decodes image files: gpu (nvJPEG) | cpu (the loader workers) | "" (no files)
+  std::string
+      decode;  // who decodes image files: gpu (nvJPEG) | cpu (the loader workers) | hybrid (both) | ""
   bool jpeg = false;   // the training files are JPEGs (GPU decoding applies)
   // FLOPs of one image's forward, counted on the run's first micro-batch (0: not counted); with the run's
   // images/s and the device's peak this gives the achieved TFLOP/s and the MFU (runtime/profile/flops.h).
@@ -71,6 +72,11 @@ struct LoaderReport {
   std::optional<double> h2d_issue_ms_per_batch;
   std::optional<double> h2d_gb_per_s;
   std::optional<double> augment_ms_per_batch;  // compute-stream time of the augmentation kernel (events)
+  // Compute-stream time waiting for the batch's GPU decode (events around the wait): the device's data wait.
+  std::optional<double> device_wait_ms_per_batch;
+  // --decode auto on CUDA (the CPU + GPU hybrid): the share of the JPEGs nvJPEG could decode that the CPU
+  // decoded, over the run and at the end.
+  std::optional<double> hybrid_cpu_share_mean, hybrid_cpu_share_final;
   int64_t skipped_samples = 0;
   // --on-bad-sample skip on image folders (train and test): every file left out with its reason, and the
   // files the folders hold (0: not an image folder run).

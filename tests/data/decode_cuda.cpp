@@ -394,6 +394,103 @@ TEST_F(DecodeLoaderCuda, HalfInputIsChannelsLast) {
   const LoaderStats stats = loader.stats();
   EXPECT_EQ(stats.images, 7);
 }
+
+// The images of a run's batches, sorted: each of the folder's files exactly once per epoch.
+std::vector<int64_t> sorted_indices(const std::vector<Batch>& batches) {
+  std::vector<int64_t> all;
+  for (const Batch& b : batches) all.insert(all.end(), b.indices.begin(), b.indices.end());
+  std::sort(all.begin(), all.end());
+  return all;
+}
+
+// The hybrid (--decode auto on CUDA) at a fixed half share, the whole folder in one batch: the batch mixes
+// CPU- and nvJPEG-decoded files, every image comes once with its label, within the decoders' tolerance of
+// --decode cpu, and the routes add up (4 of the 5 nvJPEG-decodable files on the CPU each epoch).
+TEST_F(DecodeLoaderCuda, HybridBatchMixesRoutesAndDeliversEveryImageOnce) {
+  LIFTOFF_REQUIRE_NVJPEG();
+  const auto folder = make_folder();
+  DecodeLoaderOptions o = options(DecodeMode::auto_, Device::cuda(0));
+  o.batch = 7;
+  o.cpu_share = 0.5;
+  DecodeLoader hybrid(folder, o);
+  std::printf("decode: %s\n", hybrid.describe().c_str());
+  ASSERT_EQ(hybrid.decode_mode(), DecodeMode::hybrid);
+  EXPECT_NE(hybrid.describe().find("hybrid CPU"), std::string::npos) << hybrid.describe();
+  o.decode = DecodeMode::cpu;
+  DecodeLoader cpu(folder, o);
+  for (int e = 0; e < 2; ++e) {
+    const std::vector<Batch> h = epoch(hybrid, e), c = epoch(cpu, e);
+    ASSERT_EQ(h.size(), c.size());
+    EXPECT_EQ(sorted_indices(h), (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6}));
+    for (size_t k = 0; k < h.size(); ++k) {
+      ASSERT_EQ(h[k].indices, c[k].indices);
+      EXPECT_EQ(h[k].labels.to(Device::cpu()).to_vector<int64_t>(),
+                c[k].labels.to(Device::cpu()).to_vector<int64_t>());
+      expect_close(h[k].input, c[k].input, 0.0, 24.0 / (255.0 * 0.224),
+                   str_cat("epoch ", e, " batch ", k, " (hybrid vs CPU decode)"));
+    }
+  }
+  const DecodeCounts counts = hybrid.decode_counts();
+  EXPECT_EQ(counts.hybrid_routable, 10);
+  EXPECT_EQ(counts.hybrid_cpu, 8);
+  EXPECT_EQ(counts.cpu, 12);  // and the PNG and CMYK files
+  EXPECT_EQ(counts.hardware + counts.gpu_hybrid + counts.cpu_fallback, 2);
+  EXPECT_DOUBLE_EQ(counts.hybrid_share, 0.5);
+  EXPECT_DOUBLE_EQ(hybrid.stats().hybrid_cpu_share_mean, 0.8);
+}
+
+// The extremes of the share are the fixed routes, bit for bit: 1 is --decode cpu, 0 is --decode gpu.
+TEST_F(DecodeLoaderCuda, HybridExtremesAreTheFixedRoutes) {
+  LIFTOFF_REQUIRE_NVJPEG();
+  const auto folder = make_folder();
+  for (const double share : {0.0, 1.0}) {
+    DecodeLoaderOptions o = options(DecodeMode::auto_, Device::cuda(0));
+    o.cpu_share = share;
+    DecodeLoader hybrid(folder, o);
+    DecodeLoader fixed(folder, options(share > 0 ? DecodeMode::cpu : DecodeMode::gpu, Device::cuda(0)));
+    for (int e = 0; e < 2; ++e) {
+      const std::vector<Batch> h = epoch(hybrid, e), f = epoch(fixed, e);
+      ASSERT_EQ(h.size(), f.size());
+      for (size_t k = 0; k < h.size(); ++k) {
+        ASSERT_EQ(h[k].indices, f[k].indices);
+        expect_close(h[k].input, f[k].input, 0.0, 0.0, str_cat("share ", share, " epoch ", e, " batch ", k));
+      }
+    }
+  }
+}
+
+// The adaptive share over several epochs: every image once per epoch, the share reported, the compute
+// stream's waits for the decode timed; --deterministic takes the CPU route and gives its pixels exactly.
+TEST_F(DecodeLoaderCuda, AdaptiveHybridAndDeterministicAuto) {
+  LIFTOFF_REQUIRE_NVJPEG();
+  const auto folder = make_folder();
+  DecodeLoaderOptions o = options(DecodeMode::auto_, Device::cuda(0));
+  o.batch = 2;
+  DecodeLoader hybrid(folder, o);
+  for (int e = 0; e < 4; ++e)
+    EXPECT_EQ(sorted_indices(epoch(hybrid, e)), (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6})) << "epoch " << e;
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const DecodeCounts counts = hybrid.decode_counts();
+  const LoaderStats stats = hybrid.stats();
+  EXPECT_GE(counts.hybrid_share, 0.0);
+  EXPECT_LE(counts.hybrid_share, 1.0);
+  EXPECT_DOUBLE_EQ(stats.hybrid_cpu_share_final, counts.hybrid_share);
+  EXPECT_EQ(counts.hybrid_routable, 20);
+  EXPECT_EQ(counts.cpu + counts.hardware + counts.gpu_hybrid + counts.cpu_fallback, 28);
+  EXPECT_GT(stats.device_wait_timed, 0);
+  EXPECT_GE(stats.device_wait_ms, 0.0);
+
+  o.deterministic = true;
+  DecodeLoader deterministic(folder, o);
+  EXPECT_EQ(deterministic.decode_mode(), DecodeMode::cpu);
+  EXPECT_NE(deterministic.describe().find("deterministic"), std::string::npos) << deterministic.describe();
+  o.decode = DecodeMode::cpu;
+  o.deterministic = false;
+  DecodeLoader cpu(folder, o);
+  const std::vector<Batch> d = epoch(deterministic, 0), c = epoch(cpu, 0);
+  ASSERT_EQ(d.size(), c.size());
+  for (size_t k = 0; k < d.size(); ++k) expect_close(d[k].input, c[k].input, 0.0, 0.0, str_cat("batch ", k));
+}
 #endif
 
 }  // namespace

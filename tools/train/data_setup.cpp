@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 
 #include <nlohmann/json.hpp>
 
@@ -76,6 +77,13 @@ bool mostly_jpeg(const ImageFolder& folder) {
   return n > 0 && 2 * jpegs > n;
 }
 
+// "0.87" (a share of the files).
+std::string fmt_share(double share) {
+  char text[16];
+  std::snprintf(text, sizeof text, "%.2f", std::max(0.0, share));
+  return text;
+}
+
 // Hands a loader to TrainData with its counters and description.
 template <class Loader>
 void set_train_loader(TrainData& data, std::unique_ptr<Loader> train, std::unique_ptr<Loader> test) {
@@ -96,6 +104,7 @@ void make_decode_loaders(const Flags& f, const LoaderOptions& base, TrainData& d
   o.decode = parse_decode_mode(f.decode);
   o.nvjpeg_backend = parse_nvjpeg_backend(f.nvjpeg_backend);
   o.cpu_decoder = parse_cpu_jpeg_decoder(f.cpu_decoder);
+  o.deterministic = f.deterministic;  // auto: one fixed route instead of the adaptive hybrid
   o.crop.out_height = o.crop.out_width = f.image_size > 0 ? f.image_size : 224;
   o.channels = data.train_folder->channels();
   o.mean = data.train_folder->mean();
@@ -130,8 +139,13 @@ void make_decode_loaders(const Flags& f, const LoaderOptions& base, TrainData& d
     const DecodeCounts c = loader->decode_counts();
     return str_cat(
         "decode: ", c.hardware, " nvJPEG primary engine, ", c.gpu_hybrid, " GPU-hybrid, ", c.cpu,
-        " CPU (PNG/CMYK/--decode cpu), ", c.cpu_fallback, " CPU after nvJPEG refused them, ", c.batch_retries,
-        " batches retried one by one, ", c.skipped, " bad files skipped",
+        " CPU (PNG/CMYK, --decode cpu, the hybrid share), ", c.cpu_fallback,
+        " CPU after nvJPEG refused them, ", c.batch_retries, " batches retried one by one, ", c.skipped,
+        " bad files skipped",
+        c.hybrid_share >= 0 ? str_cat("; hybrid CPU share ", fmt_share(c.hybrid_mean_share()), " mean (",
+                                      c.hybrid_cpu, " of ", c.hybrid_routable, " nvJPEG-decodable files), ",
+                                      fmt_share(c.hybrid_share), " at the end")
+                            : std::string(),
         c.decode_timed > 0
             ? str_cat("; decode stream ", c.decode_ms / static_cast<double>(c.decode_timed), " ms per batch")
             : std::string());

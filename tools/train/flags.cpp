@@ -184,8 +184,9 @@ void add_flags(CLI::App& app, Flags& f) {
          "--data folder: auto | gpu | cpu | off. gpu: batched nvJPEG into device memory (hardware JPEG "
          "decoder where present); cpu: the workers (libjpeg-turbo / stb_image); both then run "
          "ImageNet-style augmentation (random resized crop, flip; eval: resize + centre crop) in one "
-         "kernel. auto: gpu on CUDA when nvJPEG loads, else cpu. off: every image resized to "
-         "--image-size, then --augment's pad-crop")
+         "kernel. auto: on CUDA with nvJPEG a hybrid: per batch the CPU workers take the share they sustain "
+         "without making the step wait, nvJPEG the rest (with --deterministic one fixed route: cpu, or gpu "
+         "with 1 worker); else cpu. off: every image resized to --image-size, then --augment's pad-crop")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "gpu", "cpu", "off"}))
       ->group(g_data);

@@ -1,0 +1,102 @@
+#include "data/decode/hybrid_route.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/error.h"
+
+namespace liftoff {
+
+namespace {
+
+double smooth(double old_value, double sample, double weight) {
+  return old_value < 0 ? sample : old_value + weight * (sample - old_value);
+}
+
+}  // namespace
+
+HybridShareController::HybridShareController(HybridShareConfig config)
+    : config_(config),
+      share_(std::clamp(config.initial_share, 0.0, 1.0)),
+      target_(share_),
+      load_(config.target_load) {
+  LIFTOFF_CHECK(config.workers >= 1 && config.target_load > 0 && config.min_load > 0 &&
+                    config.min_load <= config.target_load && config.smoothing > 0 && config.smoothing <= 1 &&
+                    config.dead_band >= 0 && config.max_step > 0,
+                ValueError, "HybridShareController: bad configuration (workers ", config.workers, ", load ",
+                config.target_load, ", min load ", config.min_load, ")");
+}
+
+double HybridShareController::solve() const {
+  // Unknown costs or rate: keep the share (nothing says otherwise yet).
+  if (cpu_cost_ < 0 || rate_ <= 0) return share_;
+  const double gpu_cost = gpu_cost_ < 0 ? 0.0 : gpu_cost_;
+  const double routable = 1.0 - forced_fraction_;
+  if (routable <= 0) return share_;
+  // Worker seconds per second available for the routable files, per routable image.
+  const double budget = (load_ * config_.workers / rate_ - forced_fraction_ * cpu_cost_) / routable;
+  const double extra = cpu_cost_ - gpu_cost;  // what moving one image to the CPU adds
+  if (extra <= 0) return 1.0;
+  return std::clamp((budget - gpu_cost) / extra, 0.0, 1.0);
+}
+
+void HybridShareController::update(const HybridBatchSample& s) {
+  if (++seen_ <= config_.warmup_batches) return;
+  const double w = config_.smoothing;
+  const int64_t images = s.cpu_images + s.gpu_images;
+  if (s.cpu_images > 0) cpu_cost_ = smooth(cpu_cost_, s.cpu_seconds / s.cpu_images, w);
+  if (s.gpu_images > 0) gpu_cost_ = smooth(gpu_cost_, s.gpu_seconds / s.gpu_images, w);
+  if (images > 0) {
+    forced_fraction_ += w * (static_cast<double>(s.forced_cpu) / images - forced_fraction_);
+    if (s.interval_seconds > 0) rate_ = smooth(rate_, images / s.interval_seconds, w);
+  }
+  ++updates_;
+  if (s.waited_for_workers) {
+    // The workers were late: trust them less, and step down now rather than after the smoothing.
+    load_ = std::max(config_.min_load, load_ * 0.9);
+    target_ = solve();
+    share_ = std::max(0.0, share_ - config_.max_step);
+    return;
+  }
+  load_ = std::min(config_.target_load, load_ * 1.01);
+  target_ = solve();
+  const double gap = target_ - share_;
+  // Hysteresis: small gaps leave the share, except to reach an extreme (pure CPU or pure GPU) exactly.
+  const bool extreme = target_ <= 0.0 || target_ >= 1.0;
+  if (std::abs(gap) <= config_.dead_band && !extreme) return;
+  share_ = std::clamp(share_ + std::clamp(gap, -config_.max_step, config_.max_step), 0.0, 1.0);
+}
+
+void HybridRouteBudget::reset(int64_t n, double share, double expensive_fraction) {
+  quota_ = static_cast<int64_t>(std::llround(std::clamp(share, 0.0, 1.0) * static_cast<double>(n)));
+  const int64_t reserved = std::min<int64_t>(
+      quota_, std::llround(std::clamp(expensive_fraction, 0.0, 1.0) * static_cast<double>(n)));
+  cheap_quota_ = quota_ - reserved;
+  taken_.store(0);
+  cheap_taken_.store(0);
+}
+
+bool HybridRouteBudget::take(std::atomic<int64_t>& counter, int64_t limit) {
+  int64_t now = counter.load();
+  while (now < limit) {
+    if (counter.compare_exchange_weak(now, now + 1)) return true;
+  }
+  return false;
+}
+
+bool HybridRouteBudget::take_cpu(GpuRoute route) {
+  switch (route) {
+    case GpuRoute::cpu:
+      return true;
+    case GpuRoute::nvjpeg:
+      return take(taken_, quota_);
+    case GpuRoute::hardware:
+      if (!take(cheap_taken_, cheap_quota_)) return false;
+      if (take(taken_, quota_)) return true;
+      cheap_taken_.fetch_sub(1);
+      return false;
+  }
+  return false;
+}
+
+}  // namespace liftoff

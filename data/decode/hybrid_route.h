@@ -1,0 +1,89 @@
+// The CPU + GPU hybrid of DecodeLoader (--decode auto on a CUDA device): per batch, a share of the JPEGs
+// nvJPEG could decode goes to the CPU workers (libjpeg-turbo into the pinned pixel pool) and the rest to
+// nvJPEG. CPU decoding costs the training GPU nothing, GPU decoding shares the GPU with the model (measured
+// on the H200 with ResNet-50: 6,415 images/s decoding on the CPU, 5,604 on the GPU), so the CPU takes as
+// much as the workers can decode without making the step wait, and the GPU the rest.
+//
+// HybridShareController decides the share from measured numbers, fed once per batch by next():
+//  - the workers' seconds per image: reading and decoding a file on the CPU (c_cpu), reading and staging
+//    one for nvJPEG (c_gpu);
+//  - the rate next() hands out images (r, images/s, smoothed);
+//  - whether next() waited for the workers (they finished the batch after next() asked for it).
+// The workers keep up while r * (forced * c_cpu + routable * (s * c_cpu + (1 - s) * c_gpu)) <= load * W
+// (W workers, `load` below 1 for headroom); the target share s is the largest that holds, clamped to [0, 1].
+// A wait for the workers lowers `load` (the model overestimated them: other threads share the cores) and
+// takes a step down at once; `load` recovers slowly. Stability: smoothed inputs, a dead band around the
+// current share (hysteresis) and a bounded step per batch; the extremes are reached exactly. O(1) per batch.
+//
+// HybridRouteBudget splits one batch: of round(share * n) CPU places, the JPEGs expensive on the GPU
+// (GpuRoute::nvjpeg: progressive and other GPU-hybrid files) are served first, the hardware-engine ones get
+// the places not reserved for the expensive files expected in the batch, in the order they are read
+// (positions, as the workers take them in order).
+#pragma once
+#include <atomic>
+#include <cstdint>
+
+#include "data/decode/image_decode.h"
+
+namespace liftoff {
+
+struct HybridShareConfig {
+  double initial_share = 0.5;  // before anything was measured: both routes get measured
+  int workers = 1;
+  double target_load = 0.8;  // the workers' busy share the controller aims at
+  double min_load = 0.3;     // lowest `load` after repeated waits for the workers
+  double smoothing = 0.25;   // weight of a new batch in the smoothed costs and rate
+  double dead_band = 0.05;   // a target this close to the share leaves the share as it is
+  double max_step = 0.1;     // largest change of the share per batch
+  int warmup_batches = 2;    // the first batches (start-up: empty ring, cold caches) are not measured
+};
+
+// One batch's measurements (what the workers spent on it, and how next() received it).
+struct HybridBatchSample {
+  int64_t cpu_images = 0;         // decoded by the workers (the share's and those only the CPU decodes)
+  double cpu_seconds = 0.0;       // worker seconds reading + decoding them
+  int64_t gpu_images = 0;         // staged for nvJPEG
+  double gpu_seconds = 0.0;       // worker seconds reading + checking + staging them
+  int64_t forced_cpu = 0;         // of cpu_images: files only the CPU decodes (PNG, CMYK), not the share's
+  double interval_seconds = 0.0;  // since next() handed out the previous batch
+  bool waited_for_workers = false;
+};
+
+class HybridShareController {
+ public:
+  explicit HybridShareController(HybridShareConfig config = {});
+  // The CPU share of the next batches, in [0, 1].
+  double share() const { return share_; }
+  // The share the last update aimed at (before the dead band and step bound).
+  double target() const { return target_; }
+  double load() const { return load_; }
+  int64_t updates() const { return updates_; }
+  void update(const HybridBatchSample& sample);
+
+ private:
+  double solve() const;  // the largest share the workers sustain at `load_`
+
+  HybridShareConfig config_;
+  double share_, target_, load_;
+  double cpu_cost_ = -1.0, gpu_cost_ = -1.0;  // smoothed seconds per image; < 0: not measured yet
+  double forced_fraction_ = 0.0;
+  double rate_ = -1.0;  // smoothed images per second
+  int64_t seen_ = 0, updates_ = 0;
+};
+
+class HybridRouteBudget {
+ public:
+  // For a batch of n files at `share`, expecting expensive_fraction of them on nvJPEG's GPU-hybrid engine.
+  void reset(int64_t n, double share, double expensive_fraction);
+  // Whether the file goes to the CPU (GpuRoute::cpu always; not counted). Thread-safe.
+  bool take_cpu(GpuRoute route);
+  int64_t quota() const { return quota_; }
+  int64_t taken() const { return taken_.load(); }
+
+ private:
+  static bool take(std::atomic<int64_t>& counter, int64_t limit);
+  int64_t quota_ = 0, cheap_quota_ = 0;
+  std::atomic<int64_t> taken_{0}, cheap_taken_{0};
+};
+
+}  // namespace liftoff

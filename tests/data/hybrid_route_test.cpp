@@ -1,0 +1,247 @@
+// The CPU + GPU decode hybrid's parts that need no GPU: the share controller fed with recorded and simulated
+// numbers (headroom -> pure CPU, saturated workers -> mostly GPU, steady -> no oscillation, waits for the
+// workers -> a step down), the route split of one batch (GPU-hybrid files first, then by position), and the
+// loader's choice of mode.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <thread>
+#include <vector>
+
+#include "data/decode/decode_loader.h"
+#include "data/decode/hybrid_route.h"
+#include "decode_test_util.h"
+#include "runtime/error.h"
+
+namespace liftoff {
+namespace {
+
+using namespace decode_test;
+
+// A batch of 256 images as 4 workers measure it: cpu_cost / gpu_cost worker seconds per image on each route,
+// handed out `rate` images per second.
+HybridBatchSample batch_at(double share, double cpu_cost, double gpu_cost, double rate, bool waited = false) {
+  HybridBatchSample s;
+  s.cpu_images = static_cast<int64_t>(std::lround(256 * share));
+  s.gpu_images = 256 - s.cpu_images;
+  s.cpu_seconds = static_cast<double>(s.cpu_images) * cpu_cost;
+  s.gpu_seconds = static_cast<double>(s.gpu_images) * gpu_cost;
+  s.interval_seconds = 256.0 / rate;
+  s.waited_for_workers = waited;
+  return s;
+}
+
+HybridShareConfig four_workers() {
+  HybridShareConfig c;
+  c.workers = 4;
+  return c;
+}
+
+// The H200 measurement: 143 us of worker time per CPU-decoded image, ResNet-50 at ~6,500 images/s: 4 workers
+// need ~0.93 of one core. The share climbs to exactly 1 and never goes down.
+TEST(HybridShareController, HeadroomRisesToPureCpu) {
+  HybridShareController c(four_workers());
+  EXPECT_DOUBLE_EQ(c.share(), 0.5);
+  double last = c.share();
+  for (int b = 0; b < 40; ++b) {
+    c.update(batch_at(c.share(), 143e-6, 10e-6, 6500));
+    EXPECT_GE(c.share(), last) << "batch " << b;
+    last = c.share();
+  }
+  EXPECT_DOUBLE_EQ(c.share(), 1.0);
+  EXPECT_DOUBLE_EQ(c.target(), 1.0);
+}
+
+// A fast model (20,000 images/s) on 4 workers at 400 us per CPU image: they sustain 0.8 x 4 / 20,000 = 160 us
+// per image, so about (160 - 10) / (400 - 10) = 38% on the CPU.
+TEST(HybridShareController, SaturatedWorkersHandTheRestToTheGpu) {
+  HybridShareConfig config = four_workers();
+  config.initial_share = 1.0;
+  HybridShareController c(config);
+  for (int b = 0; b < 60; ++b) c.update(batch_at(c.share(), 400e-6, 10e-6, 20000));
+  const double expected = (0.8 * 4 / 20000.0 - 10e-6) / (400e-6 - 10e-6);
+  EXPECT_NEAR(c.target(), expected, 1e-6);
+  EXPECT_NEAR(c.share(), expected, config.dead_band + 1e-9);
+  EXPECT_LT(c.share(), 0.5);
+}
+
+// Far too slow a CPU: the GPU takes nearly all; workers that cannot even stage the files for nvJPEG at
+// the rate keep none, exactly.
+TEST(HybridShareController, SlowCpuGoesToTheGpu) {
+  HybridShareController slow(four_workers());
+  for (int b = 0; b < 40; ++b) slow.update(batch_at(slow.share(), 5e-3, 10e-6, 20000));
+  EXPECT_LE(slow.share(), 0.05);
+  HybridShareController hopeless(four_workers());
+  for (int b = 0; b < 40; ++b) hopeless.update(batch_at(hopeless.share(), 5e-3, 10e-6, 400000));
+  EXPECT_DOUBLE_EQ(hopeless.share(), 0.0);
+}
+
+// Closed loop: the model slows down while the GPU decodes (15% at pure GPU, as measured for ResNet-50), the
+// workers cap the rate when the CPU share is too large for them, and they make the step wait then. The share
+// settles where the workers are ~80% busy and stays there: after the settling no move larger than the step
+// bound, no swing between the extremes, and the last 100 batches within a narrow band.
+TEST(HybridShareController, ClosedLoopSettlesWithoutOscillation) {
+  HybridShareController c(four_workers());
+  const double cpu_cost = 500e-6, gpu_cost = 15e-6, model_rate = 9000;
+  std::vector<double> shares;
+  int waits = 0;
+  for (int b = 0; b < 400; ++b) {
+    const double s = c.share();
+    const double demand = s * cpu_cost + (1 - s) * gpu_cost;  // worker seconds per image
+    const double model = model_rate * (1.0 - 0.15 * (1.0 - s));
+    const double rate = std::min(model, 4.0 / demand);
+    const bool waited = model > 4.0 / demand;
+    waits += waited ? 1 : 0;
+    c.update(batch_at(s, cpu_cost, gpu_cost, rate, waited));
+    shares.push_back(c.share());
+  }
+  const auto tail = std::vector<double>(shares.end() - 100, shares.end());
+  const auto [lo, hi] = std::minmax_element(tail.begin(), tail.end());
+  EXPECT_LE(*hi - *lo, 0.1) << "share swings between " << *lo << " and " << *hi;
+  // Workers at most ~80% busy at the settled share, and not idle either (more than half of them used).
+  const double s = tail.back();
+  const double model = model_rate * (1.0 - 0.15 * (1.0 - s));
+  const double busy = model * (s * cpu_cost + (1 - s) * gpu_cost) / 4.0;
+  EXPECT_LE(busy, 0.86) << "share " << s;
+  EXPECT_GE(busy, 0.6) << "share " << s;
+  EXPECT_LT(waits, 20);
+  for (size_t i = 1; i < shares.size(); ++i) EXPECT_LE(std::abs(shares[i] - shares[i - 1]), 0.1 + 1e-12);
+}
+
+// Steady inputs whose target sits inside the dead band leave the share exactly where it is.
+TEST(HybridShareController, SmallGapsInsideTheDeadBandLeaveTheShare) {
+  HybridShareConfig config = four_workers();
+  config.initial_share = 0.4;
+  HybridShareController c(config);
+  // Worker capacity for 0.42 of the files: within 0.05 of 0.4.
+  const double cpu_cost = 400e-6, gpu_cost = 0.0;
+  const double rate = 0.8 * 4 / (0.42 * cpu_cost);
+  for (int b = 0; b < 50; ++b) c.update(batch_at(c.share(), cpu_cost, gpu_cost, rate));
+  EXPECT_NEAR(c.target(), 0.42, 1e-9);
+  EXPECT_DOUBLE_EQ(c.share(), 0.4);
+}
+
+// A wait for the workers steps down at once and lowers the load aimed at; the start-up batches are not
+// measured.
+TEST(HybridShareController, WaitForWorkersStepsDown) {
+  HybridShareConfig config = four_workers();
+  config.initial_share = 1.0;
+  HybridShareController c(config);
+  for (int b = 0; b < config.warmup_batches; ++b) c.update(batch_at(1.0, 143e-6, 10e-6, 6500, true));
+  EXPECT_EQ(c.updates(), 0);
+  EXPECT_DOUBLE_EQ(c.share(), 1.0);
+  c.update(batch_at(1.0, 143e-6, 10e-6, 6500, true));
+  EXPECT_DOUBLE_EQ(c.share(), 1.0 - config.max_step);
+  EXPECT_LT(c.load(), config.target_load);
+  // No more waits: the load recovers and the share climbs back.
+  for (int b = 0; b < 100; ++b) c.update(batch_at(c.share(), 143e-6, 10e-6, 6500));
+  EXPECT_DOUBLE_EQ(c.share(), 1.0);
+  EXPECT_DOUBLE_EQ(c.load(), config.target_load);
+}
+
+// Files only the CPU decodes (PNG, CMYK) take worker time the share cannot move: it gets less.
+TEST(HybridShareController, ForcedCpuFilesLeaveLessForTheShare) {
+  HybridShareConfig config = four_workers();
+  HybridShareController plain(config), forced(config);
+  for (int b = 0; b < 60; ++b) {
+    plain.update(batch_at(plain.share(), 400e-6, 10e-6, 20000));
+    HybridBatchSample s = batch_at(forced.share(), 400e-6, 10e-6, 20000);
+    s.forced_cpu = std::min<int64_t>(s.cpu_images, 26);  // ~10% of the batch
+    forced.update(s);
+  }
+  EXPECT_LT(forced.target(), plain.target() - 0.05);
+}
+
+TEST(HybridShareController, RejectsABadConfiguration) {
+  HybridShareConfig config;
+  config.workers = 0;
+  EXPECT_THROW(HybridShareController{config}, ValueError);
+}
+
+// Routes of a batch read in order.
+std::vector<bool> split(const std::vector<GpuRoute>& routes, double share, double expensive_fraction) {
+  HybridRouteBudget budget;
+  budget.reset(static_cast<int64_t>(routes.size()), share, expensive_fraction);
+  std::vector<bool> cpu;
+  for (GpuRoute r : routes) cpu.push_back(budget.take_cpu(r));
+  return cpu;
+}
+
+constexpr GpuRoute H = GpuRoute::hardware, P = GpuRoute::nvjpeg, C = GpuRoute::cpu;
+
+TEST(HybridRouteBudget, GpuHybridFilesFirstThenByPosition) {
+  // 8 files, share 0.5: 4 CPU places, 2 kept for the 2 progressive files expected (1/4 of the batch).
+  EXPECT_EQ(split({H, H, H, H, H, H, P, P}, 0.5, 0.25),
+            (std::vector<bool>{true, true, false, false, false, false, true, true}));
+  // More progressive files than expected: they take what the hardware files left.
+  EXPECT_EQ(split({H, H, H, P, P, P, P, H}, 0.5, 0.25),
+            (std::vector<bool>{true, true, false, true, true, false, false, false}));
+  // Fewer than expected: the reserved places stay free (the share comes out lower; the controller sees it).
+  EXPECT_EQ(split({H, H, H, H, H, H, H, H}, 0.5, 0.25),
+            (std::vector<bool>{true, true, false, false, false, false, false, false}));
+}
+
+TEST(HybridRouteBudget, ExtremesAndForcedFiles) {
+  EXPECT_EQ(split({H, P, C, H}, 0.0, 0.25), (std::vector<bool>{false, false, true, false}));
+  EXPECT_EQ(split({H, P, C, H}, 1.0, 0.25), (std::vector<bool>{true, true, true, true}));
+  HybridRouteBudget budget;
+  budget.reset(10, 0.34, 0.0);
+  EXPECT_EQ(budget.quota(), 3);
+  // Files only the CPU decodes are not the share's.
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(budget.take_cpu(C));
+  EXPECT_EQ(budget.taken(), 0);
+}
+
+// Workers take places at once: exactly the quota goes to the CPU.
+TEST(HybridRouteBudget, ConcurrentTakesStopAtTheQuota) {
+  HybridRouteBudget budget;
+  budget.reset(4000, 0.3, 0.1);
+  std::atomic<int64_t> cpu{0}, cheap{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 500; ++i) {
+        const GpuRoute r = (i + t) % 10 == 0 ? P : H;
+        if (budget.take_cpu(r)) {
+          ++cpu;
+          if (r == H) ++cheap;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(cpu.load(), 1200);
+  EXPECT_EQ(budget.taken(), 1200);
+  EXPECT_LE(cheap.load(), 1200 - 400);
+}
+
+class HybridModeTest : public TempDirTest {};
+
+// On the CPU there is nothing to mix: auto decodes on the CPU; asking for the hybrid or a bad share fails.
+TEST_F(HybridModeTest, CpuTargetDecodesOnTheCpu) {
+  fs::create_directories(dir_ / "a");
+  fs::create_directories(dir_ / "b");
+  write_image_file(path("a/0.jpg"), picture(20, 24, 0).data(), 3, 20, 24, ImageFormat::jpg, 90);
+  write_image_file(path("b/0.jpg"), picture(22, 18, 1).data(), 3, 22, 18, ImageFormat::jpg, 90);
+  const auto folder = std::make_shared<const ImageFolder>(dir_.string());
+  DecodeLoaderOptions o;
+  o.batch = 2;
+  o.crop.out_height = o.crop.out_width = 8;
+  DecodeLoader loader(folder, o);
+  EXPECT_EQ(loader.decode_mode(), DecodeMode::cpu);
+  EXPECT_LT(loader.decode_counts().hybrid_share, 0.0);
+  EXPECT_LT(loader.stats().hybrid_cpu_share_final, 0.0);
+  o.deterministic = true;
+  EXPECT_EQ(DecodeLoader(folder, o).decode_mode(), DecodeMode::cpu);
+  o.decode = DecodeMode::hybrid;
+  EXPECT_THROW(DecodeLoader(folder, o), ValueError);
+  o.decode = DecodeMode::auto_;
+  o.cpu_share = 1.5;
+  EXPECT_THROW(DecodeLoader(folder, o), ValueError);
+  EXPECT_STREQ(decode_mode_name(DecodeMode::hybrid), "hybrid");
+}
+
+}  // namespace
+}  // namespace liftoff
