@@ -187,6 +187,7 @@ TEST(ImageDecode, MutatedFilesAreRefusedOrDecodedNeverCrash) {
   int refused = 0, passed = 0;
   for (const std::string& name : valid_jpegs()) {
     const Bytes original = read_bytes(jpeg_fixture(name));
+    ASSERT_FALSE(original.empty()) << jpeg_fixture(name) << ": fixture missing (run from the build folder)";
     for (int round = 0; round < 150; ++round) {
       Bytes b = original;
       const int edits = 1 + static_cast<int>(rng() % 4);
