@@ -79,6 +79,7 @@ struct DataLoader::Slot : RingSlot {
 
 DataLoader::DataLoader(ImageDataset dataset, LoaderOptions options)
     : memory_(std::move(dataset)), options_(std::move(options)) {
+  prefetch_ = NextEpochPrefetch(options_.shuffle);
   LIFTOFF_CHECK(memory_.images.defined() && memory_.labels.defined(), ValueError,
                 "DataLoader: the data set has no images or labels");
   LIFTOFF_CHECK(
@@ -103,6 +104,7 @@ DataLoader::DataLoader(ImageDataset dataset, LoaderOptions options)
 
 DataLoader::DataLoader(std::shared_ptr<const ImageFolder> folder, LoaderOptions options)
     : folder_(std::move(folder)), options_(std::move(options)) {
+  prefetch_ = NextEpochPrefetch(options_.shuffle);
   LIFTOFF_CHECK(folder_ != nullptr, ValueError, "DataLoader: null image folder");
   size_ = folder_->size();
   channels_ = folder_->channels();
@@ -218,6 +220,11 @@ int64_t DataLoader::batches_per_epoch() const {
 
 void DataLoader::start_epoch(int64_t epoch) {
   LIFTOFF_CHECK(epoch >= 0, ValueError, "DataLoader: epoch ", epoch, " is negative");
+  if (prefetch_.take(epoch)) return;
+  begin_epoch(epoch);
+}
+
+void DataLoader::begin_epoch(int64_t epoch) {
   const LoaderOptions& o = options_;
   std::vector<int64_t> order =
       epoch_sample_order(size_, shard_size_, o.shuffle, o.seed, epoch, o.rank, o.world_size, o.even_shards);
@@ -322,8 +329,12 @@ void DataLoader::fill(Slot& slot, const std::vector<int64_t>& indices, int64_t e
 bool DataLoader::next(Batch& out) {
   LIFTOFF_CHECK(epoch_ >= 0, ValueError, "DataLoader: call start_epoch() before next()");
   while (true) {
+    if (prefetch_.over()) return false;
     Slot* ready = ring_->wait_ready(&stats_.wait_seconds);  // adds under the ring's lock, as stats() reads it
-    if (ready == nullptr) return false;
+    if (ready == nullptr) {
+      if (prefetch_.begin_after(epoch_)) begin_epoch(epoch_ + 1);
+      return false;
+    }
     Slot& slot = *ready;
     if (slot.count > 0) {
       if (options_.device.is_cuda()) {

@@ -35,6 +35,7 @@
 #include "data/batch_ring.h"
 #include "data/dataset.h"
 #include "data/image_folder.h"
+#include "data/next_epoch_prefetch.h"
 
 namespace liftoff {
 
@@ -105,7 +106,7 @@ class DataLoader : public BatchSource {
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
 
-  void start_epoch(int64_t epoch) override;
+  void start_epoch(int64_t epoch) override;  // a no-op when that epoch began early (next_epoch_prefetch.h)
   bool next(Batch& out) override;
   // With a skip policy a batch can lose samples, and a batch that loses all of them is left out: then
   // next() returns fewer batches than this.
@@ -127,6 +128,7 @@ class DataLoader : public BatchSource {
   struct Slot;
   void init();
   void init_device_buffers();  // CUDA target: pinned host buffers, device staging, events per slot
+  void begin_epoch(int64_t epoch);
   void worker_loop(int worker);
   void fill(Slot& slot, const std::vector<int64_t>& indices, int64_t epoch, int worker);
   void resolve_timings(Slot& slot) const;
@@ -144,6 +146,7 @@ class DataLoader : public BatchSource {
 
   std::vector<int64_t> order_;
   int64_t epoch_ = -1;
+  NextEpochPrefetch prefetch_;  // a shuffling loader begins the next epoch when this one's last batch is out
   std::unique_ptr<BatchRing<Slot>> ring_;  // its mutex also guards stats_
   std::vector<std::thread> threads_;
 

@@ -148,6 +148,7 @@ std::string DecodeLoader::cpu_description() const {
 
 DecodeLoader::DecodeLoader(std::shared_ptr<const ImageFolder> folder, DecodeLoaderOptions options)
     : folder_(std::move(folder)), options_(std::move(options)) {
+  prefetch_ = NextEpochPrefetch(options_.shuffle);
   validate_options();
   const DecodeLoaderOptions& o = options_;
   const int64_t size = folder_->size(), world = o.world_size;
@@ -239,6 +240,11 @@ int64_t DecodeLoader::batches_per_epoch() const {
 
 void DecodeLoader::start_epoch(int64_t epoch) {
   LIFTOFF_CHECK(epoch >= 0, ValueError, "DecodeLoader: epoch ", epoch, " is negative");
+  if (prefetch_.take(epoch)) return;
+  begin_epoch(epoch);
+}
+
+void DecodeLoader::begin_epoch(int64_t epoch) {
   const DecodeLoaderOptions& o = options_;
   std::vector<int64_t> order = epoch_sample_order(folder_->size(), shard_size_, o.shuffle, o.seed, epoch,
                                                   o.rank, o.world_size, o.even_shards);
@@ -480,8 +486,12 @@ bool DecodeLoader::next(Batch& out) {
   LIFTOFF_CHECK(epoch_ >= 0, ValueError, "DecodeLoader: call start_epoch() before next()");
   while (true) {
     const int64_t asked_ns = mode_ == DecodeMode::hybrid ? now_ns() : 0;
+    if (prefetch_.over()) return false;
     Slot* ready = ring_->wait_ready(&stats_.wait_seconds);  // adds under the ring's lock, as stats() reads it
-    if (ready == nullptr) return false;
+    if (ready == nullptr) {
+      if (prefetch_.begin_after(epoch_)) begin_epoch(epoch_ + 1);
+      return false;
+    }
     Slot& slot = *ready;
     const auto count = static_cast<int64_t>(slot.items.size());
     if (count > 0) {

@@ -45,6 +45,7 @@
 #include "data/decode/image_decode.h"
 #include "data/image_folder.h"
 #include "data/loader.h"
+#include "data/next_epoch_prefetch.h"
 
 namespace liftoff {
 
@@ -59,7 +60,7 @@ struct DecodeLoaderOptions {
   bool shuffle = true;
   bool drop_last = false;
   int workers = 2;
-  int prefetch = 2;      // batches in flight (rounded up to a multiple of decode_lanes on a CUDA target)
+  int prefetch = 2;  // batches in flight (rounded up to a multiple of decode_lanes on a CUDA target)
   // CUDA target: batches issued to the GPU at once, one thread + nvJPEG states each. On the H200, 224 px
   // crops of photographs, 1 / 2 / 4 lanes decoded 11,341 / 19,977 / 26,687 images/s alone (docs/perf.md);
   // next to a training ResNet-50 a batch took 157 ms on its lane, so 4 lanes left 12% of headroom over the
@@ -79,7 +80,7 @@ struct DecodeLoaderOptions {
   // Reproducible pixels: auto takes one fixed route instead of the hybrid: the CPU with 2 or more workers
   // (libjpeg-turbo gives the same pixels on every machine), else nvJPEG (--deterministic).
   bool deterministic = false;
-  bool train = true;        // random resized crop + flip; false: resize + centre crop
+  bool train = true;  // random resized crop + flip; false: resize + centre crop
   ResizedCropConfig crop;
   int64_t channels = 3;             // output channels: 3 (RGB) or 1 (luma)
   std::vector<float> mean, stddev;  // empty: ImageNet's for 3 channels, 0.5 / 0.25 for 1
@@ -121,7 +122,7 @@ class DecodeLoader : public BatchSource {
   DecodeLoader(const DecodeLoader&) = delete;
   DecodeLoader& operator=(const DecodeLoader&) = delete;
 
-  void start_epoch(int64_t epoch) override;
+  void start_epoch(int64_t epoch) override;  // a no-op when that epoch began early (next_epoch_prefetch.h)
   bool next(Batch& out) override;
   int64_t batches_per_epoch() const override;
   int64_t tail_batch_size() const override { return options_.drop_last ? 0 : shard_size_ % options_.batch; }
@@ -143,6 +144,7 @@ class DecodeLoader : public BatchSource {
   using Ring = BatchRing<Slot>;
   void validate_options() const;
   void init_device();
+  void begin_epoch(int64_t epoch);
   void worker_loop(int worker);
   Slot* next_work_locked(int64_t* position);
   bool stale(const Slot& slot) const;  // under the ring's lock: its generation is over
@@ -177,6 +179,7 @@ class DecodeLoader : public BatchSource {
 
   std::vector<int64_t> order_;
   int64_t epoch_ = -1;
+  NextEpochPrefetch prefetch_;  // a shuffling loader begins the next epoch when this one's last batch is out
   std::unique_ptr<Ring> ring_;  // its mutex also guards stats_ and counts_
   std::vector<std::thread> threads_;
   std::vector<std::unique_ptr<Lane>> lanes_;  // CUDA target: the decode lanes; empty on a CPU target

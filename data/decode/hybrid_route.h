@@ -12,8 +12,10 @@
 // The workers keep up while r * (forced * c_cpu + routable * (s * c_cpu + (1 - s) * c_gpu)) <= load * W
 // (W workers, `load` below 1 for headroom); the target share s is the largest that holds, clamped to [0, 1].
 // A wait for the workers lowers `load` (the model overestimated them: other threads share the cores) and
-// takes a step down at once; `load` recovers slowly. Stability: smoothed inputs, a dead band around the
-// current share (hysteresis) and a bounded step per batch; the extremes are reached exactly. O(1) per batch.
+// takes a step down at once; `load` recovers slowly. A wait while the model has the workers under half the
+// target load is back-pressure (the slot still in use on the device) or a late decode lane, and is ignored.
+// Stability: smoothed inputs, a dead band around the current share (hysteresis) and a bounded step per batch;
+// the extremes are reached exactly. O(1) per batch.
 //
 // HybridRouteBudget splits one batch: of round(share * n) CPU places, the JPEGs expensive on the GPU
 // (GpuRoute::nvjpeg: progressive and other GPU-hybrid files) are served first, the hardware-engine ones get
@@ -62,6 +64,10 @@ class HybridShareController {
 
  private:
   double solve() const;  // the largest share the workers sustain at `load_`
+  // The workers' busy fraction the model predicts at this share (1 while costs or rate are unknown).
+  double utilisation(double share) const;
+  // Waits for the workers count only when the model has them at least this share of the target load busy.
+  static constexpr double kWaitMinUtilisation = 0.5;
 
   HybridShareConfig config_;
   double share_, target_, load_;

@@ -195,6 +195,31 @@ TEST(DataLoader, RestartingAnEpochMidWayGivesTheFullNewEpoch) {
   expect_same(run_epoch(loader, 1), run_epoch(reference, 1), "restarted");
 }
 
+// A shuffling loader begins epoch e + 1 once epoch e's last batch is out (data/next_epoch_prefetch.h): the
+// early batches are epoch e + 1's exactly, next() keeps reporting the epoch over until start_epoch(), and a
+// start_epoch() for another epoch (a resumed run) drops them and gives that epoch's batches.
+TEST(DataLoader, TheNextEpochBeginsEarlyAndAnotherEpochStillStartsAfresh) {
+  const ImageDataset ds = make_synthetic_dataset(57, 3, 8, 8, 5, 2);
+  InOrderBatches reference(ds, reference_options());
+  DataLoader loader(ds, loader_options(3, 4));
+  run_epoch(loader, 0);
+  Batch b;
+  EXPECT_FALSE(loader.next(b)) << "epoch 0 is over: the early epoch 1 waits for start_epoch(1)";
+  EXPECT_FALSE(loader.next(b));
+  expect_same(run_epoch(loader, 1), run_epoch(reference, 1), "epoch 1, begun early");
+  expect_same(run_epoch(loader, 5), run_epoch(reference, 5), "epoch 5 after epoch 2 began early");
+  expect_same(run_epoch(loader, 6), run_epoch(reference, 6), "epoch 6, begun early");
+  // In order (evaluation): nothing begins early, every pass starts at start_epoch().
+  LoaderOptions in_order = loader_options(2, 2);
+  in_order.shuffle = false;
+  InOrderOptions in_order_reference = reference_options();
+  in_order_reference.shuffle = false;
+  DataLoader eval(ds, in_order);
+  InOrderBatches eval_reference(ds, in_order_reference);
+  expect_same(run_epoch(eval, 0), run_epoch(eval_reference, 0), "in order, pass 1");
+  expect_same(run_epoch(eval, 0), run_epoch(eval_reference, 0), "in order, pass 2");
+}
+
 // Many short epochs with a shallow ring: any buffer reused before its batch was consumed shows up as a batch
 // whose pixels do not belong to its indices. Batches are kept until the epoch ends, so a later fill that
 // wrote into a handed-out batch is caught too.

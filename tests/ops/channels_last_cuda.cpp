@@ -14,6 +14,7 @@
 #include "ops/relu/relu.h"
 #include "runtime/autocast.h"
 #include "runtime/autograd.h"
+#include "runtime/config.h"
 #include "tests/common/cuda_test.h"
 #include "tests/common/parity.h"
 
@@ -278,20 +279,24 @@ TEST(ChannelsLastCuda, BatchNormRunningStatsMatchCpu) {
 // partial last tile), counts that the 16-byte vectors do not divide (one channel per thread), a few rows.
 TEST(ChannelsLastCuda, BatchNormWideAndOddChannels) {
   LIFTOFF_REQUIRE_CUDA();
-  auto fn = [](const std::vector<Tensor>& t) { return batch_norm2d(t[0], t[1], t[2], Tensor(), Tensor(), true); };
+  auto fn = [](const std::vector<Tensor>& t) {
+    return batch_norm2d(t[0], t[1], t[2], Tensor(), Tensor(), true);
+  };
   auto fused = [](const std::vector<Tensor>& t) {
     return batch_norm2d_relu(t[0], t[1], t[2], Tensor(), Tensor(), true, 0.1, 1e-5, t[3]);
   };
-  for (const Shape& shape : {Shape{4, 300, 3, 3}, Shape{8, 2048, 7, 7}, Shape{16, 96, 5, 5}, Shape{3, 513, 4, 4},
-                             Shape{64, 256, 14, 14}}) {
+  for (const Shape& shape : {Shape{4, 300, 3, 3}, Shape{8, 2048, 7, 7}, Shape{16, 96, 5, 5},
+                             Shape{3, 513, 4, 4}, Shape{64, 256, 14, 14}}) {
     const int64_t c = shape[1];
     EXPECT_TRUE(channels_last_parity(fn, {{rnd(shape, 30, -1, 3)}, {rnd({c}, 31, 0.5, 1.5)}, {rnd({c}, 32)}},
                                      {1e-4, 1e-4, 5e-3}))
         << shape_str(shape);
-    EXPECT_TRUE(channels_last_parity(
-        fused,
-        {{rnd(shape, 33, -1, 3), DType::bf16}, {rnd({c}, 34, 0.5, 1.5)}, {rnd({c}, 35)}, {rnd(shape, 36), DType::bf16}},
-        {3e-2, 3e-2, 5e-2}))
+    EXPECT_TRUE(channels_last_parity(fused,
+                                     {{rnd(shape, 33, -1, 3), DType::bf16},
+                                      {rnd({c}, 34, 0.5, 1.5)},
+                                      {rnd({c}, 35)},
+                                      {rnd(shape, 36), DType::bf16}},
+                                     {3e-2, 3e-2, 5e-2}))
         << "bf16 " << shape_str(shape);
   }
 }
@@ -398,7 +403,7 @@ TEST(ChannelsLastCuda, PoolsMatchCpu) {
 
 // Under bf16 autocast an NCHW f32 input of conv2d is converted once: the output is channels-last bf16, the
 // input's gradient comes back f32 (through the autocast cast), and values match the CPU in f32 within bf16
-// rounding. Without autocast f32 NCHW stays NCHW.
+// rounding. Without autocast f32 runs channels-last too; LIFTOFF_CONV_LAYOUT=input keeps NCHW.
 TEST(ChannelsLastCuda, AutocastConvolutionRunsChannelsLast) {
   LIFTOFF_REQUIRE_CUDA();
   const Device cuda = Device::cuda(0);
@@ -409,8 +414,13 @@ TEST(ChannelsLastCuda, AutocastConvolutionRunsChannelsLast) {
   y_cpu.backward(g);
   const Tensor x = x_cpu.detach().to(cuda).set_requires_grad(true);
   const Tensor w = w_cpu.detach().to(cuda).set_requires_grad(true);
-  EXPECT_EQ(conv2d_memory_format(x), MemoryFormat::contiguous);
-  EXPECT_FALSE(conv2d(x, w, Tensor(), 1, 1).is_channels_last()) << "f32 without autocast stays NCHW";
+  EXPECT_EQ(conv2d_memory_format(x), kCl);
+  EXPECT_TRUE(conv2d(x, w, Tensor(), 1, 1).is_channels_last()) << "f32 without autocast runs channels-last";
+  {
+    config::ScopedSetting input_layout(config::Knob::conv_layout, "input");
+    EXPECT_EQ(conv2d_memory_format(x), MemoryFormat::contiguous);
+    EXPECT_FALSE(conv2d(x, w, Tensor(), 1, 1).is_channels_last()) << "LIFTOFF_CONV_LAYOUT=input keeps NCHW";
+  }
   Tensor y;
   {
     AutocastGuard autocast(DType::bf16);
