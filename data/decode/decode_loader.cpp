@@ -360,6 +360,7 @@ void DecodeLoader::open_batch(Slot& slot) {
   slot.pixels.reset();
   slot.items.assign(slot.indices.size(), Item());
   slot.sample = HybridBatchSample();
+  slot.routes = DecodeCounts();
   if (mode_ == DecodeMode::hybrid)
     slot.route_budget.reset(static_cast<int64_t>(slot.indices.size()), slot.cpu_share,
                             slot.expensive_fraction);
@@ -446,11 +447,11 @@ void DecodeLoader::finish_batch(Slot& slot) {
   slot.items = std::move(kept);
   {
     std::lock_guard<std::mutex> lock(ring_->mutex());
-    counts_.cpu += sample.cpu_images;
+    slot.routes.cpu += sample.cpu_images;
     slot.filled_ns = now_ns();
     if (mode_ == DecodeMode::hybrid) {
-      counts_.hybrid_routable += routable;
-      counts_.hybrid_cpu += by_share;
+      slot.routes.hybrid_routable += routable;
+      slot.routes.hybrid_cpu += by_share;
       routable_seen_ += routable;
       expensive_seen_ += expensive;
     }
@@ -510,6 +511,7 @@ bool DecodeLoader::next(Batch& out) {
       std::lock_guard<std::mutex> lock(ring_->mutex());
       ++stats_.batches;
       stats_.images += count;
+      counts_.add_routes(slot.routes);
       if (mode_ == DecodeMode::hybrid) feed_hybrid(slot, asked_ns);
     }
     ring_->consume(slot);

@@ -108,6 +108,16 @@ struct DecodeCounts {
   int64_t hybrid_routable = 0;
   int64_t hybrid_cpu = 0;
   double hybrid_share = -1.0;
+  // Adds another batch's route counts (the integer counts; timings and the share stay).
+  void add_routes(const DecodeCounts& o) {
+    hardware += o.hardware;
+    gpu_hybrid += o.gpu_hybrid;
+    cpu += o.cpu;
+    cpu_fallback += o.cpu_fallback;
+    batch_retries += o.batch_retries;
+    hybrid_routable += o.hybrid_routable;
+    hybrid_cpu += o.hybrid_cpu;
+  }
   double hybrid_mean_share() const {
     return hybrid_routable > 0 ? static_cast<double>(hybrid_cpu) / static_cast<double>(hybrid_routable)
                                : -1.0;

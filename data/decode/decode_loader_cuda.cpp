@@ -253,10 +253,10 @@ void DecodeLoader::issue_decode(Slot& slot, Lane& lane) {
   std::lock_guard<std::mutex> lock(ring_->mutex());
   slot.device_busy = true;
   slot.decode_timing = true;
-  counts_.hardware += nv.hardware;
-  counts_.gpu_hybrid += nv.gpu_hybrid;
-  counts_.batch_retries += nv.batch_retries;
-  counts_.cpu_fallback += cpu_fallback;
+  slot.routes.hardware += nv.hardware;
+  slot.routes.gpu_hybrid += nv.gpu_hybrid;
+  slot.routes.batch_retries += nv.batch_retries;
+  slot.routes.cpu_fallback += cpu_fallback;
   stats_.h2d_bytes += static_cast<int64_t>(slot.bytes.total() + pixel_bytes + meta_bytes);
 }
 

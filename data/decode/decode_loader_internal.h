@@ -66,10 +66,10 @@ struct DecodeLoader::Item {
   GpuRoute route = GpuRoute::cpu;  // where the GPU path would send it
   bool by_share = false;           // hybrid: nvJPEG could decode it, the CPU share took it
   int64_t read_ns = 0;             // worker time reading, checking, decoding (cpu) and staging it
-  const uint8_t* data = nullptr;  // its staged file bytes (gpu) or decoded pixels (host)
-  size_t at = 0, size = 0;        // its region in the bytes (gpu) or pixels (host) layout
-  CropDesc desc;                  // offset: set when the batch's device layout is known
-  std::exception_ptr error;       // the error policy's: rethrown for the first failed position
+  const uint8_t* data = nullptr;   // its staged file bytes (gpu) or decoded pixels (host)
+  size_t at = 0, size = 0;         // its region in the bytes (gpu) or pixels (host) layout
+  CropDesc desc;                   // offset: set when the batch's device layout is known
+  std::exception_ptr error;        // the error policy's: rethrown for the first failed position
 };
 
 struct DecodeLoader::Slot : RingSlot {
@@ -85,6 +85,9 @@ struct DecodeLoader::Slot : RingSlot {
   double cpu_share = 0.0, expensive_fraction = 0.0;
   HybridRouteBudget route_budget;
   HybridBatchSample sample;
+  // This batch's route counts, added to the loader's when next() hands the batch out (a batch of an epoch
+  // begun early that is never handed out is not counted).
+  DecodeCounts routes;
   int64_t filled_ns = 0;  // steady clock: when the workers finished it
   decode_detail::StagingPool bytes, pixels;
   Tensor input, labels;  // CPU target: the finished batch

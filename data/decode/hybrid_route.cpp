@@ -22,31 +22,32 @@ HybridShareController::HybridShareController(HybridShareConfig config)
       load_(config.target_load) {
   LIFTOFF_CHECK(config.workers >= 1 && config.target_load > 0 && config.min_load > 0 &&
                     config.min_load <= config.target_load && config.smoothing > 0 && config.smoothing <= 1 &&
-                    config.dead_band >= 0 && config.max_step > 0,
+                    config.rate_smoothing > 0 && config.rate_smoothing <= 1 && config.dead_band >= 0 &&
+                    config.max_step > 0,
                 ValueError, "HybridShareController: bad configuration (workers ", config.workers, ", load ",
                 config.target_load, ", min load ", config.min_load, ")");
 }
 
 double HybridShareController::solve() const {
   // Unknown costs or rate: keep the share (nothing says otherwise yet).
-  if (cpu_cost_ < 0 || rate_ <= 0) return share_;
+  if (cpu_cost_ < 0 || interval_ <= 0) return share_;
   const double gpu_cost = gpu_cost_ < 0 ? 0.0 : gpu_cost_;
   const double routable = 1.0 - forced_fraction_;
   if (routable <= 0) return share_;
   // Worker seconds per second available for the routable files, per routable image.
-  const double budget = (load_ * config_.workers / rate_ - forced_fraction_ * cpu_cost_) / routable;
+  const double budget = (load_ * config_.workers * interval_ - forced_fraction_ * cpu_cost_) / routable;
   const double extra = cpu_cost_ - gpu_cost;  // what moving one image to the CPU adds
   if (extra <= 0) return 1.0;
   return std::clamp((budget - gpu_cost) / extra, 0.0, 1.0);
 }
 
 double HybridShareController::utilisation(double share) const {
-  if (cpu_cost_ < 0 || rate_ <= 0) return 1.0;  // unknown: take a wait at its word
+  if (cpu_cost_ < 0 || interval_ <= 0) return 1.0;  // unknown: take a wait at its word
   const double gpu_cost = gpu_cost_ < 0 ? 0.0 : gpu_cost_;
   const double routable = 1.0 - forced_fraction_;
   const double per_image =
       forced_fraction_ * cpu_cost_ + routable * (share * cpu_cost_ + (1.0 - share) * gpu_cost);
-  return rate_ * per_image / config_.workers;
+  return per_image / (interval_ * config_.workers);
 }
 
 void HybridShareController::update(const HybridBatchSample& s) {
@@ -57,7 +58,12 @@ void HybridShareController::update(const HybridBatchSample& s) {
   if (s.gpu_images > 0) gpu_cost_ = smooth(gpu_cost_, s.gpu_seconds / s.gpu_images, w);
   if (images > 0) {
     forced_fraction_ += w * (static_cast<double>(s.forced_cpu) / images - forced_fraction_);
-    if (s.interval_seconds > 0) rate_ = smooth(rate_, images / s.interval_seconds, w);
+    // Seconds per image, not images per second: next() is called in bursts (a ring refilling after the
+    // device released its slots hands out batches a millisecond apart, then waits a step), and a mean of
+    // per-batch rates is dominated by the bursts (on the H200 it put ResNet-50's ~6,700 images/s near
+    // 100,000 and drove the share to 0). Slowly smoothed for the same reason.
+    if (s.interval_seconds > 0)
+      interval_ = smooth(interval_, s.interval_seconds / images, config_.rate_smoothing);
   }
   ++updates_;
   // A wait while the workers are far from busy is not theirs: the slot was still in use on the device

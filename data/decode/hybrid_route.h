@@ -7,7 +7,8 @@
 // HybridShareController decides the share from measured numbers, fed once per batch by next():
 //  - the workers' seconds per image: reading and decoding a file on the CPU (c_cpu), reading and staging
 //    one for nvJPEG (c_gpu);
-//  - the rate next() hands out images (r, images/s, smoothed);
+//  - the rate next() hands out images (r, images/s: 1 / the smoothed seconds between images, robust to the
+//    bursts in which next() is called);
 //  - whether next() waited for the workers (they finished the batch after next() asked for it).
 // The workers keep up while r * (forced * c_cpu + routable * (s * c_cpu + (1 - s) * c_gpu)) <= load * W
 // (W workers, `load` below 1 for headroom); the target share s is the largest that holds, clamped to [0, 1].
@@ -32,12 +33,13 @@ namespace liftoff {
 struct HybridShareConfig {
   double initial_share = 0.5;  // before anything was measured: both routes get measured
   int workers = 1;
-  double target_load = 0.8;  // the workers' busy share the controller aims at
-  double min_load = 0.3;     // lowest `load` after repeated waits for the workers
-  double smoothing = 0.25;   // weight of a new batch in the smoothed costs and rate
-  double dead_band = 0.05;   // a target this close to the share leaves the share as it is
-  double max_step = 0.1;     // largest change of the share per batch
-  int warmup_batches = 2;    // the first batches (start-up: empty ring, cold caches) are not measured
+  double target_load = 0.8;          // the workers' busy share the controller aims at
+  double min_load = 0.3;             // lowest `load` after repeated waits for the workers
+  double smoothing = 0.25;           // weight of a new batch in the smoothed costs
+  double rate_smoothing = 1.0 / 16;  // weight of a new batch in the smoothed time between images
+  double dead_band = 0.05;           // a target this close to the share leaves the share as it is
+  double max_step = 0.1;             // largest change of the share per batch
+  int warmup_batches = 2;            // the first batches (start-up: empty ring, cold caches) are not measured
 };
 
 // One batch's measurements (what the workers spent on it, and how next() received it).
@@ -73,7 +75,7 @@ class HybridShareController {
   double share_, target_, load_;
   double cpu_cost_ = -1.0, gpu_cost_ = -1.0;  // smoothed seconds per image; < 0: not measured yet
   double forced_fraction_ = 0.0;
-  double rate_ = -1.0;  // smoothed images per second
+  double interval_ = -1.0;  // smoothed seconds between images handed out (1 / rate); < 0: not measured yet
   int64_t seen_ = 0, updates_ = 0;
 };
 

@@ -3,6 +3,9 @@
 // files counted (skip) or named (error).
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include <cmath>
 #include <memory>
 #include <string>
@@ -90,6 +93,27 @@ TEST_F(DecodeLoaderTest, BatchesComeInOrderWithTheFolderLabels) {
   const DecodeCounts counts = loader.decode_counts();
   EXPECT_EQ(counts.cpu, 6);
   EXPECT_EQ(counts.skipped, 0);
+}
+
+// A shuffling loader begins the next epoch when this one's last batch is out (data/next_epoch_prefetch.h):
+// those early batches are the next epoch's exactly, and the route counts cover batches handed out only.
+TEST_F(DecodeLoaderTest, TheNextEpochBeginsEarlyAndCountsCoverHandedOutBatches) {
+  const auto folder = make_folder();
+  DecodeLoaderOptions o = options(true);
+  o.shuffle = true;
+  DecodeLoader loader(folder, o), fresh(folder, o);
+  for (int64_t e = 0; e < 2; ++e) EXPECT_EQ(epoch(loader, e).size(), 2u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the workers decode epoch 2 meanwhile
+  EXPECT_EQ(loader.decode_counts().cpu, 12) << "2 epochs of 6 images; epoch 2's early batches not yet out";
+  Batch b;
+  EXPECT_FALSE(loader.next(b)) << "epoch 1 is over until start_epoch(2)";
+  const std::vector<Batch> early = epoch(loader, 2), reference = epoch(fresh, 2);
+  ASSERT_EQ(early.size(), reference.size());
+  for (size_t k = 0; k < early.size(); ++k) {
+    EXPECT_EQ(early[k].indices, reference[k].indices);
+    expect_equal(early[k].input, reference[k].input, "epoch 2 batch " + std::to_string(k));
+  }
+  EXPECT_EQ(loader.decode_counts().cpu, 18);
 }
 
 TEST_F(DecodeLoaderTest, PixelsAreTheTwinOfTheDecodedFiles) {
