@@ -16,6 +16,9 @@ tta_recipe() {
     E) echo "$r18 --batch 512 --lr-scale linear --epochs 6 --ema 0.99 --tta-flip" ;;
     F) echo "$r18 --batch 512 --lr-scale linear --epochs 8 --ema 0.99 --tta-flip" ;;
     G) echo "$r18 --batch 1024 --lr-scale sqrt --epochs 8 --ema 0.98 --tta-flip" ;;
+    # E-G did not train stably at the scaled LR 0.4 (session 11): ResNet-18 at 0.1, unscaled.
+    H) echo "${r18/--lr 0.2/--lr 0.1} --batch 512 --epochs 6 --ema 0.99 --tta-flip" ;;
+    I) echo "${r18/--lr 0.2/--lr 0.1} --batch 512 --epochs 8 --ema 0.99 --tta-flip" ;;
     *) echo "" ;;
   esac
 }
