@@ -41,6 +41,20 @@ TEST(Report, ThroughputIsTheDevicesNotTheHostsQueueingRate) {
   EXPECT_DOUBLE_EQ(back.throughput_seconds, 0.5);
 }
 
+// The device's step marks cover 20 ms a step (15 ms busy, plus the loader's 0.2 ms augmentation); when the
+// run's throughput says a step took 25 ms (the device waited for steps to begin, e.g. a loader refilling after
+// an epoch's end), GPU busy is taken against the 25 ms: one definition of the step's wall time.
+TEST(Report, GpuBusyIsAgainstTheThroughputsStepTimeWhenLonger) {
+  RunMeasurements m = recorded_measurements();
+  const RunReport marks = build_report(recorded_config(), m);
+  ASSERT_TRUE(marks.device_busy_pct.has_value());
+  EXPECT_NEAR(*marks.device_busy_pct, 100.0 * 15.2 / 20.0, 1e-9);
+  m.profile.throughput = ThroughputFigures{10, 1280, 0.25};
+  const RunReport slower = build_report(recorded_config(), m);
+  ASSERT_TRUE(slower.device_busy_pct.has_value());
+  EXPECT_NEAR(*slower.device_busy_pct, 100.0 * 15.2 / 25.0, 1e-9);
+}
+
 TEST(Report, BuildFromMeasurements) {
   const RunReport r = build_report(recorded_config(), recorded_measurements());
   EXPECT_EQ(r.steps_measured, 10);
