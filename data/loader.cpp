@@ -79,7 +79,7 @@ struct DataLoader::Slot : RingSlot {
 
 DataLoader::DataLoader(ImageDataset dataset, LoaderOptions options)
     : memory_(std::move(dataset)), options_(std::move(options)) {
-  prefetch_ = NextEpochPrefetch(options_.shuffle);
+  prefetch_ = NextEpochPrefetch(options_.shuffle, options_.epochs);
   LIFTOFF_CHECK(memory_.images.defined() && memory_.labels.defined(), ValueError,
                 "DataLoader: the data set has no images or labels");
   LIFTOFF_CHECK(
@@ -104,7 +104,7 @@ DataLoader::DataLoader(ImageDataset dataset, LoaderOptions options)
 
 DataLoader::DataLoader(std::shared_ptr<const ImageFolder> folder, LoaderOptions options)
     : folder_(std::move(folder)), options_(std::move(options)) {
-  prefetch_ = NextEpochPrefetch(options_.shuffle);
+  prefetch_ = NextEpochPrefetch(options_.shuffle, options_.epochs);
   LIFTOFF_CHECK(folder_ != nullptr, ValueError, "DataLoader: null image folder");
   size_ = folder_->size();
   channels_ = folder_->channels();
@@ -332,7 +332,11 @@ bool DataLoader::next(Batch& out) {
     if (prefetch_.over()) return false;
     Slot* ready = ring_->wait_ready(&stats_.wait_seconds);  // adds under the ring's lock, as stats() reads it
     if (ready == nullptr) {
-      if (prefetch_.begin_after(epoch_)) begin_epoch(epoch_ + 1);
+      if (prefetch_.wants(epoch_)) {
+        finished_order_ = order_;  // order() keeps describing the batches handed out
+        begin_epoch(epoch_ + 1);
+        prefetch_.began(epoch_);
+      }
       return false;
     }
     Slot& slot = *ready;

@@ -49,7 +49,10 @@ const char* augment_mode_name(AugmentMode mode);
 
 struct LoaderOptions {
   int64_t batch = 64;
-  bool shuffle = true;     // per-epoch permutation from (seed, epoch), identical to InOrderBatches'
+  bool shuffle = true;  // per-epoch permutation from (seed, epoch), identical to InOrderBatches'
+  // The run's epoch count when known (-1: not known). A shuffling loader begins the next epoch as soon as the
+  // last batch of this one is handed out (data/next_epoch_prefetch.h), except after epoch epochs - 1.
+  int64_t epochs = -1;
   bool drop_last = false;  // drop the last batch when it is smaller than `batch`
   int workers = 2;         // threads that read, decode and collate (>= 1)
   int prefetch = 2;        // ring depth: batches in flight ahead of the consumer (>= 1)
@@ -114,7 +117,7 @@ class DataLoader : public BatchSource {
   int64_t tail_batch_size() const override { return options_.drop_last ? 0 : shard_size_ % options_.batch; }
 
   // The sample order of the current epoch (this rank's shard when world_size > 1).
-  const std::vector<int64_t>& order() const { return order_; }
+  const std::vector<int64_t>& order() const { return prefetch_.over() ? finished_order_ : order_; }
   const LoaderOptions& options() const { return options_; }
   // Samples this rank reads per epoch (size() when not sharded).
   int64_t shard_size() const { return shard_size_; }
@@ -147,6 +150,7 @@ class DataLoader : public BatchSource {
   std::vector<int64_t> order_;
   int64_t epoch_ = -1;
   NextEpochPrefetch prefetch_;  // a shuffling loader begins the next epoch when this one's last batch is out
+  std::vector<int64_t> finished_order_;    // the order of the epoch that ended while the next began early
   std::unique_ptr<BatchRing<Slot>> ring_;  // its mutex also guards stats_
   std::vector<std::thread> threads_;
 

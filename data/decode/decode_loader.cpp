@@ -148,7 +148,7 @@ std::string DecodeLoader::cpu_description() const {
 
 DecodeLoader::DecodeLoader(std::shared_ptr<const ImageFolder> folder, DecodeLoaderOptions options)
     : folder_(std::move(folder)), options_(std::move(options)) {
-  prefetch_ = NextEpochPrefetch(options_.shuffle);
+  prefetch_ = NextEpochPrefetch(options_.shuffle, options_.epochs);
   validate_options();
   const DecodeLoaderOptions& o = options_;
   const int64_t size = folder_->size(), world = o.world_size;
@@ -362,8 +362,9 @@ void DecodeLoader::open_batch(Slot& slot) {
   slot.sample = HybridBatchSample();
   slot.routes = DecodeCounts();
   if (mode_ == DecodeMode::hybrid)
-    slot.route_budget.reset(static_cast<int64_t>(slot.indices.size()), slot.cpu_share,
-                            slot.expensive_fraction);
+    // The share is of the files nvJPEG could decode (the controller's model), not of the whole batch.
+    slot.route_budget.reset(std::llround(static_cast<double>(slot.indices.size()) * slot.routable_fraction),
+                            slot.cpu_share, slot.expensive_fraction);
   slot.error = nullptr;
 }
 
@@ -454,6 +455,7 @@ void DecodeLoader::finish_batch(Slot& slot) {
       slot.routes.hybrid_cpu += by_share;
       routable_seen_ += routable;
       expensive_seen_ += expensive;
+      files_seen_ += static_cast<int64_t>(slot.items.size());
     }
   }
   if (lanes_.empty() && !slot.error) {
@@ -490,7 +492,11 @@ bool DecodeLoader::next(Batch& out) {
     if (prefetch_.over()) return false;
     Slot* ready = ring_->wait_ready(&stats_.wait_seconds);  // adds under the ring's lock, as stats() reads it
     if (ready == nullptr) {
-      if (prefetch_.begin_after(epoch_)) begin_epoch(epoch_ + 1);
+      if (prefetch_.wants(epoch_)) {
+        finished_order_ = order_;  // order() keeps describing the batches handed out
+        begin_epoch(epoch_ + 1);
+        prefetch_.began(epoch_);
+      }
       return false;
     }
     Slot& slot = *ready;
@@ -508,11 +514,15 @@ bool DecodeLoader::next(Batch& out) {
       for (const Item& item : slot.items) out.indices.push_back(item.index);
       out.epoch = slot.epoch;
       out.step_in_epoch = slot.batch;
+    }
+    {
       std::lock_guard<std::mutex> lock(ring_->mutex());
-      ++stats_.batches;
-      stats_.images += count;
-      counts_.add_routes(slot.routes);
-      if (mode_ == DecodeMode::hybrid) feed_hybrid(slot, asked_ns);
+      counts_.add_routes(slot.routes);  // also a batch whose files were all skipped
+      if (count > 0) {
+        ++stats_.batches;
+        stats_.images += count;
+        if (mode_ == DecodeMode::hybrid) feed_hybrid(slot, asked_ns);
+      }
     }
     ring_->consume(slot);
     if (count > 0) return true;
@@ -523,6 +533,8 @@ void DecodeLoader::begin_hybrid_batch(Slot& slot) {
   slot.cpu_share = options_.cpu_share >= 0 ? options_.cpu_share : hybrid_->share();
   slot.expensive_fraction =
       routable_seen_ > 0 ? static_cast<double>(expensive_seen_) / static_cast<double>(routable_seen_) : 0.0;
+  slot.routable_fraction =
+      files_seen_ > 0 ? static_cast<double>(routable_seen_) / static_cast<double>(files_seen_) : 1.0;
 }
 
 // The batch's measurements to the controller. The ring's first batches of an epoch wait for the start-up

@@ -58,6 +58,8 @@ class HybridShareController;
 struct DecodeLoaderOptions {
   int64_t batch = 64;
   bool shuffle = true;
+  int64_t epochs =
+      -1;  // the run's epoch count when known: as LoaderOptions::epochs (no early start after it)
   bool drop_last = false;
   int workers = 2;
   int prefetch = 2;  // batches in flight (rounded up to a multiple of decode_lanes on a CUDA target)
@@ -141,7 +143,7 @@ class DecodeLoader : public BatchSource {
   // "gpu: nvJPEG hardware backend (+ gpu-hybrid ...), libnvjpeg.so.13 (...)" or "cpu: libjpeg-turbo, DCT
   // scaling" (and why auto fell back to the CPU).
   const std::string& describe() const { return description_; }
-  const std::vector<int64_t>& order() const { return order_; }
+  const std::vector<int64_t>& order() const { return prefetch_.over() ? finished_order_ : order_; }
   // The DataLoader's counters (h2d_ms: decode-stream time; augment_ms: the crop kernel).
   LoaderStats stats() const;
   DecodeCounts decode_counts() const;
@@ -190,7 +192,8 @@ class DecodeLoader : public BatchSource {
   std::vector<int64_t> order_;
   int64_t epoch_ = -1;
   NextEpochPrefetch prefetch_;  // a shuffling loader begins the next epoch when this one's last batch is out
-  std::unique_ptr<Ring> ring_;  // its mutex also guards stats_ and counts_
+  std::vector<int64_t> finished_order_;  // the order of the epoch that ended while the next began early
+  std::unique_ptr<Ring> ring_;           // its mutex also guards stats_ and counts_
   std::vector<std::thread> threads_;
   std::vector<std::unique_ptr<Lane>> lanes_;  // CUDA target: the decode lanes; empty on a CPU target
   std::vector<std::thread> lane_threads_;
@@ -199,7 +202,7 @@ class DecodeLoader : public BatchSource {
   mutable DecodeCounts counts_;
   // hybrid (under the ring's lock): the share's controller, what the routes saw so far, the last hand-out.
   std::unique_ptr<HybridShareController> hybrid_;
-  int64_t routable_seen_ = 0, expensive_seen_ = 0;
+  int64_t routable_seen_ = 0, expensive_seen_ = 0, files_seen_ = 0;
   int64_t last_handout_ns_ = -1;  // steady clock, this epoch; < 0: none yet
   std::unique_ptr<std::atomic<int64_t>[]> worker_busy_ns_;
 };

@@ -83,6 +83,7 @@ struct DecodeLoader::Slot : RingSlot {
   // hybrid: the batch's CPU share and expected share of GPU-hybrid files (set at the claim), its route
   // split, and what the workers measured (summed by the last worker).
   double cpu_share = 0.0, expensive_fraction = 0.0;
+  double routable_fraction = 1.0;  // of a batch's files, those nvJPEG could decode (seen so far)
   HybridRouteBudget route_budget;
   HybridBatchSample sample;
   // This batch's route counts, added to the loader's when next() hands the batch out (a batch of an epoch

@@ -62,8 +62,13 @@ void HybridShareController::update(const HybridBatchSample& s) {
     // device released its slots hands out batches a millisecond apart, then waits a step), and a mean of
     // per-batch rates is dominated by the bursts (on the H200 it put ResNet-50's ~6,700 images/s near
     // 100,000 and drove the share to 0). Slowly smoothed for the same reason.
-    if (s.interval_seconds > 0)
-      interval_ = smooth(interval_, s.interval_seconds / images, config_.rate_smoothing);
+    // A pause of the consumer (a checkpoint save, a capture) is clipped: one long gap must not make the
+    // workers look idle for dozens of batches.
+    if (s.interval_seconds > 0) {
+      double sample = s.interval_seconds / static_cast<double>(images);
+      if (interval_ > 0) sample = std::min(sample, kMaxIntervalJump * interval_);
+      interval_ = smooth(interval_, sample, config_.rate_smoothing);
+    }
   }
   ++updates_;
   // A wait while the workers are far from busy is not theirs: the slot was still in use on the device

@@ -70,6 +70,8 @@ class HybridShareController {
   double utilisation(double share) const;
   // Waits for the workers count only when the model has them at least this share of the target load busy.
   static constexpr double kWaitMinUtilisation = 0.5;
+  // A gap between hand-outs counts at most this many times the smoothed one.
+  static constexpr double kMaxIntervalJump = 4.0;
 
   HybridShareConfig config_;
   double share_, target_, load_;
@@ -81,7 +83,8 @@ class HybridShareController {
 
 class HybridRouteBudget {
  public:
-  // For a batch of n files at `share`, expecting expensive_fraction of them on nvJPEG's GPU-hybrid engine.
+  // For a batch with n files nvJPEG could decode (expected) at `share`, expecting expensive_fraction of them
+  // on nvJPEG's GPU-hybrid engine.
   void reset(int64_t n, double share, double expensive_fraction);
   // Whether the file goes to the CPU (GpuRoute::cpu always; not counted). Thread-safe.
   bool take_cpu(GpuRoute route);

@@ -128,7 +128,7 @@ bool strides_4d(const Tensor& t, const Shape& batch, size_t split, int64_t out[4
 }
 
 // Reads with 16-byte vectors: the last dim dense, the other strides multiples of 8 elements, data aligned;
-// every batch dim its own (not broadcast).
+// every batch dim its own (not broadcast, not expanded with stride 0).
 bool cudnn_ready(const Tensor& t, const Shape& batch) {
   if (t.strides().back() != 1 || reinterpret_cast<uintptr_t>(t.raw_data()) % 16 != 0) return false;
   for (int64_t d = 0; d + 1 < t.dim(); ++d) {
@@ -139,6 +139,8 @@ bool cudnn_ready(const Tensor& t, const Shape& batch) {
     const int64_t own = static_cast<int64_t>(d) - skipped;
     const int64_t size = own < 0 ? 1 : t.shape()[static_cast<size_t>(own)];
     if (size != batch[d]) return false;
+    // An expanded operand (k.expand() of one head for every head: stride 0) is copied too.
+    if (size > 1 && t.strides()[static_cast<size_t>(own)] == 0) return false;
   }
   return true;
 }

@@ -4,6 +4,7 @@
 
 #include "ops/attention/cudnn_sdpa.h"
 #include "runtime/config.h"
+#include "runtime/determinism.h"
 
 namespace liftoff {
 
@@ -52,7 +53,7 @@ AttentionPath cudnn_fallback_path(const AttentionCallFacts& call) {
 }
 
 AttentionPath choose_attention_path(const AttentionCallFacts& call, const AttentionPathContext& context) {
-  if (!context.fused_enabled) return AttentionPath::plain;
+  if (!context.fused_enabled || context.deterministic) return AttentionPath::plain;
   const bool cudnn = context.cudnn_available && cudnn_takes(call);
   switch (context.forced) {
     case AttentionPath::plain:
@@ -89,6 +90,7 @@ AttentionPath attention_path(const Tensor& q, const Tensor& k, const Tensor& v, 
   AttentionPathContext context;
   context.fused_enabled = config::get_bool(config::Knob::attention_fused).value_or(true);
   context.forced = attention_path_override();
+  context.deterministic = deterministic_algorithms();
   context.cudnn_available = q.device().is_cuda() && cudnn_sdpa_available();
   return choose_attention_path(attention_call_facts(q, k, v, attn_mask, dropout_p), context);
 }

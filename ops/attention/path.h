@@ -8,8 +8,9 @@
 // where it takes the call (on the H200 its Hopper wgmma kernels beat ours at every length measured, ViT-
 // tiny's L = 65 included: 1.7-2.6x, docs/perf.md session 11), else ours, else plain. A cuDNN call whose plan
 // does not build (or a shape first met inside a graph capture) runs ours (else the plain path) without an
-// error. LIFTOFF_ATTENTION_FUSED=0 makes every call plain; set_attention_path overrides the choice for tests
-// and attention_bench.
+// error. LIFTOFF_ATTENTION_FUSED=0 and deterministic algorithms (runtime/determinism.h: the fused backwards
+// add dQ with atomics) make every call plain; set_attention_path overrides the choice for tests and
+// attention_bench.
 #pragma once
 #include <cstdint>
 
@@ -37,6 +38,8 @@ struct AttentionCallFacts {
 struct AttentionPathContext {
   bool fused_enabled = true;     // LIFTOFF_ATTENTION_FUSED
   bool cudnn_available = false;  // cudnn_sdpa_available()
+  // runtime/determinism.h: both fused backwards add dQ with atomics (not bit-reproducible): plain.
+  bool deterministic = false;
   AttentionPath forced = AttentionPath::automatic;
 };
 

@@ -4,16 +4,16 @@
 
 namespace liftoff {
 
-namespace {
+namespace {}  // namespace
+
 // LIFTOFF_CONV_LAYOUT=input keeps the input's layout (the NCHW reference for A/B runs and tests).
-bool keep_input_layout() {
+bool conv_layout_follows_input() {
   return config::get_string(config::Knob::conv_layout).value_or("auto") == "input";
 }
-}  // namespace
 
 MemoryFormat conv_memory_format(const Tensor& x) {
   if (!x.is_cuda() || x.dim() != 4 || x.dtype() == DType::f64) return MemoryFormat::contiguous;
-  return keep_input_layout() ? x.memory_format() : MemoryFormat::channels_last;
+  return conv_layout_follows_input() ? x.memory_format() : MemoryFormat::channels_last;
 }
 
 }  // namespace liftoff

@@ -24,5 +24,7 @@ inline MemoryFormat op_memory_format(const Tensor& x) {
 // NCHW.
 // LIFTOFF_CONV_LAYOUT (runtime/config) overrides the rule for A/B measurements.
 MemoryFormat conv_memory_format(const Tensor& x);
+// LIFTOFF_CONV_LAYOUT=input: convolutions keep their input's layout (an NCHW model stays NCHW).
+bool conv_layout_follows_input();
 
 }  // namespace liftoff

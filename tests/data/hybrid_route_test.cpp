@@ -165,6 +165,21 @@ TEST(HybridShareController, BurstyHandOutsMeasureTheTrueRate) {
   EXPECT_DOUBLE_EQ(c.share(), 1.0);
 }
 
+// The review's case: GPU-heavy (CPU 4 ms, GPU 0.5 ms an image, 5,000 images/s on 4 workers: share near 0),
+// then one 5 s pause of the consumer (a checkpoint save). Unclipped, the gap made the workers look idle and
+// raised the share to ~0.4 within 3 batches; clipped, it moves by at most a step.
+TEST(HybridShareController, OnePauseDoesNotRaiseTheShare) {
+  HybridShareController c(four_workers());
+  for (int b = 0; b < 60; ++b) c.update(batch_at(c.share(), 4e-3, 0.5e-3, 5000));
+  const double settled = c.share();
+  EXPECT_LT(settled, 0.1);
+  HybridBatchSample pause = batch_at(settled, 4e-3, 0.5e-3, 5000);
+  pause.interval_seconds = 5.0;
+  c.update(pause);
+  for (int b = 0; b < 3; ++b) c.update(batch_at(c.share(), 4e-3, 0.5e-3, 5000));
+  EXPECT_LE(c.share(), settled + HybridShareConfig().max_step + 1e-12);
+}
+
 // Files only the CPU decodes (PNG, CMYK) take worker time the share cannot move: it gets less.
 TEST(HybridShareController, ForcedCpuFilesLeaveLessForTheShare) {
   HybridShareConfig config = four_workers();

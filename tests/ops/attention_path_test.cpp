@@ -75,6 +75,18 @@ TEST(AttentionPath, MasksDropoutF32CpuAndEmptyInputsArePlain) {
   EXPECT_EQ(choose_attention_path(fused_call(64, 1, 1), context), AttentionPath::flash);  // cuDNN: no 1x1
 }
 
+// --deterministic: both fused backwards add dQ with atomics, so every call takes the plain path, forced or
+// not.
+TEST(AttentionPath, DeterministicAlgorithmsArePlain) {
+  for (AttentionPath forced :
+       {AttentionPath::automatic, AttentionPath::plain, AttentionPath::flash, AttentionPath::cudnn}) {
+    AttentionPathContext context = with_cudnn(forced);
+    context.deterministic = true;
+    EXPECT_EQ(choose_attention_path(fused_call(64, 1024, 1024), context), AttentionPath::plain);
+    EXPECT_EQ(choose_attention_path(fused_call(64, 65, 65), context), AttentionPath::plain);
+  }
+}
+
 TEST(AttentionPath, OverridesAndTheKnob) {
   const AttentionCallFacts long_call = fused_call(64, 1024, 1024), short_call = fused_call(64, 65, 65);
   EXPECT_EQ(choose_attention_path(long_call, with_cudnn(AttentionPath::flash)), AttentionPath::flash);

@@ -68,6 +68,7 @@ void row(const std::string& name, const Flags& f, Make&& make) {
   std::printf("%-34s", name.c_str());
   for (int w : f.workers) {
     liftoff::LoaderOptions o;
+    o.epochs = 1;  // each repeat starts from an empty ring (no epoch begun early): the loader's own rate
     o.batch = f.batch;
     o.workers = w;
     o.prefetch = f.prefetch > 0 ? f.prefetch : 2 * w;
@@ -96,6 +97,7 @@ void decode_row(const std::shared_ptr<const liftoff::ImageFolder>& folder, const
   std::string description;
   row(name, f, [&](const liftoff::LoaderOptions& lo) {
     liftoff::DecodeLoaderOptions o;
+    o.epochs = 1;  // as above
     o.batch = lo.batch;
     o.workers = lo.workers;
     o.prefetch = lo.prefetch;

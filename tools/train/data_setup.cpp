@@ -60,9 +60,9 @@ void check_test_set(const Flags& f, const ImageDataset& train, const ImageDatase
 // Labels are class folder positions: the test set must name the same classes in the same order.
 void check_same_classes(const Flags& f, const TrainData& data) {
   LIFTOFF_CHECK(data.test_folder->class_names() == data.train_folder->class_names(), ValueError,
-                "--data folder: '", f.data_dir, "/test' has the classes ", join(data.test_folder->class_names()),
-                " but '", f.data_dir, "/train' has ", join(data.train_folder->class_names()),
-                "; both need the same class folders");
+                "--data folder: '", f.data_dir, "/test' has the classes ",
+                join(data.test_folder->class_names()), " but '", f.data_dir, "/train' has ",
+                join(data.train_folder->class_names()), "; both need the same class folders");
 }
 
 // Most of the first files are JPEGs (by name): what --decode gpu can take.
@@ -118,6 +118,7 @@ void make_decode_loaders(const Flags& f, const LoaderOptions& base, TrainData& d
   if (parse_amp(f.amp) != AmpMode::off && base.device.is_cuda())
     o.input_dtype = amp_compute_dtype(parse_amp(f.amp));
   o.train = parse_augment_mode(f.augment) != AugmentMode::none;
+  o.epochs = f.epochs;  // no early start of an epoch after the last
   DecodeLoaderOptions eval = o;
   eval.train = false;
   eval.shuffle = false;
@@ -129,10 +130,10 @@ void make_decode_loaders(const Flags& f, const LoaderOptions& base, TrainData& d
   // The report's augment field keeps its values (where the augmentation runs); the header's decode line
   // says what it does.
   data.augment = !o.train ? "none" : base.device.is_cuda() ? "gpu" : "cpu";
-  data.decode = str_cat(train->describe(), "; ",
-                        o.train ? "random resized crop + flip" : "resize + centre crop", " to ", o.crop.out_height,
-                        "x", o.crop.out_width, ", normalise, ", dtype_name(o.input_dtype),
-                        base.device.is_cuda() ? " channels-last, in one kernel" : " (CPU twin)");
+  data.decode =
+      str_cat(train->describe(), "; ", o.train ? "random resized crop + flip" : "resize + centre crop",
+              " to ", o.crop.out_height, "x", o.crop.out_width, ", normalise, ", dtype_name(o.input_dtype),
+              base.device.is_cuda() ? " channels-last, in one kernel" : " (CPU twin)");
   data.decode_where = decode_mode_name(train->decode_mode());
   DecodeLoader* loader = train.get();
   data.decode_summary = [loader] {
@@ -201,6 +202,7 @@ TrainData make_train_data(const Flags& f, Device device, int rank, int world_siz
   LoaderOptions train_opts;
   train_opts.batch = f.batch;
   train_opts.shuffle = true;
+  train_opts.epochs = f.epochs;  // no early start of an epoch after the last
   train_opts.drop_last = f.drop_last;
   train_opts.workers = f.workers;
   train_opts.prefetch = effective_prefetch(f);

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "models/nn/zoo.h"
+#include "ops/common/layout.h"
 #include "runtime/parallel.h"
 #include "tools/train/format.h"
 
@@ -78,10 +79,11 @@ void build_model(const Flags& f, TrainSetup& s) {
   s.schedule = make_schedule(f.schedule, s.lr, total_steps, f.warmup, schedule_opts);
 }
 
-// The runtime's layout choice for conv activations (ops/conv2d/conv2d.h): channels-last under autocast on
-// CUDA.
+// The runtime's layout choice for conv activations (ops/common/layout.h): channels-last on CUDA (every
+// training dtype: f32, bf16, f16), unless LIFTOFF_CONV_LAYOUT=input keeps the model's NCHW input.
 const char* activation_layout(const Flags& f, Device device) {
-  return device.is_cuda() && f.amp != "off" ? "channels_last" : "contiguous";
+  (void)f;
+  return device.is_cuda() && !conv_layout_follows_input() ? "channels_last" : "contiguous";
 }
 
 RunConfig make_run_config(const Flags& f, const TrainSetup& s) {
