@@ -1,6 +1,8 @@
 #include <Eigen/Core>
 #include <algorithm>
+#include <vector>
 
+#include "ops/common/cpu_gemm.h"
 #include "ops/matmul/kernels.h"
 #include "runtime/dispatch.h"
 #include "runtime/parallel.h"
@@ -38,12 +40,76 @@ void block(const MatrixBatch& a, const MatrixBatch& b, int64_t i, int64_t m, int
     out.noalias() = alpha * sa.middleCols(r0, rows).transpose() * sb.middleRows(c0, cols).transpose();
   }
 }
+// f32 on an AVX-512 host: ops/common/cpu_gemm.h's register-blocked kernel (16-wide vectors; the host build
+// limits Eigen to AVX2's 8). It reads row-major operands, so a transposed B (linear's weight, attention's
+// keys) is packed once per call and a transposed A (a weight gradient's g^T) per block of rows: copies of
+// k x n and m x k floats against 2 m n k flops. Each element's sum runs over k in order whatever the split.
+void gemm_f32_avx512(const MatrixBatch& a, const MatrixBatch& b, float* c, int64_t batch, int64_t m,
+                     int64_t n, int64_t k, float alpha) {
+  const auto* a_data = static_cast<const float*>(a.data);
+  const float* b_data = static_cast<const float*>(b.data);
+  int64_t b_ld = b.ld, b_stride = b.batch_stride;
+  std::vector<float> b_packed;
+  if (b.transpose) {  // stored n x k: pack each distinct matrix to k x n
+    const int64_t distinct = b.batch_stride == 0 ? 1 : batch;
+    b_packed.resize(static_cast<size_t>(distinct * k * n));
+    parallel_for(0, distinct * k, std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(1, n)),
+                 [&](int64_t lo, int64_t hi) {
+                   for (int64_t row = lo; row < hi; ++row) {  // row p of matrix i
+                     const int64_t i = row / k, p = row % k;
+                     const float* src = b_data + i * b.batch_stride + p;
+                     float* dst = b_packed.data() + row * n;
+                     for (int64_t j = 0; j < n; ++j) dst[j] = src[j * b.ld];
+                   }
+                 });
+    b_data = b_packed.data();
+    b_ld = n;
+    b_stride = b.batch_stride == 0 ? 0 : k * n;
+  }
+  const auto product = [&](int64_t i, int64_t r0, int64_t rows, int64_t c0, int64_t cols) {
+    const float* ai = a_data + i * a.batch_stride;
+    int64_t lda = a.ld;
+    thread_local std::vector<float> a_packed;
+    if (a.transpose) {  // stored k x m: rows r0.. of op(A) are columns of the stored matrix
+      a_packed.resize(static_cast<size_t>(rows * k));
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t p = 0; p < k; ++p) a_packed[static_cast<size_t>(r * k + p)] = ai[p * a.ld + r0 + r];
+      ai = a_packed.data();
+      lda = k;
+    } else {
+      ai += r0 * a.ld;
+    }
+    float* ci = c + i * m * n + r0 * n + c0;
+    gemm::matmul<float>(rows, cols, k, ai, lda, b_data + i * b_stride + c0, b_ld, ci, n);
+    if (alpha != 1.0f) {
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < cols; ++j) ci[r * n + j] *= alpha;
+    }
+  };
+  if (batch == 1 && m < n) {  // few rows: split the columns
+    parallel_for(0, n, std::max<int64_t>(16, (1 << 18) / std::max<int64_t>(1, m * k)),
+                 [&](int64_t lo, int64_t hi) { product(0, 0, m, lo, hi - lo); });
+    return;
+  }
+  parallel_for(0, batch * m, std::max<int64_t>(1, (1 << 18) / std::max<int64_t>(1, n * k)),
+               [&](int64_t lo, int64_t hi) {
+                 while (lo < hi) {
+                   const int64_t i = lo / m, r0 = lo % m, rows = std::min(hi - lo, m - r0);
+                   product(i, r0, rows, 0, n);
+                   lo += rows;
+                 }
+               });
+}
 }  // namespace
 
 void batched_gemm(const MatrixBatch& a, const MatrixBatch& b, const Tensor& c, int64_t batch, int64_t m,
                   int64_t n, int64_t k, double alpha) {
   if (k == 0) {
     c.zero_();
+    return;
+  }
+  if (c.dtype() == DType::f32 && gemm::has_offset_kernel<float>()) {
+    gemm_f32_avx512(a, b, c.data<float>(), batch, m, n, k, static_cast<float>(alpha));
     return;
   }
   dispatch_float(c.dtype(), "matmul", [&](auto tag) {

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "ops/linear/linear.h"
+#include "ops/matmul/batched.h"
+#include "ops/scale/scale.h"
 #include "tests/common/gradcheck.h"
 
 namespace liftoff {
@@ -119,6 +121,42 @@ TEST(Matmul, StridedAndTransposedViews) {
   const Tensor every_other = testing::random_tensor({3, 8}, 14).slice(1, 0, 8).permute({1, 0});  // [8, 3]
   const Tensor c = testing::random_tensor({3, 2}, 15);
   EXPECT_TRUE(testing::all_close(matmul(every_other, c), naive_matmul(every_other, c), 1e-12, 1e-12));
+}
+
+// f32 on the CPU takes the AVX-512 kernel where the host has it (ops/matmul/cpu.cpp: transposed B packed per
+// call, transposed A per block of rows, alpha applied after) and Eigen elsewhere: every operand layout, sizes
+// off the kernel's 16 / 32 / 48-column and 8-row blocks, a broadcast (stride-0) B, the few-rows column split,
+// and alpha, against f64 loops.
+TEST(Matmul, F32EveryLayoutAndBlockEdge) {
+  struct Size {
+    int64_t m, n, k;
+  };
+  uint64_t seed = 100;
+  for (const Size z :
+       {Size{37, 53, 29}, Size{5, 100, 7}, Size{64, 48, 16}, Size{1, 200, 33}, Size{9, 17, 1}}) {
+    const Tensor a = testing::random_tensor({3, z.m, z.k}, seed++).to(DType::f32);
+    const Tensor b = testing::random_tensor({3, z.k, z.n}, seed++).to(DType::f32);
+    const Tensor b2 = testing::random_tensor({z.k, z.n}, seed++).to(DType::f32);  // broadcast over the batch
+    const std::string what = str_cat("m ", z.m, " n ", z.n, " k ", z.k);
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        const Tensor av = ta ? transposed_view(a) : a, bv = tb ? transposed_view(b) : b;
+        const Tensor b2v = tb ? transposed_view(b2) : b2;
+        const std::string layout = str_cat(what, ta ? " A^T" : " A", tb ? " B^T" : " B");
+        EXPECT_TRUE(testing::all_close(matmul(av, bv), naive_matmul(a, b), 1e-5, 1e-5)) << layout;
+        EXPECT_TRUE(testing::all_close(matmul(av, b2v), naive_matmul(a, b2), 1e-5, 1e-5))
+            << layout << " bcast";
+        const Tensor scaled = matmul_detail::batched_matmul(av, bv, 0.25, Shape{3});
+        EXPECT_TRUE(testing::all_close(scaled, scale(naive_matmul(a, b), 0.25), 1e-5, 1e-5))
+            << layout << " alpha";
+      }
+    }
+    // One matrix with fewer rows than columns: the columns are split across the threads.
+    const Tensor a1 = a.select(0, 0), b1 = b.select(0, 0);
+    EXPECT_TRUE(
+        testing::all_close(matmul(a1, transposed_view(b1.contiguous())), naive_matmul(a1, b1), 1e-5, 1e-5))
+        << what << " 2-D";
+  }
 }
 
 TEST(Matmul, GradcheckShapes) {
