@@ -10,6 +10,7 @@ strided_cnn, mobilenet_v2, vit_tiny, each with the parameter count Liftoff's mak
 (--device cpu: to check a twin where no GPU is, e.g. its params= against model_panel --device cpu.)
 """
 import argparse
+import os
 import time
 
 import torch
@@ -255,10 +256,15 @@ def main():
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    p.add_argument("--threads", type=int, default=0,
+                   help="CPU threads (0: every logical core, as Liftoff uses; PyTorch's own default is the "
+                        "physical cores, 1 on a 2-thread VM)")
     a = p.parse_args()
     if a.device == "cpu" and a.mode != "eager":
         p.error("--mode graph/both needs --device cuda (CUDA graphs)")
     torch.backends.cudnn.benchmark = True
+    if a.device == "cpu":
+        torch.set_num_threads(a.threads if a.threads > 0 else (os.cpu_count() or 1))
     dev = torch.device(a.device)
     formats = {"channels_last": [torch.channels_last], "contiguous": [torch.contiguous_format],
                "both": [torch.channels_last, torch.contiguous_format]}[a.memory_format]
