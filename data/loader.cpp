@@ -332,11 +332,7 @@ bool DataLoader::next(Batch& out) {
     if (prefetch_.over()) return false;
     Slot* ready = ring_->wait_ready(&stats_.wait_seconds);  // adds under the ring's lock, as stats() reads it
     if (ready == nullptr) {
-      if (prefetch_.wants(epoch_)) {
-        finished_order_ = order_;  // order() keeps describing the batches handed out
-        begin_epoch(epoch_ + 1);
-        prefetch_.began(epoch_);
-      }
+      prefetch_.after_epoch(epoch_, order_, [&] { begin_epoch(epoch_ + 1); });
       return false;
     }
     Slot& slot = *ready;

@@ -117,7 +117,7 @@ class DataLoader : public BatchSource {
   int64_t tail_batch_size() const override { return options_.drop_last ? 0 : shard_size_ % options_.batch; }
 
   // The sample order of the current epoch (this rank's shard when world_size > 1).
-  const std::vector<int64_t>& order() const { return prefetch_.over() ? finished_order_ : order_; }
+  const std::vector<int64_t>& order() const { return prefetch_.order(order_); }
   const LoaderOptions& options() const { return options_; }
   // Samples this rank reads per epoch (size() when not sharded).
   int64_t shard_size() const { return shard_size_; }
@@ -150,7 +150,6 @@ class DataLoader : public BatchSource {
   std::vector<int64_t> order_;
   int64_t epoch_ = -1;
   NextEpochPrefetch prefetch_;  // a shuffling loader begins the next epoch when this one's last batch is out
-  std::vector<int64_t> finished_order_;    // the order of the epoch that ended while the next began early
   std::unique_ptr<BatchRing<Slot>> ring_;  // its mutex also guards stats_
   std::vector<std::thread> threads_;
 

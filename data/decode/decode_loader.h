@@ -143,7 +143,7 @@ class DecodeLoader : public BatchSource {
   // "gpu: nvJPEG hardware backend (+ gpu-hybrid ...), libnvjpeg.so.13 (...)" or "cpu: libjpeg-turbo, DCT
   // scaling" (and why auto fell back to the CPU).
   const std::string& describe() const { return description_; }
-  const std::vector<int64_t>& order() const { return prefetch_.over() ? finished_order_ : order_; }
+  const std::vector<int64_t>& order() const { return prefetch_.order(order_); }
   // The DataLoader's counters (h2d_ms: decode-stream time; augment_ms: the crop kernel).
   LoaderStats stats() const;
   DecodeCounts decode_counts() const;
@@ -192,8 +192,7 @@ class DecodeLoader : public BatchSource {
   std::vector<int64_t> order_;
   int64_t epoch_ = -1;
   NextEpochPrefetch prefetch_;  // a shuffling loader begins the next epoch when this one's last batch is out
-  std::vector<int64_t> finished_order_;  // the order of the epoch that ended while the next began early
-  std::unique_ptr<Ring> ring_;           // its mutex also guards stats_ and counts_
+  std::unique_ptr<Ring> ring_;  // its mutex also guards stats_ and counts_
   std::vector<std::thread> threads_;
   std::vector<std::unique_ptr<Lane>> lanes_;  // CUDA target: the decode lanes; empty on a CPU target
   std::vector<std::thread> lane_threads_;

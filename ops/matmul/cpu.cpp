@@ -49,20 +49,24 @@ void gemm_f32_avx512(const MatrixBatch& a, const MatrixBatch& b, float* c, int64
   const auto* a_data = static_cast<const float*>(a.data);
   const float* b_data = static_cast<const float*>(b.data);
   int64_t b_ld = b.ld, b_stride = b.batch_stride;
-  std::vector<float> b_packed;
   if (b.transpose) {  // stored n x k: pack each distinct matrix to k x n
     const int64_t distinct = b.batch_stride == 0 ? 1 : batch;
-    b_packed.resize(static_cast<size_t>(distinct * k * n));
+    // Reused across calls on this thread (grown, never shrunk; overwritten whole): a plain pointer for the
+    // pool's threads, which would name their own thread_local.
+    thread_local std::vector<float> b_buffer;
+    if (b_buffer.size() < static_cast<size_t>(distinct * k * n))
+      b_buffer.resize(static_cast<size_t>(distinct * k * n));
+    float* const packed = b_buffer.data();
     parallel_for(0, distinct * k, std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(1, n)),
                  [&](int64_t lo, int64_t hi) {
                    for (int64_t row = lo; row < hi; ++row) {  // row p of matrix i
                      const int64_t i = row / k, p = row % k;
                      const float* src = b_data + i * b.batch_stride + p;
-                     float* dst = b_packed.data() + row * n;
+                     float* dst = packed + row * n;
                      for (int64_t j = 0; j < n; ++j) dst[j] = src[j * b.ld];
                    }
                  });
-    b_data = b_packed.data();
+    b_data = packed;
     b_ld = n;
     b_stride = b.batch_stride == 0 ? 0 : k * n;
   }
