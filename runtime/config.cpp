@@ -92,6 +92,8 @@ constexpr Entry kTable[] = {
                 "autocast half weight casts: batched (one launch per step) or each (one kernel per weight)"),
     text_knob(Knob::cublas_library, "LIFTOFF_CUBLAS_LIBRARY", "libcublas.so.13, else libcublas.so",
               "the cuBLAS library file to load (only that one)"),
+    int_knob(Knob::cublas_workspace_mb, "LIFTOFF_CUBLAS_WORKSPACE_MB", "128", nullptr, 0, 4096,
+             "cuBLAS workspace of large GEMMs (>= 8 GFLOP a call), MiB (0: cuBLAS's default pool for all)"),
     text_knob(Knob::nccl_library, "LIFTOFF_NCCL_LIBRARY", "libnccl.so.2, else libnccl.so",
               "the NCCL library file to load (only that one)"),
     text_knob(Knob::mpi_library, "LIFTOFF_MPI_LIBRARY", "libmpi.so.40, else libmpi.so",

@@ -35,6 +35,7 @@ enum class Knob {
   attention_fused,
   weight_cast,
   cublas_library,
+  cublas_workspace_mb,
   nccl_library,
   mpi_library,
   nvml_interval_s,

@@ -12,7 +12,8 @@ source .devrun/shared/device-env.sh
 export PYTHONUNBUFFERED=1 LIFTOFF_SOURCE_DIR=$PWD  # tests find their data files from the tree
 DATA=.devrun/data
 summary=()
-note() { summary+=("$1"); echo "== $1"; }
+# Each note also goes to $OUT/summary.log, so a call killed at its time limit keeps the notes so far.
+note() { summary+=("$1"); echo "== $1"; echo "$1" >>"$OUT/summary.log"; }
 steady() { grep -oE "steady state[^;]*images/s|[0-9.,]+ images/s \(steady" "$1" | head -1; }
 
 for stage in "$@"; do

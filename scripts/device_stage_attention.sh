@@ -2,10 +2,10 @@
 # then the plain path with LIFTOFF_ATTENTION_FUSED=0) against tools/reference/attention_bench.py (PyTorch's
 # scaled_dot_product_attention and bmm) on the same GPU, same shapes and dtype (ATTN_DTYPE, default bf16).
 # One note per row: forward and forward+backward ms of each, the path Liftoff took (ours, cudnn), and
-# PyTorch / Liftoff (> 1: Liftoff faster).
+# PyTorch / Liftoff (> 1: Liftoff faster). ATTN_PLAIN=0 skips the plain-path run.
 dt=${ATTN_DTYPE:-bf16}
 timeout 300 /tmp/bin/attention_bench --dtype "$dt" >"$OUT/attention_liftoff.log" 2>&1
-LIFTOFF_ATTENTION_FUSED=0 timeout 300 /tmp/bin/attention_bench --dtype "$dt" --only sdpa \
+[ "${ATTN_PLAIN:-1}" = 0 ] || LIFTOFF_ATTENTION_FUSED=0 timeout 300 /tmp/bin/attention_bench --dtype "$dt" --only sdpa \
   >"$OUT/attention_plain.log" 2>&1
 timeout 300 python3 tools/reference/attention_bench.py --dtype "$dt" >"$OUT/attention_torch.log" 2>&1
 for name in $(awk 'NR>1 && NF>=3 && $1 ~ /^(sdpa|bmm)_/ {print $1}' "$OUT/attention_liftoff.log"); do

@@ -5,6 +5,7 @@
 # the run crosses epochs). FOLDER_STEPS: training steps (default 120, the first 10 not timed). FOLDER_DECODES:
 # --decode values to run (default "auto", the default flags, i.e. the CPU + GPU hybrid; e.g. "auto cpu gpu").
 # FOLDER_MODELS: models (default resnet50; e.g. "resnet50 resnet18": a faster model needs more decoding).
+# FOLDER_TIMEOUT: seconds a training run may take (default 150).
 # For --decode auto it notes the hybrid's CPU share (mean and final) and the device-side input wait.
 # The decode stage sources this after making /tmp/jf; this stage uses its own folder of FOLDER_FILES.
 files=${FOLDER_FILES:-6000}
@@ -13,7 +14,7 @@ jf=/tmp/jf_$files
   --test 64 --min-side 256 --max-side 500 >>"$OUT/folder_train.log" 2>&1
 for model in ${FOLDER_MODELS:-resnet50}; do
   for decode in ${FOLDER_DECODES:-auto}; do
-    timeout 400 /tmp/bin/train --device cuda --model "$model" --image-size 224 --data folder --data-dir $jf \
+    timeout ${FOLDER_TIMEOUT:-150} /tmp/bin/train --device cuda --model "$model" --image-size 224 --data folder --data-dir $jf \
       --amp bf16 --batch 256 --max-steps ${FOLDER_STEPS:-120} --timing-warmup 10 --epochs 100 --no-eval \
       --decode "$decode" --report /tmp/folder_train.json >/tmp/folder_train.log 2>&1
     note "train $model folder ($files/photo) --decode $decode: rc=$? $(steady /tmp/folder_train.log) | GPU busy $(grep -oE 'GPU busy [0-9]+%' /tmp/folder_train.log | tail -1)"

@@ -26,6 +26,9 @@ GemmTypes gemm_types() {
   }
 }
 
+// At and above this many FLOPs a call (2 m n k batch), GEMMs take the handle with a large workspace.
+constexpr double kLargeGemmFlops = 8e9;
+
 }  // namespace
 
 void batched_gemm(const MatrixBatch& a, const MatrixBatch& b, const Tensor& c, int64_t batch, int64_t m,
@@ -50,8 +53,11 @@ void batched_gemm(const MatrixBatch& a, const MatrixBatch& b, const Tensor& c, i
     const Scalar beta = 0;
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands. A stored row-major
     // matrix read column-major is its transpose with the same leading dimension.
+    const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) *
+                         static_cast<double>(batch);
+    cublasHandle_t handle = flops >= kLargeGemmFlops ? cublas_large_gemm_handle(device) : cublas_handle(device);
     LIFTOFF_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-        cublas_handle(device), b.transpose ? CUBLAS_OP_T : CUBLAS_OP_N,
+        handle, b.transpose ? CUBLAS_OP_T : CUBLAS_OP_N,
         a.transpose ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
         static_cast<int>(k), &alpha_s, b.data, types.data, static_cast<int>(b.ld),
         static_cast<long long>(b.batch_stride), a.data, types.data, static_cast<int>(a.ld),

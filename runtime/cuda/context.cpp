@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/capture.h"
+#include "runtime/config.h"
 #include "runtime/cuda/caching_allocator.h"
 #include "runtime/cuda/check.h"
 #include "runtime/error.h"
@@ -23,6 +24,7 @@ constexpr int kMaxLanes = 16;
 struct Lane {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
+  cublasHandle_t cublas_large = nullptr;  // large GEMMs: with a workspace of its own, made at first use
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
   unsigned* counters = nullptr;  // arrival_counters(); kept for the run
@@ -47,6 +49,24 @@ struct DeviceContext {
 // The lane the calling thread queues on (set_active_lane); one device at a time.
 thread_local int t_lane_device = -1;
 thread_local int t_lane = 0;
+
+// A cuBLAS handle on `stream`; with `workspace_bytes` > 0 it gets that workspace of its own (a plain
+// cudaMalloc, never freed: handles live for the process and captured graphs may name the buffer).
+cublasHandle_t make_cublas(cudaStream_t stream, size_t workspace_bytes) {
+  cublasHandle_t handle = nullptr;
+  LIFTOFF_CUBLAS_CHECK(cublasCreate(&handle));
+  LIFTOFF_CUBLAS_CHECK(cublasSetStream(handle, stream));  // resets any workspace: set it after
+  if (workspace_bytes > 0) {
+    void* buffer = nullptr;
+    LIFTOFF_CUDA_CHECK(cudaMalloc(&buffer, workspace_bytes));
+    LIFTOFF_CUBLAS_CHECK(cublasSetWorkspace(handle, buffer, workspace_bytes));
+  }
+  return handle;
+}
+
+size_t large_gemm_workspace_bytes() {
+  return static_cast<size_t>(config::get_int(config::Knob::cublas_workspace_mb).value_or(128)) << 20;
+}
 
 std::mutex& contexts_mutex() {
   static std::mutex m;
@@ -76,8 +96,7 @@ DeviceContext& context(int device) {
     LIFTOFF_CUDA_CHECK(cudaStreamCreateWithFlags(&main.stream, cudaStreamNonBlocking));
     LIFTOFF_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx->copy, cudaStreamNonBlocking));
     LIFTOFF_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx->comm, cudaStreamNonBlocking));
-    LIFTOFF_CUBLAS_CHECK(cublasCreate(&main.cublas));
-    LIFTOFF_CUBLAS_CHECK(cublasSetStream(main.cublas, main.stream));
+    main.cublas = make_cublas(main.stream, 0);
     LIFTOFF_CUDNN_CHECK(cudnnCreate(&ctx->cudnn));
     LIFTOFF_CUDNN_CHECK(cudnnSetStream(ctx->cudnn, main.stream));
     slot = std::move(ctx);
@@ -154,6 +173,18 @@ cublasHandle_t cublas_handle(int device) {
   DeviceContext& ctx = context(device);
   return current_lane(ctx, device).cublas;
 }
+
+cublasHandle_t cublas_large_gemm_handle(int device) {
+  DeviceContext& ctx = context(device);
+  Lane& lane = current_lane(ctx, device);
+  if (lane.cublas_large != nullptr) return lane.cublas_large;
+  const size_t bytes = large_gemm_workspace_bytes();
+  // Handle creation and cudaMalloc cannot be captured: a shape first met inside a capture keeps the default.
+  if (bytes == 0 || graph_capture_active()) return lane.cublas;
+  DeviceGuard guard(device);
+  lane.cublas_large = make_cublas(lane.stream, bytes);
+  return lane.cublas_large;
+}
 cudnnHandle_t cudnn_handle(int device) {
   return context(device).cudnn;  // set_active_lane keeps it on the active lane's stream
 }
@@ -184,8 +215,7 @@ void prepare_lanes(int device, int count) {
     DeviceGuard guard(device);
     if (lane.stream == nullptr) {
       LIFTOFF_CUDA_CHECK(cudaStreamCreateWithFlags(&lane.stream, cudaStreamNonBlocking));
-      LIFTOFF_CUBLAS_CHECK(cublasCreate(&lane.cublas));
-      LIFTOFF_CUBLAS_CHECK(cublasSetStream(lane.cublas, lane.stream));
+      lane.cublas = make_cublas(lane.stream, 0);
     }
     make_counters(lane, device);
     if (lane.workspace_bytes < want) replace_workspace(ctx, lane, device, want);

@@ -66,6 +66,8 @@ const char* CUBLASWINAPI cublasGetStatusString(cublasStatus_t status) {
 
 LIFTOFF_CUBLAS_FORWARD(cublasCreate_v2, (cublasHandle_t * handle), (handle))
 LIFTOFF_CUBLAS_FORWARD(cublasSetStream_v2, (cublasHandle_t handle, cudaStream_t streamId), (handle, streamId))
+LIFTOFF_CUBLAS_FORWARD(cublasSetWorkspace_v2, (cublasHandle_t handle, void* workspace, size_t workspaceSizeInBytes),
+                       (handle, workspace, workspaceSizeInBytes))
 LIFTOFF_CUBLAS_FORWARD(cublasGemmStridedBatchedEx,
                        (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
                         int n, int k, const void* alpha, const void* A, cudaDataType Atype, int lda,

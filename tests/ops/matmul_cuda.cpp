@@ -79,6 +79,22 @@ TEST(MatmulCuda, BmmAndNdLinearMatchCpu) {
       {x, w, bias}, {/*atol=*/1e-5, /*rtol=*/1e-4}));
 }
 
+// Products of 8 GFLOP and more (forward and both gradients here: 2 x 512 x 2048 x 2048) run on the handle
+// with its own large workspace (split-K kernels may be chosen): still the CPU's result, in f32 and bf16.
+TEST(MatmulCuda, LargeGemmsOnTheirWorkspaceMatchCpu) {
+  LIFTOFF_REQUIRE_CUDA();
+  const Tensor a = testing::random_tensor({2, 512, 2048}, 8, -1, 1).set_requires_grad(true);
+  const Tensor b = testing::random_tensor({2, 2048, 2048}, 9, -1, 1).set_requires_grad(true);
+  const auto product = [](const std::vector<Tensor>& in) { return bmm(in[0], in[1]); };
+  // Sums of 2048 (forward) or 512-2048 (gradients) terms of size up to 1.
+  EXPECT_TRUE(testing::cuda_parity(product, {a, b}, {/*atol=*/2e-3, /*rtol=*/1e-4}));
+  testing::ParityOptions half;
+  half.atol = 1.0;
+  half.rtol = 3e-2;
+  half.cuda_dtype = DType::bf16;
+  EXPECT_TRUE(testing::cuda_parity(product, {a, b}, half));
+}
+
 TEST(MatmulCuda, AutocastRunsInHalf) {
   LIFTOFF_REQUIRE_CUDA();
   const Tensor a =
