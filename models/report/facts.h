@@ -41,6 +41,10 @@ struct VerdictFacts {
   double h2d_ms = 0.0;
   double h2d_share = 0.0;
 
+  // GPU decoding (--decode gpu, or the CPU + GPU hybrid): the decode streams' time per batch. The loader
+  // reports it in the h2d row, but it is nvJPEG's work next to the model on the same GPU, not a copy.
+  std::optional<double> gpu_decode_ms;
+
   // Exposed all-reduce: the device figure, or the host wait on CPU (MPI) runs.
   bool has_comm = false;
   double comm_ms = 0.0;
@@ -70,6 +74,9 @@ struct VerdictFacts {
   bool latency_bound = false;  // behind inside our marks, kernels too small to fill the device
   bool back_pressure = false;  // behind inside our marks, doing real work: a data wait is back-pressure
 };
+
+// The loader decodes images on the GPU (nvJPEG): --decode gpu, or the hybrid.
+bool gpu_decoding(const RunConfig& config);
 
 // Thresholds enter where a fact is a judgement (enough NVML samples, marks covering the step, tiny kernels).
 VerdictFacts compute_facts(const RunReport& report, const VerdictThresholds& thresholds = {});

@@ -113,7 +113,10 @@ std::string idle_workers_suggestion(const RunReport& r, std::string& evidence) {
     const char* what;
     std::optional<double> ms;
   };
-  const Piece pieces[] = {{"the host-to-device copy (copy stream)", l.h2d_ms_per_batch},
+  // With GPU decoding the loader's h2d figure is its decode streams' time (nvJPEG next to the model).
+  const bool gpu_decode = gpu_decoding(c);
+  const Piece pieces[] = {{gpu_decode ? "GPU decoding (the decode streams)" : "the host-to-device copy (copy stream)",
+                           l.h2d_ms_per_batch},
                           {"issuing the copies on the training thread", l.h2d_issue_ms_per_batch},
                           {"the GPU augmentation kernel", l.augment_ms_per_batch}};
   const Piece* largest = nullptr;
@@ -126,6 +129,10 @@ std::string idle_workers_suggestion(const RunReport& r, std::string& evidence) {
   }
   evidence += "; the loader's own largest stage is " + std::string(largest->what) + ", " +
               fmt("%.2f", *largest->ms) + " ms per batch";
+  if (largest == &pieces[0] && gpu_decode) {
+    // The hybrid already gives the workers what its controller finds they sustain.
+    return c.decode == "gpu" ? "--decode auto" : "";
+  }
   if (largest != &pieces[2] && !c.pin_memory) return "--pin-memory";
   if (largest == &pieces[0] && c.augment == "cpu") return "--augment gpu";  // uint8 copies: 4x fewer bytes
   if (largest == &pieces[2]) return "";  // the kernel is the device's work; nothing on the host to change
@@ -215,7 +222,17 @@ std::optional<Verdict> gpu_compute(const RunReport& r, const VerdictFacts& f, co
   if (f.back_pressure && f.wait_share >= th.input_share)
     e += " (the data wait is back-pressure: the loader waits for the device to release buffers)";
   const std::string& amp = r.config.amp;
-  return verdict("compute-bound", e, amp == "off" || amp.empty() ? "--amp bf16" : "");
+  std::string suggestion = amp == "off" || amp.empty() ? "--amp bf16" : "";
+  // nvJPEG shares the busy GPU with the model. With idle workers under --decode gpu, the hybrid lets them take
+  // a share (its controller moves what they sustain); the hybrid itself already does, so no advice there
+  // (on the H200 a small folder's --decode cpu run was input-bound while the hybrid was not).
+  if (f.gpu_decode_ms) {
+    e += "; nvJPEG decodes on this GPU next to the model";
+    if (f.workers_busy) e += " while " + f.workers_text;
+    if (suggestion.empty() && r.config.decode == "gpu" && f.workers_busy && *f.workers_busy < th.workers_busy)
+      suggestion = "--decode auto";
+  }
+  return verdict("compute-bound", e, suggestion);
 }
 
 // Why the device idles or crawls while the host issues the step.

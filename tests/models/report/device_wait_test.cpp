@@ -85,5 +85,64 @@ TEST(DeviceWait, TheVerdictSeesTheDeviceWaitingForGpuDecode) {
   EXPECT_EQ(v.suggestion, "--decode auto");
 }
 
+// Recorded on the H200 (session 12): ResNet-50 bf16 batch 256 from a 3,000-JPEG folder, --decode auto (the
+// hybrid, CPU share 0.10), CUDA graphs. The loader's h2d row held its decode streams' time, 141 ms per batch
+// next to a 31.6 ms step, and the verdict read it as "copy-bound ... at 0.1 GB/s". It is nvJPEG's work on
+// the same GPU, not a copy: the run is input-bound (the step waited 80% for data, GPU busy 77%) with GPU
+// decoding named as the loader's largest stage; with --decode gpu the advice is the hybrid. A real copy
+// stream of the same length (CPU decoding) still makes the run copy-bound.
+RunReport recorded_hybrid_run(const std::string& decode) {
+  RunReport r = cuda_report();
+  r.config.decode = decode;
+  r.config.jpeg = true;
+  r.config.amp = "bf16";
+  r.config.batch = 256;
+  r.step_ms_mean = 31.613;
+  r.images_per_second = 5205.5;
+  r.device_busy_pct = 77.0;
+  r.device_lag_ms = 67.78;
+  r.gpu.samples = 24;
+  r.gpu.util_mean_pct = 86.0;
+  r.graphs.used = true;
+  r.graphs.nodes = 603;
+  const auto set = [&](Stage s, double host_ms, std::optional<double> device_ms, const char* source) {
+    StageReport& st = stage(r, s);
+    st.host_ms = host_ms;
+    st.host_share = host_ms / r.step_ms_mean;
+    st.device_ms = device_ms;
+    if (device_ms) st.device_share = *device_ms / r.step_ms_mean;
+    st.device_source = source;
+  };
+  set(Stage::data_wait, 25.218, 0.011, "loader");
+  set(Stage::h2d, 0.0, 141.010, "loader");
+  set(Stage::augment, 0.0, 0.320, "loader");
+  set(Stage::forward, 0.0, 12.539, "");
+  set(Stage::backward, 0.0, 25.005, "");
+  set(Stage::optimizer, 0.0, 0.167, "");
+  set(Stage::other, 6.394, std::nullopt, "");
+  r.loader.present = true;
+  r.loader.worker_busy_pct_mean = 11.0;
+  r.loader.worker_busy_pct = {11.0, 11.0, 11.0, 11.0};
+  r.loader.h2d_ms_per_batch = 141.010;
+  r.loader.h2d_bytes_per_batch = 14 << 20;
+  r.loader.h2d_gb_per_s = 0.1;
+  return r;
+}
+
+TEST(DeviceWait, GpuDecodeStreamsAreNotCopies) {
+  const Verdict hybrid = diagnose(recorded_hybrid_run("hybrid"));
+  EXPECT_EQ(hybrid.kind, "input-bound") << hybrid.evidence;
+  EXPECT_NE(hybrid.evidence.find("largest stage is GPU decoding (the decode streams), 141.01 ms per batch"),
+            std::string::npos)
+      << hybrid.evidence;
+  EXPECT_EQ(hybrid.evidence.find("GB/s"), std::string::npos) << hybrid.evidence;
+  EXPECT_EQ(hybrid.suggestion, "");
+  const Verdict gpu = diagnose(recorded_hybrid_run("gpu"));
+  EXPECT_EQ(gpu.kind, "input-bound") << gpu.evidence;
+  EXPECT_EQ(gpu.suggestion, "--decode auto");
+  const Verdict cpu = diagnose(recorded_hybrid_run("cpu"));
+  EXPECT_EQ(cpu.kind, "copy-bound") << cpu.evidence;
+}
+
 }  // namespace
 }  // namespace liftoff
