@@ -14,7 +14,8 @@ jf=/tmp/jf_$files
   --test 64 --min-side 256 --max-side 500 >>"$OUT/folder_train.log" 2>&1
 for model in ${FOLDER_MODELS:-resnet50}; do
   for decode in ${FOLDER_DECODES:-auto}; do
-    timeout ${FOLDER_TIMEOUT:-150} /tmp/bin/train --device cuda --model "$model" --image-size 224 --data folder --data-dir $jf \
+    # A run past FOLDER_TIMEOUT gets SIGUSR1 first (train prints every thread's stack), then TERM.
+    timeout -s USR1 -k 10 ${FOLDER_TIMEOUT:-150} /tmp/bin/train --device cuda --model "$model" --image-size 224 --data folder --data-dir $jf \
       --amp bf16 --batch 256 --max-steps ${FOLDER_STEPS:-120} --timing-warmup 10 --epochs 100 --no-eval \
       --decode "$decode" --report /tmp/folder_train.json >/tmp/folder_train.log 2>&1
     note "train $model folder ($files/photo) --decode $decode: rc=$? $(steady /tmp/folder_train.log) | GPU busy $(grep -oE 'GPU busy [0-9]+%' /tmp/folder_train.log | tail -1)"

@@ -1,8 +1,8 @@
 # Stage "hybrid_diag" of scripts/device_call.sh: a short ResNet-50 bf16 run from a small JPEG folder (DIAG_FILES
 # per photograph, default 1500: ~12 batches an epoch, so 60 steps cross several epoch ends) with each
 # --decode value in DIAG_DECODES (default "auto cpu"), logging every 5 steps straight into $OUT. A run still
-# alive after DIAG_TIMEOUT seconds (default 90) is a hang: its threads' stacks (gdb when the machine has it,
-# else each thread's kernel wait channel) go to $OUT/hang_<decode>.log before it is killed.
+# alive after DIAG_TIMEOUT seconds (default 90) is a hang: SIGUSR1 makes train print every thread's stack into its log, and each
+# thread's kernel wait channel goes to $OUT/hang_<decode>.log, before it is killed.
 files=${DIAG_FILES:-1500}
 jf=/tmp/jf_$files
 [ -d $jf/train ] || /tmp/bin/make_jpeg_folder --out $jf --photos .devrun/photos/*.jpg --train "$files" \
@@ -17,11 +17,9 @@ for decode in ${DIAG_DECODES:-auto cpu}; do
   while kill -0 $pid 2>/dev/null && [ $((SECONDS - start)) -lt ${DIAG_TIMEOUT:-90} ]; do sleep 1; done
   if kill -0 $pid 2>/dev/null; then
     note "hybrid_diag --decode $decode: HUNG (alive after ${DIAG_TIMEOUT:-90} s); $(grep -c . "$log") log lines"
-    if command -v gdb >/dev/null; then
-      timeout 60 gdb -p $pid -batch -ex "thread apply all bt 25" >"$OUT/hang_$decode.log" 2>&1
-    else
-      for t in /proc/$pid/task/*; do echo "$t $(cat $t/comm) $(cat $t/wchan) $(cut -d' ' -f3 $t/stat)"; done >"$OUT/hang_$decode.log"
-    fi
+    # train dumps every thread's stack to stderr on SIGUSR1 (into the run's log); the wait channels too.
+    kill -USR1 $pid; sleep 5
+    for t in /proc/$pid/task/*; do echo "$t $(cat $t/comm) $(cat $t/wchan) $(cut -d' ' -f3 $t/stat)"; done >"$OUT/hang_$decode.log"
     kill -9 $pid
   else
     wait $pid

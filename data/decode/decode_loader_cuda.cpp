@@ -1,5 +1,6 @@
 // The CUDA side of DecodeLoader: the decode stream and thread (copies, nvJPEG), the crop kernel's launch in
 // next(), and the device timings.
+#include <algorithm>
 #include <cstring>
 
 #include "data/decode/crop_cuda.h"
@@ -227,6 +228,13 @@ void DecodeLoader::issue_decode(Slot& slot, Lane& lane) {
     job_item.push_back(i);
     at += static_cast<size_t>(job.width) * job.height * 3;
   }
+  // nvJPEG's hardware backend writes its outputs when called, not in stream order (public reports:
+  // pytorch/vision#9606, meta-pytorch/torchcodec#1634, reproduced with nvJPEG 12.3-13.2 on H100s): a device-
+  // side wait does not gate it. The lane thread waits on the host until its stream (the copies above, and
+  // the wait for the previous batch's crop to have read this arena) has drained. Never the training thread.
+  const bool hardware =
+      std::any_of(jobs.begin(), jobs.end(), [](const cuda::JpegDecodeJob& j) { return j.hardware; });
+  if (hardware) LIFTOFF_CUDA_CHECK(cudaStreamSynchronize(stream));
   cuda::JpegDecodeCounts nv;
   if (!jobs.empty()) lane.nvjpeg->decode(jobs, stream, nv);
   const int64_t cpu_fallback = rescue_refused(slot, lane, jobs, job_item);

@@ -80,7 +80,8 @@ void share_facts(const RunReport& r, VerdictFacts& f) {
   f.compute_share = f.compute_ms / wall;
   f.other_share = host(r, Stage::other) / wall;
   f.shares_text = "data wait " + pct(f.wait_share) +
-                  (f.has_h2d ? ", H2D copies " + pct(f.h2d_share) : std::string()) + " of the " + f.step_text +
+                  (f.has_h2d ? ", H2D copies " + pct(f.h2d_share) : std::string()) + " of the " +
+                  f.step_text +
                   (f.gpu_decode_ms ? "; GPU decode streams " + fmt("%.2f", *f.gpu_decode_ms) + " ms per batch"
                                    : std::string());
 }

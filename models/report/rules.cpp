@@ -115,10 +115,11 @@ std::string idle_workers_suggestion(const RunReport& r, std::string& evidence) {
   };
   // With GPU decoding the loader's h2d figure is its decode streams' time (nvJPEG next to the model).
   const bool gpu_decode = gpu_decoding(c);
-  const Piece pieces[] = {{gpu_decode ? "GPU decoding (the decode streams)" : "the host-to-device copy (copy stream)",
-                           l.h2d_ms_per_batch},
-                          {"issuing the copies on the training thread", l.h2d_issue_ms_per_batch},
-                          {"the GPU augmentation kernel", l.augment_ms_per_batch}};
+  const Piece pieces[] = {
+      {gpu_decode ? "GPU decoding (the decode streams)" : "the host-to-device copy (copy stream)",
+       l.h2d_ms_per_batch},
+      {"issuing the copies on the training thread", l.h2d_issue_ms_per_batch},
+      {"the GPU augmentation kernel", l.augment_ms_per_batch}};
   const Piece* largest = nullptr;
   for (const Piece& p : pieces) {
     if (p.ms && (!largest || *p.ms > *largest->ms)) largest = &p;
@@ -223,8 +224,8 @@ std::optional<Verdict> gpu_compute(const RunReport& r, const VerdictFacts& f, co
     e += " (the data wait is back-pressure: the loader waits for the device to release buffers)";
   const std::string& amp = r.config.amp;
   std::string suggestion = amp == "off" || amp.empty() ? "--amp bf16" : "";
-  // nvJPEG shares the busy GPU with the model. With idle workers under --decode gpu, the hybrid lets them take
-  // a share (its controller moves what they sustain); the hybrid itself already does, so no advice there
+  // nvJPEG shares the busy GPU with the model. With idle workers under --decode gpu, the hybrid lets them
+  // take a share (its controller moves what they sustain); the hybrid itself already does, so no advice there
   // (on the H200 a small folder's --decode cpu run was input-bound while the hybrid was not).
   if (f.gpu_decode_ms) {
     e += "; nvJPEG decodes on this GPU next to the model";

@@ -27,9 +27,10 @@ void stage_rows(const RunReport& r, std::ostringstream& o) {
     const bool overlapping =
         r.graphs.streams > 1 && s.device_ms &&
         (static_cast<Stage>(i) == Stage::forward || static_cast<Stage>(i) == Stage::backward);
-    // With GPU decoding the loader's h2d row is its decode streams' time (nvJPEG next to the model), per batch.
+    // With GPU decoding the loader's h2d row is its decode streams' time (nvJPEG next to the model), per
+    // batch.
     const bool decode_streams = static_cast<Stage>(i) == Stage::h2d && gpu_decoding(r.config);
-    const std::string note = decode_streams                  ? "  (loader events: GPU decode streams, per batch)"
+    const std::string note = decode_streams ? "  (loader events: GPU decode streams, per batch)"
                              : s.device_source == "loader" ? "  (loader events)"
                              : overlapping
                                  ? "  (" + std::to_string(r.graphs.streams) + " streams, overlapping)"

@@ -55,14 +55,15 @@ void batched_gemm(const MatrixBatch& a, const MatrixBatch& b, const Tensor& c, i
     // matrix read column-major is its transpose with the same leading dimension.
     const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) *
                          static_cast<double>(batch);
-    cublasHandle_t handle = flops >= kLargeGemmFlops ? cublas_large_gemm_handle(device) : cublas_handle(device);
+    cublasHandle_t handle =
+        flops >= kLargeGemmFlops ? cublas_large_gemm_handle(device) : cublas_handle(device);
     LIFTOFF_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-        handle, b.transpose ? CUBLAS_OP_T : CUBLAS_OP_N,
-        a.transpose ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
-        static_cast<int>(k), &alpha_s, b.data, types.data, static_cast<int>(b.ld),
-        static_cast<long long>(b.batch_stride), a.data, types.data, static_cast<int>(a.ld),
-        static_cast<long long>(a.batch_stride), &beta, c.raw_data(), types.data, static_cast<int>(n),
-        static_cast<long long>(m * n), static_cast<int>(batch), types.compute, CUBLAS_GEMM_DEFAULT));
+        handle, b.transpose ? CUBLAS_OP_T : CUBLAS_OP_N, a.transpose ? CUBLAS_OP_T : CUBLAS_OP_N,
+        static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha_s, b.data, types.data,
+        static_cast<int>(b.ld), static_cast<long long>(b.batch_stride), a.data, types.data,
+        static_cast<int>(a.ld), static_cast<long long>(a.batch_stride), &beta, c.raw_data(), types.data,
+        static_cast<int>(n), static_cast<long long>(m * n), static_cast<int>(batch), types.compute,
+        CUBLAS_GEMM_DEFAULT));
   });
 }
 

@@ -34,10 +34,10 @@ cudaStream_t copy_stream(int device);
 cudaStream_t comm_stream(int device);
 cublasHandle_t cublas_handle(int device);
 // The handle for large GEMMs (matmul's kLargeGemmFlops and up): the same stream, with a workspace of
-// LIFTOFF_CUBLAS_WORKSPACE_MB (default 128) of its own, which lets cuBLAS pick split-K kernels. H200, bf16 bmm
-// 16x1024x4096x1024 forward+backward: 0.646 ms on the default pool, 0.583-0.611 with 128 MiB (PyTorch 0.625);
-// not for small GEMMs (ResNet-18's classifier: 0.6% slower a step with a 32 MiB workspace). Made at first use;
-// the default handle while that would fall inside a graph capture, or with the knob at 0.
+// LIFTOFF_CUBLAS_WORKSPACE_MB (default 128) of its own, which lets cuBLAS pick split-K kernels. H200, bf16
+// bmm 16x1024x4096x1024 forward+backward: 0.646 ms on the default pool, 0.583-0.611 with 128 MiB (PyTorch
+// 0.625); not for small GEMMs (ResNet-18's classifier: 0.6% slower a step with a 32 MiB workspace). Made at
+// first use; the default handle while that would fall inside a graph capture, or with the knob at 0.
 cublasHandle_t cublas_large_gemm_handle(int device);
 cudnnHandle_t cudnn_handle(int device);
 // Scratch memory for cuBLAS/cuDNN workspaces, grown on demand, owned by the device's context.
