@@ -3,9 +3,33 @@
 #include <numeric>
 
 #include "data/batch_iterator.h"
+#include "runtime/config.h"
 #include "runtime/random.h"
 
 namespace liftoff {
+
+const char* ring_state_name(RingSlot::State state) {
+  switch (state) {
+    case RingSlot::State::free:
+      return "free";
+    case RingSlot::State::filling:
+      return "filling";
+    case RingSlot::State::filled:
+      return "filled";
+    case RingSlot::State::decoding:
+      return "decoding";
+    case RingSlot::State::ready:
+      return "ready";
+  }
+  return "?";
+}
+
+StallWatch stall_watch_from_settings(std::function<std::string()> details) {
+  StallWatch watch;
+  watch.period_seconds = config::get_double(config::Knob::loader_stall_s).value_or(60.0);
+  watch.details = std::move(details);
+  return watch;
+}
 
 std::vector<int64_t> epoch_sample_order(int64_t size, int64_t shard_size, bool shuffle, uint64_t seed,
                                         int64_t epoch, int rank, int world_size, bool even_shards) {

@@ -11,9 +11,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace liftoff {
@@ -32,6 +35,19 @@ struct RingSlot {
 // (or 0..size-1), then positions rank, rank + W, ... (padded from the start with even shards).
 std::vector<int64_t> epoch_sample_order(int64_t size, int64_t shard_size, bool shuffle, uint64_t seed,
                                         int64_t epoch, int rank, int world_size, bool even_shards);
+
+const char* ring_state_name(RingSlot::State state);
+
+// A consumer waiting this long for one batch has the ring's state printed to stderr (again each period it
+// keeps waiting): a stuck loader says where it stopped instead of hanging silently. `details` (called under
+// the ring's lock) adds the loader's own state: its workers' cursors, decode lanes.
+struct StallWatch {
+  double period_seconds = 0.0;  // <= 0: off
+  std::function<std::string()> details;
+};
+
+// The watch LIFTOFF_LOADER_STALL_S asks for (default every 60 s).
+StallWatch stall_watch_from_settings(std::function<std::string()> details = {});
 
 template <class Slot>  // Slot derives from RingSlot
 class BatchRing {
@@ -127,12 +143,19 @@ class BatchRing {
   }
   // The consumer: the slot of the next batch once ready (nullptr when the epoch is over); adds the time it
   // blocked to *wait_seconds. Rethrows the batch's error (the batch stays, so a retry rethrows it).
-  Slot* wait_ready(double* wait_seconds) {
+  Slot* wait_ready(double* wait_seconds, const StallWatch& watch = {}) {
     Lock lock(mutex_);
     if (step_ >= batches_) return nullptr;
     Slot& slot = slot_of(step_);
     const auto start = std::chrono::steady_clock::now();
-    ready_cv.wait(lock, [&] { return holds(slot, step_, State::ready); });
+    const auto ready = [&] { return holds(slot, step_, State::ready); };
+    if (watch.period_seconds > 0) {
+      const std::chrono::duration<double> period(watch.period_seconds);
+      for (int reports = 1; !ready_cv.wait_until(lock, start + reports * period, ready); ++reports)
+        report_stall(reports * watch.period_seconds, watch);
+    } else {
+      ready_cv.wait(lock, ready);
+    }
     *wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (slot.error) std::rethrow_exception(slot.error);
     return &slot;
@@ -147,11 +170,41 @@ class BatchRing {
     work_cv.notify_all();
   }
 
+  // Under the lock: the consumer's position, the claims and every slot's header, one line.
+  std::string describe_locked() const {
+    std::string text = "epoch " + std::to_string(epoch_) + " (generation " + std::to_string(generation_) +
+                       "): consumer at batch " + std::to_string(step_) + " of " + std::to_string(batches_) +
+                       ", next claim " + std::to_string(next_claim_) + (stop_ ? ", stopped" : "") +
+                       "; slots:";
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      const Slot& s = *slots_[i];
+      text += " [" + std::to_string(i) + "] " + ring_state_name(s.state);
+      if (s.state != State::free) {
+        text += " b" + std::to_string(s.batch) + (s.generation == generation_ ? "" : " (old generation)");
+        if (s.error) text += " (error)";
+      }
+    }
+    return text;
+  }
+
   std::condition_variable work_cv;   // producers: a batch became claimable (or work appeared)
   std::condition_variable stage_cv;  // later stages (decode lanes): a slot moved on
   std::condition_variable ready_cv;  // the consumer: a batch became ready
 
  private:
+  void report_stall(double waited_seconds, const StallWatch& watch) const {
+    char waited[32];
+    std::snprintf(waited, sizeof waited, "%g", waited_seconds);
+    std::string text =
+        "liftoff loader: waited " + std::string(waited) + " s for a batch; " + describe_locked();
+    if (watch.details) text += "\n  " + watch.details();
+    std::fprintf(stderr,
+                 "%s\n  (LIFTOFF_LOADER_STALL_S sets this report's period; kill -USR1 <pid> of train "
+                 "prints every thread's stack)\n",
+                 text.c_str());
+    std::fflush(stderr);
+  }
+
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<Slot>> slots_;
   bool stop_ = false;

@@ -330,7 +330,7 @@ bool DataLoader::next(Batch& out) {
   LIFTOFF_CHECK(epoch_ >= 0, ValueError, "DataLoader: call start_epoch() before next()");
   while (true) {
     if (prefetch_.over()) return false;
-    Slot* ready = ring_->wait_ready(&stats_.wait_seconds);  // adds under the ring's lock, as stats() reads it
+    Slot* ready = ring_->wait_ready(&stats_.wait_seconds, stall_watch_);  // adds under the ring's lock, as stats() reads it
     if (ready == nullptr) {
       prefetch_.after_epoch(epoch_, order_, [&] { begin_epoch(epoch_ + 1); });
       return false;

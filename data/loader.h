@@ -150,7 +150,8 @@ class DataLoader : public BatchSource {
   std::vector<int64_t> order_;
   int64_t epoch_ = -1;
   NextEpochPrefetch prefetch_;  // a shuffling loader begins the next epoch when this one's last batch is out
-  std::unique_ptr<BatchRing<Slot>> ring_;  // its mutex also guards stats_
+  StallWatch stall_watch_ = stall_watch_from_settings();  // a batch waited for too long: the ring's state
+  std::unique_ptr<BatchRing<Slot>> ring_;                 // its mutex also guards stats_
   std::vector<std::thread> threads_;
 
   // Stats: host counters under the ring's mutex (or atomics for the workers); device timings resolved late.

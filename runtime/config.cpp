@@ -100,6 +100,10 @@ constexpr Entry kTable[] = {
               "the MPI library file to load (only that one; the MPI the build was compiled against)"),
     number_knob(Knob::nvml_interval_s, "LIFTOFF_NVML_INTERVAL_S", "the report's period, 0.1 s", 0, true,
                 "GPU (NVML) sampling period of the report, seconds"),
+    number_knob(
+        Knob::loader_stall_s, "LIFTOFF_LOADER_STALL_S", "60", 0, false,
+        "seconds the training thread waits for one batch before the loader prints its state to stderr "
+        "(then again each period; 0: never)"),
     number_knob(Knob::dist_timeout, "LIFTOFF_DIST_TIMEOUT", "ProcessGroupOptions::timeout_seconds, 45 s", 0,
                 true, "seconds a collective may wait for the other ranks before the process group aborts"),
     process(text_knob(Knob::launcher, "LIFTOFF_LAUNCHER", "env",

@@ -39,6 +39,7 @@ enum class Knob {
   nccl_library,
   mpi_library,
   nvml_interval_s,
+  loader_stall_s,
   dist_timeout,
   // Process variables (set by a launcher; read at each call).
   launcher,

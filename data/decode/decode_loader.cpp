@@ -149,6 +149,7 @@ std::string DecodeLoader::cpu_description() const {
 DecodeLoader::DecodeLoader(std::shared_ptr<const ImageFolder> folder, DecodeLoaderOptions options)
     : folder_(std::move(folder)), options_(std::move(options)) {
   prefetch_ = NextEpochPrefetch(options_.shuffle, options_.epochs);
+  stall_watch_ = stall_watch_from_settings([this] { return stall_details_locked(); });
   validate_options();
   const DecodeLoaderOptions& o = options_;
   const int64_t size = folder_->size(), world = o.world_size;
@@ -490,7 +491,8 @@ bool DecodeLoader::next(Batch& out) {
   while (true) {
     const int64_t asked_ns = mode_ == DecodeMode::hybrid ? now_ns() : 0;
     if (prefetch_.over()) return false;
-    Slot* ready = ring_->wait_ready(&stats_.wait_seconds);  // adds under the ring's lock, as stats() reads it
+    Slot* ready = ring_->wait_ready(&stats_.wait_seconds,
+                                    stall_watch_);  // adds under the ring's lock, as stats() reads it
     if (ready == nullptr) {
       prefetch_.after_epoch(epoch_, order_, [&] { begin_epoch(epoch_ + 1); });
       return false;
@@ -542,6 +544,26 @@ void DecodeLoader::feed_hybrid(Slot& slot, int64_t asked_ns) {
   sample.waited_for_workers = slot.batch >= ring_->size() && slot.filled_ns > asked_ns;
   last_handout_ns_ = now;
   if (options_.cpu_share < 0) hybrid_->update(sample);
+}
+
+// Under the ring's lock (a stall report): each busy slot's workers' cursor and device state, each lane's next
+// batch, the hybrid's share.
+std::string DecodeLoader::stall_details_locked() const {
+  std::string text = "workers:";
+  for (int i = 0; i < ring_->size(); ++i) {
+    const Slot& slot = ring_->slot_at(i);
+    if (slot.state == RingSlot::State::free) continue;
+    text += " [" + std::to_string(i) + "] " + (slot.open ? "open" : "opening") + " positions " +
+            std::to_string(slot.next_position) + "/" + std::to_string(slot.indices.size()) + " done " +
+            std::to_string(slot.done) + " busy " + std::to_string(slot.busy) +
+            (slot.device_busy ? " device-busy" : "");
+  }
+  if (!lanes_.empty()) {
+    text += "; decode lanes' next batch:";
+    for (const auto& lane : lanes_) text += " " + std::to_string(lane->next_batch);
+  }
+  if (mode_ == DecodeMode::hybrid) text += "; hybrid CPU share " + std::to_string(hybrid_share_locked());
+  return text;
 }
 
 double DecodeLoader::hybrid_share_locked() const {

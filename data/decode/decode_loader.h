@@ -192,6 +192,8 @@ class DecodeLoader : public BatchSource {
   std::vector<int64_t> order_;
   int64_t epoch_ = -1;
   NextEpochPrefetch prefetch_;  // a shuffling loader begins the next epoch when this one's last batch is out
+  StallWatch stall_watch_;      // a batch waited for too long: the ring's and the workers'/lanes' state
+  std::string stall_details_locked() const;
   std::unique_ptr<Ring> ring_;  // its mutex also guards stats_ and counts_
   std::vector<std::thread> threads_;
   std::vector<std::unique_ptr<Lane>> lanes_;  // CUDA target: the decode lanes; empty on a CPU target

@@ -8,6 +8,7 @@
 #include <random>
 #include <set>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -101,6 +102,50 @@ TEST(BatchRing, AnErrorStaysWithItsBatchAndIsRethrownOnRetry) {
   EXPECT_THROW(ring.wait_ready(&waited), std::runtime_error);
   EXPECT_THROW(ring.wait_ready(&waited), std::runtime_error);  // the batch stays
   EXPECT_GE(waited, 0.0);
+}
+
+// A consumer waiting longer than the watch's period gets the ring's state (and the loader's details) printed,
+// again each period it keeps waiting, and still receives its batch once it comes.
+TEST(BatchRing, AStalledWaitReportsTheRingsState) {
+  BatchRing<TestSlot> ring(2);
+  ring.start_epoch(3, 4, [] {});
+  TestSlot* claimed = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(ring.mutex());
+    claimed = &ring.claim();  // batch 0: filling, never handed on until the producer below does
+  }
+  int reports = 0;
+  StallWatch watch;
+  watch.period_seconds = 0.05;
+  watch.details = [&] {
+    ++reports;
+    return std::string("details of the loader");
+  };
+  std::thread producer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(180));
+    std::lock_guard<std::mutex> lock(ring.mutex());
+    claimed->value = 3;
+    ring.hand_on(*claimed, RingSlot::State::ready, nullptr);
+  });
+  ::testing::internal::CaptureStderr();
+  double waited = 0.0;
+  TestSlot* slot = ring.wait_ready(&waited, watch);
+  const std::string printed = ::testing::internal::GetCapturedStderr();
+  producer.join();
+  ASSERT_EQ(slot, claimed);
+  EXPECT_EQ(slot->value, 3);
+  EXPECT_GE(reports, 2) << printed;  // 0.05, 0.10, 0.15 s: at least two before 0.18 s on a busy machine
+  EXPECT_NE(printed.find(
+                "liftoff loader: waited 0.05 s for a batch; epoch 3 (generation 1): consumer at batch 0 of 4"
+                ", next claim 1; slots: [0] filling b0 [1] free"),
+            std::string::npos)
+      << printed;
+  EXPECT_NE(printed.find("details of the loader"), std::string::npos) << printed;
+  {
+    std::lock_guard<std::mutex> lock(ring.mutex());
+    EXPECT_EQ(ring.describe_locked(),
+              "epoch 3 (generation 1): consumer at batch 0 of 4, next claim 1; slots: [0] ready b0 [1] free");
+  }
 }
 
 TEST(BatchRing, EpochSampleOrderShardsCoverThePermutation) {
