@@ -555,8 +555,10 @@ std::string DecodeLoader::stall_details_locked() const {
     if (slot.state == RingSlot::State::free) continue;
     text += " [" + std::to_string(i) + "] " + (slot.open ? "open" : "opening") + " positions " +
             std::to_string(slot.next_position) + "/" + std::to_string(slot.indices.size()) + " done " +
-            std::to_string(slot.done) + " busy " + std::to_string(slot.busy) +
-            (slot.device_busy ? " device-busy" : "");
+            std::to_string(slot.done) + " busy " + std::to_string(slot.busy);
+#if LIFTOFF_WITH_CUDA
+    if (slot.device_busy) text += " device-busy";
+#endif
   }
   if (!lanes_.empty()) {
     text += "; decode lanes' next batch:";
