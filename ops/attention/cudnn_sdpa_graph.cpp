@@ -272,43 +272,6 @@ std::string last_cudnn_error() {
   return text[0] != '\0' ? std::string(text) : std::string("no message");
 }
 
-// The engine configurations cuDNN's heuristics list for the graph in `mode`.
-std::vector<Desc> heuristic_configs(const Desc& graph, cudnnBackendHeurMode_t mode) {
-  Desc heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-  heuristics.set_desc(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph)
-      .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
-  heuristics.finalize();
-  int64_t available = 0;
-  LIFTOFF_CUDNN_CHECK(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                               CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &available, nullptr));
-  const int64_t wanted = std::min<int64_t>(available, 16);
-  std::vector<Desc> configs;
-  std::vector<cudnnBackendDescriptor_t> raw;
-  for (int64_t i = 0; i < wanted; ++i) {
-    configs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-    raw.push_back(configs.back().get());
-  }
-  int64_t returned = 0;
-  if (wanted > 0) {
-    LIFTOFF_CUDNN_CHECK(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, wanted, &returned,
-                                                 raw.data()));
-  }
-  configs.erase(configs.begin() + std::min(returned, wanted), configs.end());
-  return configs;
-}
-
-int64_t engine_index(const Desc& config) {
-  Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-  cudnnBackendDescriptor_t e = engine.get();
-  int64_t count = 0, index = -1;
-  LIFTOFF_CUDNN_CHECK(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE,
-                                               CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &e));
-  LIFTOFF_CUDNN_CHECK(
-      cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &count, &index));
-  return index;
-}
-
 }  // namespace
 
 class Plan {
@@ -356,7 +319,7 @@ BuildResult build_plan(Direction direction, cudnnHandle_t handle, const Problem&
   for (const cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
     std::vector<Desc> configs;
     try {
-      configs = heuristic_configs(*parts->graph, mode);
+      configs = heuristic_engine_configs(*parts->graph, mode, 16);
     } catch (const Error& e) {
       rejected += str_cat(" heuristics (mode ", static_cast<int>(mode), "): ", e.what(), ";");
       continue;
@@ -366,7 +329,7 @@ BuildResult build_plan(Direction direction, cudnnHandle_t handle, const Problem&
         Desc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
         plan.set_desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config)
             .set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
-        const int64_t engine = engine_index(config);
+        const int64_t engine = engine_global_index(config);
         if (cudnnBackendFinalize(plan.get()) != CUDNN_STATUS_SUCCESS) {
           rejected += str_cat(" engine ", engine, ": ", last_cudnn_error(), ";");
           continue;

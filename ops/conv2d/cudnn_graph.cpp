@@ -155,12 +155,9 @@ OperationGraph make_graph(Direction d, cudnnHandle_t handle, const Conv2dShape& 
 // filters the same), as are those compiled at run time (seconds of start-up per shape).
 bool acceptable_engine(const Desc& config, int64_t* global_index) {
   Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-  cudnnBackendDescriptor_t e = engine.get();
+  *global_index = engine_global_index(config, &engine);
+  const cudnnBackendDescriptor_t e = engine.get();
   int64_t count = 0;
-  LIFTOFF_CUDNN_CHECK(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE,
-                                               CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &e));
-  LIFTOFF_CUDNN_CHECK(
-      cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &count, global_index));
   cudnnBackendNumericalNote_t numerical[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
   LIFTOFF_CUDNN_CHECK(cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
                                                CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &count, numerical));
@@ -320,27 +317,7 @@ SearchResult search(Direction direction, cudnnHandle_t handle, int device, const
   std::vector<Desc> configs;
   try {
     graph = std::make_shared<OperationGraph>(make_graph(direction, handle, g, dtype));
-    Desc heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-    const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
-    heuristics.set_desc(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph->graph)
-        .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
-    heuristics.finalize();
-    int64_t available = 0;
-    LIFTOFF_CUDNN_CHECK(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &available, nullptr));
-    const int64_t wanted = std::min<int64_t>(available, 4 * max_candidates);
-    std::vector<cudnnBackendDescriptor_t> raw;
-    for (int64_t i = 0; i < wanted; ++i) {
-      configs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-      raw.push_back(configs.back().get());
-    }
-    int64_t returned = 0;
-    if (wanted > 0) {
-      LIFTOFF_CUDNN_CHECK(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, wanted, &returned,
-                                                   raw.data()));
-    }
-    configs.erase(configs.begin() + std::min(returned, wanted), configs.end());
+    configs = heuristic_engine_configs(graph->graph, CUDNN_HEUR_MODE_A, 4 * max_candidates);
   } catch (const Error& e) {
     result.note = str_cat("graph not built: ", e.what());
     return result;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "runtime/cuda/check.h"
 
@@ -46,5 +47,13 @@ class BackendDesc {
  private:
   cudnnBackendDescriptor_t desc_ = nullptr;
 };
+
+// The engine configurations cuDNN's heuristics list for a finalized operation graph in `mode`, at most
+// `limit` of them, best first.
+std::vector<BackendDesc> heuristic_engine_configs(const BackendDesc& graph, cudnnBackendHeurMode_t mode,
+                                                  int64_t limit);
+// The global index of the engine an engine configuration names (what plans and logs identify it by); also
+// fills *engine with that engine's descriptor when engine is given (its notes can then be read).
+int64_t engine_global_index(const BackendDesc& config, BackendDesc* engine = nullptr);
 
 }  // namespace liftoff::cuda
