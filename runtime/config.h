@@ -36,6 +36,7 @@ enum class Knob {
   weight_cast,
   cublas_library,
   cublas_workspace_mb,
+  gemm_search,
   nccl_library,
   mpi_library,
   nvml_interval_s,

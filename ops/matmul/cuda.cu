@@ -1,5 +1,6 @@
 #include <climits>
 
+#include "ops/matmul/gemm_search.h"
 #include "ops/matmul/kernels.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/context.h"
@@ -55,6 +56,31 @@ void batched_gemm(const MatrixBatch& a, const MatrixBatch& b, const Tensor& c, i
     // matrix read column-major is its transpose with the same leading dimension.
     const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) *
                          static_cast<double>(batch);
+    if constexpr (!std::is_same_v<T, double>) {
+      if (flops >= kLargeGemmFlops) {
+        GemmCall call;
+        call.device = device;
+        call.stream = stream;
+        call.trans_a = b.transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
+        call.trans_b = a.transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
+        call.m = n;
+        call.n = m;
+        call.k = k;
+        call.a = b.data;
+        call.b = a.data;
+        call.c = c.raw_data();
+        call.lda = b.ld;
+        call.ldb = a.ld;
+        call.ldc = n;
+        call.stride_a = b.batch_stride;
+        call.stride_b = a.batch_stride;
+        call.stride_c = m * n;
+        call.batch = batch;
+        call.data_type = types.data;
+        call.alpha = static_cast<float>(alpha);
+        if (searched_gemm(call)) return;
+      }
+    }
     cublasHandle_t handle =
         flops >= kLargeGemmFlops ? cublas_large_gemm_handle(device) : cublas_handle(device);
     LIFTOFF_CUBLAS_CHECK(cublasGemmStridedBatchedEx(

@@ -2,7 +2,9 @@
 
 #include "ops/linear/linear.h"
 #include "ops/matmul/matmul.h"
+#include "ops/views/views.h"
 #include "runtime/autocast.h"
+#include "runtime/config.h"
 #include "tests/common/cuda_test.h"
 #include "tests/common/parity.h"
 
@@ -93,6 +95,33 @@ TEST(MatmulCuda, LargeGemmsOnTheirWorkspaceMatchCpu) {
   half.rtol = 3e-2;
   half.cuda_dtype = DType::bf16;
   EXPECT_TRUE(testing::cuda_parity(product, {a, b}, half));
+}
+
+// The large-GEMM search (ops/matmul/gemm_search.h) against cuBLAS's own pick, on the same operands: a batch
+// broadcast (one operand read by every batch entry), a transposed operand, and a second call of the searched
+// shape (the kept choice). Bits may differ (another kernel, another summation order), values may not.
+TEST(MatmulCuda, SearchedLargeGemmsMatchCublasPick) {
+  LIFTOFF_REQUIRE_CUDA();
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    const Tensor a = testing::random_tensor({4, 512, 2048}, 11, -1, 1, dtype, Device::cuda());
+    const Tensor w = testing::random_tensor({2048, 2048}, 12, -1, 1, dtype, Device::cuda());
+    const auto products = [&] {
+      return std::vector<Tensor>{matmul(a, expand(w, {4, 2048, 2048})), matmul(a, transpose(w, 0, 1)),
+                                 matmul(a, expand(w, {4, 2048, 2048}))};
+    };
+    std::vector<Tensor> own;
+    {
+      const config::ScopedSetting off(config::Knob::gemm_search, "0");
+      own = products();
+    }
+    const std::vector<Tensor> searched = products();
+    const double atol = dtype == DType::f32 ? 2e-3 : 1.0, rtol = dtype == DType::f32 ? 1e-4 : 3e-2;
+    for (size_t i = 0; i < own.size(); ++i) {
+      EXPECT_TRUE(testing::all_close(searched[i].to(Device::cpu(), DType::f64), own[i].to(Device::cpu(), DType::f64),
+                                     atol, rtol))
+          << dtype_name(dtype) << " product " << i;
+    }
+  }
 }
 
 TEST(MatmulCuda, AutocastRunsInHalf) {

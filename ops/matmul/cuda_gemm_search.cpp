@@ -1,0 +1,194 @@
+// The large-GEMM search (gemm_search.h). Per device: a cuBLASLt handle, a workspace of
+// LIFTOFF_CUBLAS_WORKSPACE_MB (the split-K kernels need it), and the choice per shape.
+#include <cublasLt.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+#include "ops/matmul/gemm_search.h"
+#include "runtime/capture.h"
+#include "runtime/config.h"
+#include "runtime/cuda/check.h"
+#include "runtime/cuda/context.h"
+#include "runtime/cuda/cublaslt_loader.h"
+#include "runtime/determinism.h"
+
+namespace liftoff::cuda {
+
+namespace {
+
+constexpr int kCandidates = 8;  // heuristic candidates timed per shape
+constexpr int kTimedRuns = 3;   // per candidate, after one warm-up run
+
+// The largest power of two (<= 256) dividing the address: the kernels a pointer admits depend on it.
+uint32_t alignment_of(const void* p) {
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  uint32_t a = 256;
+  while (a > 1 && address % a != 0) a /= 2;
+  return a;
+}
+
+using ShapeKey = std::tuple<int, int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                            int64_t, int64_t, uint32_t, uint32_t, uint32_t>;
+
+ShapeKey key_of(const GemmCall& g) {
+  return {static_cast<int>(g.data_type),
+          static_cast<int>(g.trans_a),
+          static_cast<int>(g.trans_b),
+          g.m,
+          g.n,
+          g.k,
+          g.lda,
+          g.ldb,
+          g.ldc,
+          g.stride_a,
+          g.stride_b,
+          g.stride_c,
+          g.batch,
+          alignment_of(g.a),
+          alignment_of(g.b),
+          alignment_of(g.c)};
+}
+
+// The descriptors of one shape, kept with its choice.
+struct ShapePlan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  bool found = false;  // false: no candidate; cuBLAS's own pick serves this shape
+  cublasLtMatmulAlgo_t algo{};
+  ShapePlan() = default;
+  ShapePlan(const ShapePlan&) = delete;
+  ShapePlan& operator=(const ShapePlan&) = delete;
+  ~ShapePlan() {
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+struct GemmSearchState : DeviceExtension {
+  std::mutex mutex;
+  cublasLtHandle_t handle = nullptr;
+  void* workspace = nullptr;  // cudaMalloc'd, never freed: captured graphs may name it
+  size_t workspace_bytes = 0;
+  std::map<ShapeKey, std::unique_ptr<ShapePlan>> plans;
+};
+
+cublasLtMatrixLayout_t make_layout(cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld, int64_t batch,
+                                   int64_t stride) {
+  cublasLtMatrixLayout_t layout = nullptr;
+  LIFTOFF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, type, static_cast<uint64_t>(rows),
+                                                  static_cast<uint64_t>(cols), ld));
+  const auto count = static_cast<int32_t>(batch);
+  LIFTOFF_CUBLAS_CHECK(
+      cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
+  LIFTOFF_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                        &stride, sizeof stride));
+  return layout;
+}
+
+void describe(const GemmCall& g, ShapePlan& plan) {
+  LIFTOFF_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  LIFTOFF_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &g.trans_a, sizeof g.trans_a));
+  LIFTOFF_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &g.trans_b, sizeof g.trans_b));
+  // Stored shapes: op(A) is m x k, so A is k x m when transposed.
+  const bool ta = g.trans_a != CUBLAS_OP_N, tb = g.trans_b != CUBLAS_OP_N;
+  plan.a = make_layout(g.data_type, ta ? g.k : g.m, ta ? g.m : g.k, g.lda, g.batch, g.stride_a);
+  plan.b = make_layout(g.data_type, tb ? g.n : g.k, tb ? g.k : g.n, g.ldb, g.batch, g.stride_b);
+  plan.c = make_layout(g.data_type, g.m, g.n, g.ldc, g.batch, g.stride_c);
+}
+
+cublasStatus_t run(const GemmSearchState& s, const ShapePlan& plan, const GemmCall& g,
+                   const cublasLtMatmulAlgo_t& algo) {
+  const float beta = 0.0f;
+  return cublasLtMatmul(s.handle, plan.desc, &g.alpha, g.a, plan.a, g.b, plan.b, &beta, g.c, plan.c, g.c,
+                        plan.c, &algo, s.workspace, s.workspace_bytes, g.stream);
+}
+
+// Times each of the heuristic's candidates on the call's operands (its output is overwritten by the call
+// after) and keeps the fastest. A host wait, once per shape, outside any capture.
+void search(GemmSearchState& s, ShapePlan& plan, const GemmCall& g) {
+  cublasLtMatmulPreference_t pref = nullptr;
+  LIFTOFF_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t bytes = s.workspace_bytes;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes, sizeof bytes);
+  const uint32_t align_a = alignment_of(g.a), align_b = alignment_of(g.b), align_c = alignment_of(g.c);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof align_c);
+  std::vector<cublasLtMatmulHeuristicResult_t> results(kCandidates);
+  int returned = 0;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(s.handle, plan.desc, plan.a, plan.b, plan.c,
+                                                               plan.c, pref, kCandidates, results.data(), &returned);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (status != CUBLAS_STATUS_SUCCESS || returned <= 0) return;  // cuBLAS's own pick serves the shape
+  cudaEvent_t start = nullptr, stop = nullptr;
+  LIFTOFF_CUDA_CHECK(cudaEventCreate(&start));
+  LIFTOFF_CUDA_CHECK(cudaEventCreate(&stop));
+  float best_ms = -1.0f;
+  for (int i = 0; i < returned; ++i) {
+    if (results[static_cast<size_t>(i)].state != CUBLAS_STATUS_SUCCESS) continue;
+    const cublasLtMatmulAlgo_t& algo = results[static_cast<size_t>(i)].algo;
+    // The warm-up run (a kernel's first launch loads it) also tells whether the candidate runs at all.
+    if (run(s, plan, g, algo) != CUBLAS_STATUS_SUCCESS) continue;
+    LIFTOFF_CUDA_CHECK(cudaEventRecord(start, g.stream));
+    for (int r = 0; r < kTimedRuns; ++r) LIFTOFF_CUBLAS_CHECK(run(s, plan, g, algo));
+    LIFTOFF_CUDA_CHECK(cudaEventRecord(stop, g.stream));
+    LIFTOFF_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0.0f;
+    LIFTOFF_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    if (best_ms < 0.0f || ms < best_ms) {
+      best_ms = ms;
+      plan.algo = algo;
+      plan.found = true;
+    }
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+}
+
+bool applies(const GemmCall& g) {
+  if (!config::get_bool(config::Knob::gemm_search).value_or(true)) return false;
+  if (deterministic_algorithms()) return false;  // a timed choice may differ from run to run
+  if (active_lane(g.device) != 0) return false;  // one workspace: lane 0's stream only
+  if (g.data_type != CUDA_R_32F && g.data_type != CUDA_R_16F && g.data_type != CUDA_R_16BF) return false;
+  return cublaslt_loaded();
+}
+
+}  // namespace
+
+bool searched_gemm(const GemmCall& g) {
+  if (!applies(g)) return false;
+  GemmSearchState& s = device_extension<GemmSearchState>(g.device);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  const ShapeKey key = key_of(g);
+  auto it = s.plans.find(key);
+  if (it == s.plans.end()) {
+    // Handle, workspace and the timing search cannot be captured: such a shape keeps cuBLAS's pick there.
+    if (graph_capture_active()) return false;
+    if (s.handle == nullptr) {
+      s.workspace_bytes =
+          static_cast<size_t>(config::get_int(config::Knob::cublas_workspace_mb).value_or(128)) << 20;
+      LIFTOFF_CUBLAS_CHECK(cublasLtCreate(&s.handle));
+      if (s.workspace_bytes > 0) LIFTOFF_CUDA_CHECK(cudaMalloc(&s.workspace, s.workspace_bytes));
+    }
+    auto plan = std::make_unique<ShapePlan>();
+    describe(g, *plan);
+    search(s, *plan, g);
+    it = s.plans.emplace(key, std::move(plan)).first;
+  }
+  const ShapePlan& plan = *it->second;
+  if (!plan.found) return false;
+  LIFTOFF_CUBLAS_CHECK(run(s, plan, g, plan.algo));
+  return true;
+}
+
+}  // namespace liftoff::cuda
