@@ -205,6 +205,7 @@ class DecodeLoader : public BatchSource {
   std::unique_ptr<HybridShareController> hybrid_;
   int64_t routable_seen_ = 0, expensive_seen_ = 0, files_seen_ = 0;
   int64_t last_handout_ns_ = -1;  // steady clock, this epoch; < 0: none yet
+  int64_t busy_at_handout_ns_ = 0;  // the workers' busy time summed, at that hand-out
   std::unique_ptr<std::atomic<int64_t>[]> worker_busy_ns_;
 };
 

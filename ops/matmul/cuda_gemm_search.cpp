@@ -74,7 +74,7 @@ struct ShapePlan {
 struct GemmSearchState : DeviceExtension {
   std::mutex mutex;
   cublasLtHandle_t handle = nullptr;
-  void* workspace = nullptr;  // cudaMalloc'd, never freed: captured graphs may name it
+  void* workspace = nullptr;  // the large-GEMM cuBLAS handle's (lane 0's stream, the same work queue)
   size_t workspace_bytes = 0;
   std::map<ShapeKey, std::unique_ptr<ShapePlan>> plans;
 };
@@ -105,6 +105,20 @@ void describe(const GemmCall& g, ShapePlan& plan) {
   plan.c = make_layout(g.data_type, g.m, g.n, g.ldc, g.batch, g.stride_c);
 }
 
+}  // namespace
+
+cublasStatus_t cublas_own_gemm(const GemmCall& g) {
+  const float beta = 0.0f;
+  return cublasGemmStridedBatchedEx(cublas_large_gemm_handle(g.device), g.trans_a, g.trans_b,
+                                    static_cast<int>(g.m), static_cast<int>(g.n), static_cast<int>(g.k), &g.alpha,
+                                    g.a, g.data_type, static_cast<int>(g.lda), g.stride_a, g.b, g.data_type,
+                                    static_cast<int>(g.ldb), g.stride_b, &beta, g.c, g.data_type,
+                                    static_cast<int>(g.ldc), g.stride_c, static_cast<int>(g.batch),
+                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
+namespace {
+
 cublasStatus_t run(const GemmSearchState& s, const ShapePlan& plan, const GemmCall& g,
                    const cublasLtMatmulAlgo_t& algo) {
   const float beta = 0.0f;
@@ -112,8 +126,22 @@ cublasStatus_t run(const GemmSearchState& s, const ShapePlan& plan, const GemmCa
                         plan.c, &algo, s.workspace, s.workspace_bytes, g.stream);
 }
 
-// Times each of the heuristic's candidates on the call's operands (its output is overwritten by the call
-// after) and keeps the fastest. A host wait, once per shape, outside any capture.
+// Milliseconds of kTimedRuns runs after one warm-up (a kernel's first launch loads it); < 0 when the warm-up
+// fails (the candidate does not run here).
+template <class Run>
+float time_runs(const GemmCall& g, cudaEvent_t start, cudaEvent_t stop, Run&& run_once) {
+  if (run_once() != CUBLAS_STATUS_SUCCESS) return -1.0f;
+  LIFTOFF_CUDA_CHECK(cudaEventRecord(start, g.stream));
+  for (int r = 0; r < kTimedRuns; ++r) LIFTOFF_CUBLAS_CHECK(run_once());
+  LIFTOFF_CUDA_CHECK(cudaEventRecord(stop, g.stream));
+  LIFTOFF_CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0.0f;
+  LIFTOFF_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  return ms;
+}
+
+// Times cuBLAS's own pick and each of cuBLASLt's heuristic candidates on the call's operands (its output is
+// overwritten by the call after) and keeps the fastest. A host wait, once per shape, outside any capture.
 void search(GemmSearchState& s, ShapePlan& plan, const GemmCall& g) {
   cublasLtMatmulPreference_t pref = nullptr;
   LIFTOFF_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -133,19 +161,12 @@ void search(GemmSearchState& s, ShapePlan& plan, const GemmCall& g) {
   cudaEvent_t start = nullptr, stop = nullptr;
   LIFTOFF_CUDA_CHECK(cudaEventCreate(&start));
   LIFTOFF_CUDA_CHECK(cudaEventCreate(&stop));
-  float best_ms = -1.0f;
+  float best_ms = time_runs(g, start, stop, [&] { return cublas_own_gemm(g); });
   for (int i = 0; i < returned; ++i) {
     if (results[static_cast<size_t>(i)].state != CUBLAS_STATUS_SUCCESS) continue;
     const cublasLtMatmulAlgo_t& algo = results[static_cast<size_t>(i)].algo;
-    // The warm-up run (a kernel's first launch loads it) also tells whether the candidate runs at all.
-    if (run(s, plan, g, algo) != CUBLAS_STATUS_SUCCESS) continue;
-    LIFTOFF_CUDA_CHECK(cudaEventRecord(start, g.stream));
-    for (int r = 0; r < kTimedRuns; ++r) LIFTOFF_CUBLAS_CHECK(run(s, plan, g, algo));
-    LIFTOFF_CUDA_CHECK(cudaEventRecord(stop, g.stream));
-    LIFTOFF_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0.0f;
-    LIFTOFF_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    if (best_ms < 0.0f || ms < best_ms) {
+    const float ms = time_runs(g, start, stop, [&] { return run(s, plan, g, algo); });
+    if (ms >= 0.0f && (best_ms < 0.0f || ms < best_ms)) {
       best_ms = ms;
       plan.algo = algo;
       plan.found = true;
@@ -175,10 +196,8 @@ bool searched_gemm(const GemmCall& g) {
     // Handle, workspace and the timing search cannot be captured: such a shape keeps cuBLAS's pick there.
     if (graph_capture_active()) return false;
     if (s.handle == nullptr) {
-      s.workspace_bytes =
-          static_cast<size_t>(config::get_int(config::Knob::cublas_workspace_mb).value_or(128)) << 20;
       LIFTOFF_CUBLAS_CHECK(cublasLtCreate(&s.handle));
-      if (s.workspace_bytes > 0) LIFTOFF_CUDA_CHECK(cudaMalloc(&s.workspace, s.workspace_bytes));
+      s.workspace = cublas_large_gemm_workspace(g.device, &s.workspace_bytes);
     }
     auto plan = std::make_unique<ShapePlan>();
     describe(g, *plan);

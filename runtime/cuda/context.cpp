@@ -25,6 +25,8 @@ struct Lane {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
   cublasHandle_t cublas_large = nullptr;  // large GEMMs: with a workspace of its own, made at first use
+  void* large_workspace = nullptr;        // that workspace (also the large-GEMM search's, ops/matmul)
+  size_t large_workspace_bytes = 0;
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
   unsigned* counters = nullptr;  // arrival_counters(); kept for the run
@@ -52,7 +54,7 @@ thread_local int t_lane = 0;
 
 // A cuBLAS handle on `stream`; with `workspace_bytes` > 0 it gets that workspace of its own (a plain
 // cudaMalloc, never freed: handles live for the process and captured graphs may name the buffer).
-cublasHandle_t make_cublas(cudaStream_t stream, size_t workspace_bytes) {
+cublasHandle_t make_cublas(cudaStream_t stream, size_t workspace_bytes, void** workspace = nullptr) {
   cublasHandle_t handle = nullptr;
   LIFTOFF_CUBLAS_CHECK(cublasCreate(&handle));
   LIFTOFF_CUBLAS_CHECK(cublasSetStream(handle, stream));  // resets any workspace: set it after
@@ -60,6 +62,7 @@ cublasHandle_t make_cublas(cudaStream_t stream, size_t workspace_bytes) {
     void* buffer = nullptr;
     LIFTOFF_CUDA_CHECK(cudaMalloc(&buffer, workspace_bytes));
     LIFTOFF_CUBLAS_CHECK(cublasSetWorkspace(handle, buffer, workspace_bytes));
+    if (workspace != nullptr) *workspace = buffer;
   }
   return handle;
 }
@@ -182,8 +185,16 @@ cublasHandle_t cublas_large_gemm_handle(int device) {
   // Handle creation and cudaMalloc cannot be captured: a shape first met inside a capture keeps the default.
   if (bytes == 0 || graph_capture_active()) return lane.cublas;
   DeviceGuard guard(device);
-  lane.cublas_large = make_cublas(lane.stream, bytes);
+  lane.cublas_large = make_cublas(lane.stream, bytes, &lane.large_workspace);
+  lane.large_workspace_bytes = bytes;
   return lane.cublas_large;
+}
+
+void* cublas_large_gemm_workspace(int device, size_t* bytes) {
+  cublas_large_gemm_handle(device);
+  const Lane& lane = current_lane(context(device), device);
+  *bytes = lane.cublas_large != nullptr ? lane.large_workspace_bytes : 0;
+  return lane.cublas_large != nullptr ? lane.large_workspace : nullptr;
 }
 cudnnHandle_t cudnn_handle(int device) {
   return context(device).cudnn;  // set_active_lane keeps it on the active lane's stream

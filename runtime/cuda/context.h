@@ -39,6 +39,9 @@ cublasHandle_t cublas_handle(int device);
 // 0.625); not for small GEMMs (ResNet-18's classifier: 0.6% slower a step with a 32 MiB workspace). Made at
 // first use; the default handle while that would fall inside a graph capture, or with the knob at 0.
 cublasHandle_t cublas_large_gemm_handle(int device);
+// That handle's workspace on the calling thread's lane (made with the handle), for other large-GEMM work on
+// the same stream; null (bytes 0) when the handle has none.
+void* cublas_large_gemm_workspace(int device, size_t* bytes);
 cudnnHandle_t cudnn_handle(int device);
 // Scratch memory for cuBLAS/cuDNN workspaces, grown on demand, owned by the device's context.
 void* workspace(int device, size_t nbytes);

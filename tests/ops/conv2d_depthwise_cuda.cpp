@@ -198,7 +198,11 @@ TEST(Conv2dDepthwiseCuda, OtherConvolutionsKeepCudnn) {
   const Tensor nchw = Tensor::full({2, 8, 9, 9}, 0.5, DType::bf16, cuda);
   const Tensor depthwise_w = Tensor::full({8, 1, 3, 3}, 0.25, DType::bf16, cuda);
   const int64_t before = own_kernel_runs();
-  conv2d(nchw, depthwise_w, Tensor(), 1, 1, 1, 8);                                           // NCHW
+  {
+    // An NCHW input kept in its layout (LIFTOFF_CONV_LAYOUT=input; auto would make it channels-last).
+    const config::ScopedSetting layout(config::Knob::conv_layout, "input");
+    conv2d(nchw, depthwise_w, Tensor(), 1, 1, 1, 8);
+  }
   conv2d(nhwc, depthwise_w, Tensor(), 1, 2, 2, 8);                                           // dilation 2
   conv2d(nhwc, Tensor::full({16, 1, 3, 3}, 0.25, DType::bf16, cuda), Tensor(), 1, 1, 1, 8);  // multiplier 2
   conv2d(nhwc, Tensor::full({8, 2, 3, 3}, 0.25, DType::bf16, cuda), Tensor(), 1, 1, 1, 4);   // groups 4

@@ -10,6 +10,7 @@
 
 #include "ops/conv2d/conv2d.h"
 #include "ops/conv2d/kernels.h"
+#include "runtime/config.h"
 #include "runtime/determinism.h"
 #include "tests/common/cuda_test.h"
 #include "tests/common/gradcheck.h"
@@ -42,6 +43,9 @@ struct Conv {
 // returns how many plans cuda:0 gained.
 int64_t plans_added(const Conv& c) {
   const Device cuda = Device::cuda(0);
+  // Each input keeps its own layout (the default, auto, would run every non-f64 convolution channels-last and
+  // so give the NCHW and NHWC cases one plan).
+  const config::ScopedSetting layout(config::Knob::conv_layout, "input");
   const int64_t before = cuda::conv_plan_count(0);
   // The CPU sees the values the device sees (rounded to dtype), in f32 NCHW.
   const Tensor x = testing::random_tensor(c.x, 11, -1, 1, DType::f32).to(c.dtype).to(DType::f32);
