@@ -544,7 +544,8 @@ void DecodeLoader::feed_hybrid(Slot& slot, int64_t asked_ns) {
   sample.waited_for_workers = slot.batch >= ring_->size() && slot.filled_ns > asked_ns;
   int64_t busy_ns = 0;
   for (int w = 0; w < options_.workers; ++w) busy_ns += worker_busy_ns_[static_cast<size_t>(w)].load();
-  if (last_handout_ns_ >= 0) sample.worker_busy_seconds = static_cast<double>(busy_ns - busy_at_handout_ns_) * 1e-9;
+  if (last_handout_ns_ >= 0)
+    sample.worker_busy_seconds = static_cast<double>(busy_ns - busy_at_handout_ns_) * 1e-9;
   busy_at_handout_ns_ = busy_ns;
   last_handout_ns_ = now;
   if (options_.cpu_share < 0) hybrid_->update(sample);

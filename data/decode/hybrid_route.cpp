@@ -29,30 +29,42 @@ HybridShareController::HybridShareController(HybridShareConfig config)
 }
 
 double HybridShareController::solve() const {
+  const double interval = model_interval();
   // Unknown costs or rate: keep the share (nothing says otherwise yet).
-  if (cpu_cost_ < 0 || interval_ <= 0) return share_;
+  if (cpu_cost_ < 0 || interval <= 0) return share_;
   const double gpu_cost = gpu_cost_ < 0 ? 0.0 : gpu_cost_;
   const double routable = 1.0 - forced_fraction_;
   if (routable <= 0) return share_;
   // Worker seconds per second available for the routable files, per routable image.
-  const double budget = (load_ * config_.workers * interval_ - forced_fraction_ * cpu_cost_) / routable;
+  const double budget = (load_ * config_.workers * interval - forced_fraction_ * cpu_cost_) / routable;
   const double extra = cpu_cost_ - gpu_cost;  // what moving one image to the CPU adds
   if (extra <= 0) return 1.0;
   return std::clamp((budget - gpu_cost) / extra, 0.0, 1.0);
 }
 
 double HybridShareController::utilisation(double share) const {
-  if (cpu_cost_ < 0 || interval_ <= 0) return 1.0;  // unknown: take a wait at its word
+  const double interval = model_interval();
+  if (cpu_cost_ < 0 || interval <= 0) return 1.0;  // unknown: take a wait at its word
   const double gpu_cost = gpu_cost_ < 0 ? 0.0 : gpu_cost_;
   const double routable = 1.0 - forced_fraction_;
   const double per_image =
       forced_fraction_ * cpu_cost_ + routable * (share * cpu_cost_ + (1.0 - share) * gpu_cost);
-  return per_image / (interval_ * config_.workers);
+  return per_image / (interval * config_.workers);
 }
 
-double HybridShareController::busy_fraction() const {
-  if (busy_ < 0 || interval_ <= 0) return utilisation(share_);
-  return busy_ / (interval_ * config_.workers);
+double HybridShareController::measured_busy() const {
+  if (busy_seconds_ < 0 || wall_seconds_ <= 0) return -1.0;
+  return busy_seconds_ / (wall_seconds_ * config_.workers);
+}
+
+double HybridShareController::model_interval() const {
+  const double busy = measured_busy();
+  if (busy <= 0 || cpu_cost_ < 0) return interval_;
+  const double gpu_cost = gpu_cost_ < 0 ? 0.0 : gpu_cost_;
+  const double routable = 1.0 - forced_fraction_;
+  const double per_image =
+      forced_fraction_ * cpu_cost_ + routable * (share_ * cpu_cost_ + (1.0 - share_) * gpu_cost);
+  return per_image / (busy * config_.workers);
 }
 
 void HybridShareController::update(const HybridBatchSample& s) {
@@ -73,9 +85,10 @@ void HybridShareController::update(const HybridBatchSample& s) {
       double sample = s.interval_seconds / static_cast<double>(images);
       if (interval_ > 0) sample = std::min(sample, kMaxIntervalJump * interval_);
       interval_ = smooth(interval_, sample, config_.rate_smoothing);
-      // Smoothed as the interval is, so that their ratio is the busy share over the same window.
-      if (s.worker_busy_seconds >= 0)
-        busy_ = smooth(busy_, s.worker_busy_seconds / static_cast<double>(images), config_.rate_smoothing);
+    }
+    if (s.worker_busy_seconds >= 0 && s.interval_seconds > 0) {
+      busy_seconds_ = smooth(busy_seconds_, s.worker_busy_seconds, config_.rate_smoothing);
+      wall_seconds_ = smooth(wall_seconds_, s.interval_seconds, config_.rate_smoothing);
     }
   }
   ++updates_;
@@ -83,7 +96,10 @@ void HybridShareController::update(const HybridBatchSample& s) {
   // (back-pressure: the workers could not start the batch) or a decode lane was late. Measured on the H200:
   // ResNet-50 with 4 workers 10% busy saw such waits, and stepping down on them drove the share to 0; on an
   // H100 the model's estimate still took them (18% busy measured): the measured share decides where known.
-  if (s.waited_for_workers && busy_fraction() >= kWaitMinUtilisation * config_.target_load) {
+  const double busy = measured_busy();
+  const bool workers_busy = busy >= 0 ? busy >= kWaitMinMeasured * config_.target_load
+                                      : utilisation(share_) >= kWaitMinUtilisation * config_.target_load;
+  if (s.waited_for_workers && workers_busy) {
     // The workers were late: trust them less, and step down now rather than after the smoothing.
     load_ = std::max(config_.min_load, load_ * 0.9);
     target_ = solve();

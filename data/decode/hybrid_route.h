@@ -14,10 +14,9 @@
 // (W workers, `load` below 1 for headroom); the target share s is the largest that holds, clamped to [0, 1].
 // A wait for the workers lowers `load` (the model overestimated them: other threads share the cores) and
 // takes a step down at once; `load` recovers slowly. A wait while the workers are under half the target load
-// busy (measured, else as the model has them) is back-pressure (the slot still in use on the device) or a late
-// decode lane, and is ignored.
-// Stability: smoothed inputs, a dead band around the current share (hysteresis) and a bounded step per batch;
-// the extremes are reached exactly. O(1) per batch.
+// busy (measured, else as the model has them) is back-pressure (the slot still in use on the device) or a
+// late decode lane, and is ignored. Stability: smoothed inputs, a dead band around the current share
+// (hysteresis) and a bounded step per batch; the extremes are reached exactly. O(1) per batch.
 //
 // HybridRouteBudget splits one batch: of round(share * n) CPU places, the JPEGs expensive on the GPU
 // (GpuRoute::nvjpeg: progressive and other GPU-hybrid files) are served first, the hardware-engine ones get
@@ -75,7 +74,11 @@ class HybridShareController {
   double solve() const;  // the largest share the workers sustain at `load_`
   // The workers' busy fraction the model predicts at this share (1 while costs or rate are unknown).
   double utilisation(double share) const;
-  // Waits for the workers count only when the model has them at least this share of the target load busy.
+  // Waits for the workers count only when they are at least this share of the target load busy: measured
+  // (a busy worker pool is what a wait for the workers looks like; on an H100, ResNet-50 from JPEGs, next()
+  // waited on 82% of the step with the workers 33% busy, back-pressure of a device 98 ms behind), else as the
+  // model has them.
+  static constexpr double kWaitMinMeasured = 0.9;
   static constexpr double kWaitMinUtilisation = 0.5;
   // A gap between hand-outs counts at most this many times the smoothed one.
   static constexpr double kMaxIntervalJump = 4.0;
@@ -85,9 +88,14 @@ class HybridShareController {
   double cpu_cost_ = -1.0, gpu_cost_ = -1.0;  // smoothed seconds per image; < 0: not measured yet
   double forced_fraction_ = 0.0;
   double interval_ = -1.0;  // smoothed seconds between images handed out (1 / rate); < 0: not measured yet
-  double busy_ = -1.0;      // smoothed measured worker seconds per image handed out; < 0: not measured
-  // The workers' busy fraction: measured where known, else the model's at the current share.
-  double busy_fraction() const;
+  // Measured: the workers' busy seconds and the wall seconds between hand-outs, each smoothed unclipped
+  // (their ratio is the busy share over the same window); < 0: not measured.
+  double busy_seconds_ = -1.0, wall_seconds_ = -1.0;
+  double measured_busy() const;  // < 0: not measured
+  // Seconds per image the model divides by: where the busy share is measured, the one that makes the model's
+  // cost at the current share match it (the hand-out rate, bursty behind a lagging device, then drops out);
+  // else the smoothed interval.
+  double model_interval() const;
   int64_t seen_ = 0, updates_ = 0;
 };
 

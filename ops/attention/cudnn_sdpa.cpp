@@ -264,11 +264,7 @@ Tensor cudnn_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
   const Operands o = operands_of(q.detach(), k.detach(), v.detach(), batch, scale, is_causal);
   const bool training = should_record({q, k, v});
   auto& cache = cuda::device_extension<SdpaPlanCache>(device.index);
-  // A call that records no gradient skips the logsumexp where cuDNN takes that graph (else the training one).
-  std::shared_ptr<sdpa::Plan> forward =
-      training ? nullptr : cache.get(sdpa::Direction::inference, o.problem, device.index);
-  const bool save_stats = forward == nullptr;
-  if (save_stats) forward = cache.get(sdpa::Direction::forward, o.problem, device.index);
+  const std::shared_ptr<sdpa::Plan> forward = cache.get(sdpa::Direction::forward, o.problem, device.index);
   // A call that records for autograd needs both plans before it commits to cuDNN.
   const std::shared_ptr<sdpa::Plan> backward =
       forward && training ? cache.get(sdpa::Direction::backward, o.problem, device.index) : nullptr;
@@ -276,18 +272,16 @@ Tensor cudnn_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
 
   const sdpa::Problem& p = o.problem;
   const Tensor out = Tensor::empty(with_rows(batch, p.l, p.d), p.dtype, device);
-  Tensor stats;  // [b, h, L, 1]
-  std::vector<sdpa::Binding> bindings = {{sdpa::kQ, o.q.raw_data()},
-                                         {sdpa::kK, o.k.raw_data()},
-                                         {sdpa::kV, o.v.raw_data()},
-                                         {sdpa::kO, out.raw_data()}};
-  if (save_stats) {
-    stats = Tensor::empty({p.b * p.h * p.l}, DType::f32, device);
-    bindings.push_back({sdpa::kStats, stats.raw_data()});
-  }
+  const Tensor stats = Tensor::empty({p.b * p.h * p.l}, DType::f32, device);  // [b, h, L, 1]
   Tensor workspace;
   void* ws = workspace_for(*forward, device, &workspace);
-  sdpa::execute(cuda::cudnn_handle(device.index), *forward, bindings, ws);
+  sdpa::execute(cuda::cudnn_handle(device.index), *forward,
+                {{sdpa::kQ, o.q.raw_data()},
+                 {sdpa::kK, o.k.raw_data()},
+                 {sdpa::kV, o.v.raw_data()},
+                 {sdpa::kO, out.raw_data()},
+                 {sdpa::kStats, stats.raw_data()}},
+                ws);
   g_executions.fetch_add(1, std::memory_order_relaxed);
   if (!training) return out;
   record(out, kOp, {q, k, v},

@@ -188,31 +188,30 @@ class GraphBuilder {
   int64_t next_uid_ = kFirstInternalUid;
 };
 
-void build_forward(GraphBuilder& g, const Problem& p, bool save_stats) {
+void build_forward(GraphBuilder& g, const Problem& p) {
   const cudnnDataType_t io = io_type(p.dtype);
   const Dims scores = dense(p.b, p.h, p.l, p.s), rows = dense(p.b, p.h, p.l, 1);
   const int q = g.bound(kQ, strided(p.b, p.h, p.l, p.d, p.q_strides), io);
   const int kt = g.bound(kK, transposed(strided(p.b, p.h, p.s, p.d, p.k_strides)), io);
   const int v = g.bound(kV, strided(p.b, p.h, p.s, p.d, p.v_strides), io);
   const int o = g.bound(kO, dense(p.b, p.h, p.l, p.d), io);
+  const int stats = g.bound(kStats, rows, CUDNN_DATA_FLOAT);
+
   const int product = g.virt(scores);
   g.matmul(q, kt, product);
   int s = g.virt(scores);
   g.pointwise(CUDNN_POINTWISE_MUL, product, s, g.scalar(static_cast<float>(p.scale)));
   if (p.causal) s = g.causal_mask(s, scores);
-  // Softmax, with its logsumexp saved for the backward when training.
+  // Softmax with its logsumexp saved for the backward.
   const int max = g.virt(rows);
   g.reduction(CUDNN_REDUCE_TENSOR_MAX, s, max);
   const int shifted = g.virt(scores), exp = g.virt(scores);
   g.pointwise(CUDNN_POINTWISE_SUB, s, shifted, max);
   g.pointwise(CUDNN_POINTWISE_EXP, shifted, exp);
-  const int sum = g.virt(rows);
+  const int sum = g.virt(rows), log_sum = g.virt(rows);
   g.reduction(CUDNN_REDUCE_TENSOR_ADD, exp, sum);
-  if (save_stats) {
-    const int log_sum = g.virt(rows);
-    g.pointwise(CUDNN_POINTWISE_LOG, sum, log_sum);
-    g.pointwise(CUDNN_POINTWISE_ADD, max, g.bound(kStats, rows, CUDNN_DATA_FLOAT), log_sum);
-  }
+  g.pointwise(CUDNN_POINTWISE_LOG, sum, log_sum);
+  g.pointwise(CUDNN_POINTWISE_ADD, max, stats, log_sum);
   const int probs = g.virt(scores, io);  // the second matmul takes the weights in the io dtype
   g.pointwise(CUDNN_POINTWISE_DIV, exp, probs, sum);
   g.matmul(probs, v, o);
@@ -298,15 +297,7 @@ class Plan {
 };
 
 const char* direction_name(Direction direction) {
-  switch (direction) {
-    case Direction::forward:
-      return "forward";
-    case Direction::backward:
-      return "backward";
-    case Direction::inference:
-      return "inference";
-  }
-  return "?";
+  return direction == Direction::forward ? "forward" : "backward";
 }
 
 BuildResult build_plan(Direction direction, cudnnHandle_t handle, const Problem& problem) {
@@ -314,8 +305,8 @@ BuildResult build_plan(Direction direction, cudnnHandle_t handle, const Problem&
   auto parts = std::make_shared<GraphParts>();
   try {
     GraphBuilder builder(parts.get());
-    if (direction != Direction::backward) {
-      build_forward(builder, problem, direction == Direction::forward);
+    if (direction == Direction::forward) {
+      build_forward(builder, problem);
     } else {
       build_backward(builder, problem);
     }

@@ -29,9 +29,7 @@ struct Problem {
   double scale = 1.0;
 };
 
-// forward: the training forward (saves the softmax's logsumexp for the backward); inference: the forward of
-// a call that records no gradient (no logsumexp output, as cudnn-frontend's generate_stats = false).
-enum class Direction { forward, backward, inference };
+enum class Direction { forward, backward };
 const char* direction_name(Direction direction);
 
 // The unique ids of the tensors a call binds (the graphs' own scalars and virtual tensors use others).

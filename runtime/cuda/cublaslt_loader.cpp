@@ -13,8 +13,8 @@ namespace liftoff::cuda {
 namespace {
 platform::RuntimeLibrary& cublaslt_library() {
   static auto* lib = new platform::RuntimeLibrary(
-      {"cuBLASLt " + std::to_string(CUBLAS_VER_MAJOR) + " (libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR) +
-           ")",
+      {"cuBLASLt " + std::to_string(CUBLAS_VER_MAJOR) + " (libcublasLt.so." +
+           std::to_string(CUBLAS_VER_MAJOR) + ")",
        {"libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR), "libcublasLt.so"},
        "install the CUDA toolkit's cuBLAS (NVIDIA package libcublas-" + std::to_string(CUBLAS_VER_MAJOR) +
            "-0, which ships libcublasLt) or add its lib folder to LD_LIBRARY_PATH",
@@ -48,7 +48,8 @@ extern "C" {
 
 LIFTOFF_CUBLASLT_FORWARD(cublasLtCreate, (cublasLtHandle_t * handle), (handle))
 LIFTOFF_CUBLASLT_FORWARD(cublasLtMatmulDescCreate,
-                         (cublasLtMatmulDesc_t * desc, cublasComputeType_t computeType, cudaDataType_t scaleType),
+                         (cublasLtMatmulDesc_t * desc, cublasComputeType_t computeType,
+                          cudaDataType_t scaleType),
                          (desc, computeType, scaleType))
 LIFTOFF_CUBLASLT_FORWARD(cublasLtMatmulDescDestroy, (cublasLtMatmulDesc_t desc), (desc))
 LIFTOFF_CUBLASLT_FORWARD(cublasLtMatmulDescSetAttribute,
@@ -61,8 +62,8 @@ LIFTOFF_CUBLASLT_FORWARD(cublasLtMatrixLayoutCreate,
                          (layout, type, rows, cols, ld))
 LIFTOFF_CUBLASLT_FORWARD(cublasLtMatrixLayoutDestroy, (cublasLtMatrixLayout_t layout), (layout))
 LIFTOFF_CUBLASLT_FORWARD(cublasLtMatrixLayoutSetAttribute,
-                         (cublasLtMatrixLayout_t layout, cublasLtMatrixLayoutAttribute_t attr, const void* buf,
-                          size_t sizeInBytes),
+                         (cublasLtMatrixLayout_t layout, cublasLtMatrixLayoutAttribute_t attr,
+                          const void* buf, size_t sizeInBytes),
                          (layout, attr, buf, sizeInBytes))
 LIFTOFF_CUBLASLT_FORWARD(cublasLtMatmulPreferenceCreate, (cublasLtMatmulPreference_t * pref), (pref))
 LIFTOFF_CUBLASLT_FORWARD(cublasLtMatmulPreferenceDestroy, (cublasLtMatmulPreference_t pref), (pref))

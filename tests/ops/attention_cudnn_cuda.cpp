@@ -179,8 +179,6 @@ TEST(AttentionCudnnCuda, AutomaticChoiceAndInference) {
   before = cudnn_sdpa_executions();
   scaled_dot_product_attention(make(65, 4), make(65, 5), make(65, 6));
   EXPECT_EQ(cudnn_sdpa_executions(), before + 1) << cudnn_sdpa_failures();
-  // Those calls took the inference graph (no logsumexp output), not the training forward as a fallback.
-  EXPECT_EQ(cudnn_sdpa_failures().find("inference"), std::string::npos) << cudnn_sdpa_failures();
   // The same call on our kernels agrees (both fused, both f32 inside).
   ScopedAttentionPath flash(AttentionPath::flash);
   const Tensor ours = scaled_dot_product_attention(long_q, make(256, 2), make(256, 3), Tensor(), 0.0, true);

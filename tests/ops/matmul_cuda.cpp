@@ -117,8 +117,8 @@ TEST(MatmulCuda, SearchedLargeGemmsMatchCublasPick) {
     const std::vector<Tensor> searched = products();
     const double atol = dtype == DType::f32 ? 2e-3 : 1.0, rtol = dtype == DType::f32 ? 1e-4 : 3e-2;
     for (size_t i = 0; i < own.size(); ++i) {
-      EXPECT_TRUE(testing::all_close(searched[i].to(Device::cpu(), DType::f64), own[i].to(Device::cpu(), DType::f64),
-                                     atol, rtol))
+      EXPECT_TRUE(testing::all_close(searched[i].to(Device::cpu(), DType::f64),
+                                     own[i].to(Device::cpu(), DType::f64), atol, rtol))
           << dtype_name(dtype) << " product " << i;
     }
   }
