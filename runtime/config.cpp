@@ -95,8 +95,8 @@ constexpr Entry kTable[] = {
     int_knob(Knob::cublas_workspace_mb, "LIFTOFF_CUBLAS_WORKSPACE_MB", "128", nullptr, 0, 4096,
              "cuBLAS workspace of large GEMMs (>= 8 GFLOP a call), MiB (0: cuBLAS's default pool for all)"),
     bool_knob(Knob::gemm_search, "LIFTOFF_GEMM_SEARCH", "1", nullptr,
-              "1: a large GEMM's (>= 8 GFLOP) first call times cuBLASLt's candidate kernels and keeps the "
-              "fastest for its shape; 0: cuBLAS's own pick"),
+              "1: a large GEMM's (>= 8 GFLOP) first call times cuBLAS's own pick and cuBLASLt's candidate "
+              "kernels and keeps the fastest for its shape; 0: cuBLAS's own pick"),
     text_knob(Knob::nccl_library, "LIFTOFF_NCCL_LIBRARY", "libnccl.so.2, else libnccl.so",
               "the NCCL library file to load (only that one)"),
     text_knob(Knob::mpi_library, "LIFTOFF_MPI_LIBRARY", "libmpi.so.40, else libmpi.so",
