@@ -322,8 +322,9 @@ void DecodeLoader::worker_loop(int worker) {
     if (ring.stopped()) return;
     lock.unlock();
     const auto start = Clock::now();
+    int64_t device_wait_ns = 0;  // not busy: the device still reading the slot (back-pressure)
     if (position < 0) {
-      open_batch(*slot);
+      device_wait_ns = open_batch(*slot);
       lock.lock();
       slot->open = true;  // the other workers may now fill its positions
       ring.work_cv.notify_all();
@@ -344,17 +345,20 @@ void DecodeLoader::worker_loop(int worker) {
         ring.hand_on(*slot, lanes_.empty() ? RingSlot::State::ready : RingSlot::State::filled, slot->error);
       }
     }
-    worker_busy_ns_[static_cast<size_t>(worker)].fetch_add(ns_since(start));
+    worker_busy_ns_[static_cast<size_t>(worker)].fetch_add(ns_since(start) - device_wait_ns);
   }
 }
 
-void DecodeLoader::open_batch(Slot& slot) {
+int64_t DecodeLoader::open_batch(Slot& slot) {
+  int64_t waited_ns = 0;
 #if LIFTOFF_WITH_CUDA
   // The staging is rewritten only once the device has finished reading it (a wait on this slot's event only,
   // on a worker, never on the training thread).
   if (slot.device_busy) {
+    const auto start = Clock::now();
     slot.decoded->synchronize();
     slot.device_busy = false;
+    waited_ns = ns_since(start);
   }
 #endif
   slot.bytes.reset();
@@ -367,6 +371,7 @@ void DecodeLoader::open_batch(Slot& slot) {
     slot.route_budget.reset(std::llround(static_cast<double>(slot.indices.size()) * slot.routable_fraction),
                             slot.cpu_share, slot.expensive_fraction);
   slot.error = nullptr;
+  return waited_ns;
 }
 
 void DecodeLoader::fill_item(Slot& slot, int64_t position) {

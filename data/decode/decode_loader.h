@@ -160,7 +160,7 @@ class DecodeLoader : public BatchSource {
   void worker_loop(int worker);
   Slot* next_work_locked(int64_t* position);
   bool stale(const Slot& slot) const;  // under the ring's lock: its generation is over
-  void open_batch(Slot& slot);
+  int64_t open_batch(Slot& slot);      // returns the nanoseconds it waited for the device
   void fill_item(Slot& slot, int64_t position);
   void finish_batch(Slot& slot);
   bool read_item(int64_t index, int64_t epoch, Item& item, HybridRouteBudget* budget);
@@ -204,7 +204,7 @@ class DecodeLoader : public BatchSource {
   // hybrid (under the ring's lock): the share's controller, what the routes saw so far, the last hand-out.
   std::unique_ptr<HybridShareController> hybrid_;
   int64_t routable_seen_ = 0, expensive_seen_ = 0, files_seen_ = 0;
-  int64_t last_handout_ns_ = -1;  // steady clock, this epoch; < 0: none yet
+  int64_t last_handout_ns_ = -1;    // steady clock, this epoch; < 0: none yet
   int64_t busy_at_handout_ns_ = 0;  // the workers' busy time summed, at that hand-out
   std::unique_ptr<std::atomic<int64_t>[]> worker_busy_ns_;
 };

@@ -59,12 +59,8 @@ double HybridShareController::measured_busy() const {
 
 double HybridShareController::model_interval() const {
   const double busy = measured_busy();
-  if (busy <= 0 || cpu_cost_ < 0) return interval_;
-  const double gpu_cost = gpu_cost_ < 0 ? 0.0 : gpu_cost_;
-  const double routable = 1.0 - forced_fraction_;
-  const double per_image =
-      forced_fraction_ * cpu_cost_ + routable * (share_ * cpu_cost_ + (1.0 - share_) * gpu_cost);
-  return per_image / (busy * config_.workers);
+  if (busy <= 0 || work_seconds_ <= 0 || images_ <= 0) return interval_;
+  return (work_seconds_ / images_) / (busy * config_.workers);
 }
 
 void HybridShareController::update(const HybridBatchSample& s) {
@@ -87,8 +83,16 @@ void HybridShareController::update(const HybridBatchSample& s) {
       interval_ = smooth(interval_, sample, config_.rate_smoothing);
     }
     if (s.worker_busy_seconds >= 0 && s.interval_seconds > 0) {
-      busy_seconds_ = smooth(busy_seconds_, s.worker_busy_seconds, config_.rate_smoothing);
-      wall_seconds_ = smooth(wall_seconds_, s.interval_seconds, config_.rate_smoothing);
+      double wall = s.interval_seconds, busy = s.worker_busy_seconds;
+      if (wall_seconds_ > 0 && wall > kMaxWallJump * wall_seconds_) {
+        busy *= kMaxWallJump * wall_seconds_ / wall;  // a pause: its busy share kept, its length clipped
+        wall = kMaxWallJump * wall_seconds_;
+      }
+      const double r = config_.rate_smoothing;
+      busy_seconds_ = smooth(busy_seconds_, busy, r);
+      wall_seconds_ = smooth(wall_seconds_, wall, r);
+      work_seconds_ = smooth(work_seconds_, s.cpu_seconds + s.gpu_seconds, r);
+      images_ = smooth(images_, static_cast<double>(images), r);
     }
   }
   ++updates_;

@@ -88,13 +88,15 @@ class HybridShareController {
   double cpu_cost_ = -1.0, gpu_cost_ = -1.0;  // smoothed seconds per image; < 0: not measured yet
   double forced_fraction_ = 0.0;
   double interval_ = -1.0;  // smoothed seconds between images handed out (1 / rate); < 0: not measured yet
-  // Measured: the workers' busy seconds and the wall seconds between hand-outs, each smoothed unclipped
-  // (their ratio is the busy share over the same window); < 0: not measured.
-  double busy_seconds_ = -1.0, wall_seconds_ = -1.0;
-  double measured_busy() const;  // < 0: not measured
-  // Seconds per image the model divides by: where the busy share is measured, the one that makes the model's
-  // cost at the current share match it (the hand-out rate, bursty behind a lagging device, then drops out);
-  // else the smoothed interval.
+  // Measured, per batch and smoothed with one weight so that their ratios are over one window: the workers'
+  // busy seconds, the wall seconds between hand-outs (a pause clipped at kMaxWallJump x the mean, the busy
+  // seconds scaled alike), the worker seconds the batches' images cost and their count; < 0: not measured.
+  double busy_seconds_ = -1.0, wall_seconds_ = -1.0, work_seconds_ = -1.0, images_ = -1.0;
+  static constexpr double kMaxWallJump = 16.0;  // bursts of up to 16 batches stay whole
+  double measured_busy() const;                 // < 0: not measured
+  // Seconds per image the model divides by: where the busy share is measured, the one at which the window's
+  // own cost per image gives that busy share (independent of the current share: the window's costs and busy
+  // time are of the same batches); else the smoothed interval.
   double model_interval() const;
   int64_t seen_ = 0, updates_ = 0;
 };

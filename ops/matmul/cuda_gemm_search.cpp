@@ -126,13 +126,30 @@ cublasStatus_t run(const GemmSearchState& s, const ShapePlan& plan, const GemmCa
                         plan.c, &algo, s.workspace, s.workspace_bytes, g.stream);
 }
 
-// Milliseconds of kTimedRuns runs after one warm-up (a kernel's first launch loads it); < 0 when the warm-up
-// fails (the candidate does not run here).
+// The search's two timing events, destroyed however the search ends.
+struct TimingEvents {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  TimingEvents() {
+    LIFTOFF_CUDA_CHECK(cudaEventCreate(&start));
+    LIFTOFF_CUDA_CHECK(cudaEventCreate(&stop));
+  }
+  ~TimingEvents() {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+  }
+  TimingEvents(const TimingEvents&) = delete;
+  TimingEvents& operator=(const TimingEvents&) = delete;
+};
+
+// Milliseconds of kTimedRuns runs after one warm-up (a kernel's first launch loads it); < 0 when a run fails
+// (the candidate does not run here and is left out).
 template <class Run>
 float time_runs(const GemmCall& g, cudaEvent_t start, cudaEvent_t stop, Run&& run_once) {
   if (run_once() != CUBLAS_STATUS_SUCCESS) return -1.0f;
   LIFTOFF_CUDA_CHECK(cudaEventRecord(start, g.stream));
-  for (int r = 0; r < kTimedRuns; ++r) LIFTOFF_CUBLAS_CHECK(run_once());
+  for (int r = 0; r < kTimedRuns; ++r) {
+    if (run_once() != CUBLAS_STATUS_SUCCESS) return -1.0f;
+  }
   LIFTOFF_CUDA_CHECK(cudaEventRecord(stop, g.stream));
   LIFTOFF_CUDA_CHECK(cudaEventSynchronize(stop));
   float ms = 0.0f;
@@ -162,9 +179,8 @@ void search(GemmSearchState& s, ShapePlan& plan, const GemmCall& g) {
       s.handle, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, kCandidates, results.data(), &returned);
   cublasLtMatmulPreferenceDestroy(pref);
   if (status != CUBLAS_STATUS_SUCCESS || returned <= 0) return;  // cuBLAS's own pick serves the shape
-  cudaEvent_t start = nullptr, stop = nullptr;
-  LIFTOFF_CUDA_CHECK(cudaEventCreate(&start));
-  LIFTOFF_CUDA_CHECK(cudaEventCreate(&stop));
+  const TimingEvents events;
+  const cudaEvent_t start = events.start, stop = events.stop;
   // Candidate 0 is cuBLAS's own pick; a candidate whose warm-up fails is out (< 0).
   std::vector<float> best(static_cast<size_t>(returned) + 1, -1.0f);
   std::vector<bool> out(best.size(), false);
@@ -192,8 +208,6 @@ void search(GemmSearchState& s, ShapePlan& plan, const GemmCall& g) {
     plan.algo = results[fastest - 1].algo;
     plan.found = true;
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
 }
 
 bool applies(const GemmCall& g) {
@@ -216,8 +230,9 @@ bool searched_gemm(const GemmCall& g) {
     // Handle, workspace and the timing search cannot be captured: such a shape keeps cuBLAS's pick there.
     if (graph_capture_active()) return false;
     if (s.handle == nullptr) {
-      LIFTOFF_CUBLAS_CHECK(cublasLtCreate(&s.handle));
+      // The workspace first: a failed allocation leaves no half-made state behind.
       s.workspace = cublas_large_gemm_workspace(g.device, &s.workspace_bytes);
+      LIFTOFF_CUBLAS_CHECK(cublasLtCreate(&s.handle));
     }
     auto plan = std::make_unique<ShapePlan>();
     describe(g, *plan);

@@ -2,7 +2,9 @@
 // convolutions: a GEMM of kLargeGemmFlops and more takes, on the first call of its shape, the fastest of
 // cuBLASLt's candidate kernels and cuBLAS's own pick, timed on the call's own operands; later calls (also
 // inside a CUDA graph capture) reuse that choice, so the search never keeps a kernel slower than cuBLAS's as
-// it measured them.
+// it measured them. Like cudnn.benchmark, each new shape (or operand alignment) costs one search (about 100
+// runs of the GEMM and a host wait): models whose GEMM shapes change every step should set
+// LIFTOFF_GEMM_SEARCH=0.
 #pragma once
 #include <cublas_v2.h>
 #include <cuda_runtime.h>

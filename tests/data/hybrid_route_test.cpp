@@ -177,6 +177,33 @@ TEST(HybridShareController, MeasuredIdleWorkersOverruleTheModel) {
   EXPECT_LT(c.share(), 1.0);
 }
 
+// The review's case for measured busy time: a fast model (20,000 images/s) on 4 workers at 400 us per CPU
+// image, the workers' busy time that of batches claimed L hand-outs earlier (at the share of then). The share
+// must settle near (0.8 x 4 / 20,000 - 10 us) / (400 - 10 us) = 0.38 whatever the lag, not swing between 0
+// and 1.
+TEST(HybridShareController, MeasuredBusyTimeSettlesWithAPipelineLag) {
+  for (const int lag : {0, 1, 4}) {
+    HybridShareController c(four_workers());
+    std::vector<double> claimed;  // the share each batch was claimed at
+    double low = 1.0, high = 0.0;
+    for (int b = 0; b < 600; ++b) {
+      claimed.push_back(c.share());
+      const double at =
+          claimed[claimed.size() - 1 - std::min<size_t>(static_cast<size_t>(lag), claimed.size() - 1)];
+      HybridBatchSample s = batch_at(at, 400e-6, 10e-6, 20000);
+      s.worker_busy_seconds = s.cpu_seconds + s.gpu_seconds;
+      c.update(s);
+      if (b >= 400) {
+        low = std::min(low, c.share());
+        high = std::max(high, c.share());
+      }
+    }
+    EXPECT_GT(low, 0.25) << "lag " << lag;
+    EXPECT_LT(high, 0.5) << "lag " << lag;
+    EXPECT_LT(high - low, 0.15) << "lag " << lag;
+  }
+}
+
 // The H200 run's other finding: next() hands batches out in bursts (1 ms apart while the ring refills, then
 // a long gap), here alternating 1 ms and 2 x 39.4 ms - 1 ms for ResNet-50's ~6,500 images/s. A mean of the
 // per-batch rates (~67,000 images/s) starved the CPU; the mean time between images gives the true rate.
