@@ -1,8 +1,9 @@
-// The large-GEMM search (gemm_search.h). Per device: a cuBLASLt handle, a workspace of
-// LIFTOFF_CUBLAS_WORKSPACE_MB (the split-K kernels need it), and the choice per shape.
+// The large-GEMM search (gemm_search.h). Per device: a cuBLASLt handle, the large cuBLAS handle's workspace
+// (LIFTOFF_CUBLAS_WORKSPACE_MB; the split-K kernels need it), and the choice per shape.
 #include <cublasLt.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -20,6 +21,8 @@
 namespace liftoff::cuda {
 
 namespace {
+
+std::atomic<int64_t> g_searches{0};  // shapes searched, all devices (gemm_searches())
 
 constexpr int kCandidates = 8;  // heuristic candidates timed per shape
 constexpr int kTimedRuns = 5;   // per candidate and round, after one warm-up run
@@ -237,12 +240,17 @@ bool searched_gemm(const GemmCall& g) {
     auto plan = std::make_unique<ShapePlan>();
     describe(g, *plan);
     search(s, *plan, g);
+    g_searches.fetch_add(1, std::memory_order_relaxed);
     it = s.plans.emplace(key, std::move(plan)).first;
   }
   const ShapePlan& plan = *it->second;
   if (!plan.found) return false;
   LIFTOFF_CUBLAS_CHECK(run(s, plan, g, plan.algo));
   return true;
+}
+
+int64_t gemm_searches() {
+  return g_searches.load(std::memory_order_relaxed);
 }
 
 }  // namespace liftoff::cuda

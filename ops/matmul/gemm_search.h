@@ -36,5 +36,7 @@ bool searched_gemm(const GemmCall& call);
 // The call through cublasGemmStridedBatchedEx on the large-GEMM handle: cuBLAS's own pick (also a candidate
 // of the search). The dimensions must fit in int (the caller checked).
 cublasStatus_t cublas_own_gemm(const GemmCall& call);
+// How many shapes were searched so far, all devices (tests).
+int64_t gemm_searches();
 
 }  // namespace liftoff::cuda

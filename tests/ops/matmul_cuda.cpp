@@ -6,6 +6,10 @@
 #include "runtime/autocast.h"
 #include "runtime/config.h"
 #include "tests/common/cuda_test.h"
+#if LIFTOFF_WITH_CUDA
+#include "ops/matmul/gemm_search.h"
+#include "runtime/cuda/cublaslt_loader.h"
+#endif
 #include "tests/common/parity.h"
 
 namespace liftoff {
@@ -102,6 +106,8 @@ TEST(MatmulCuda, LargeGemmsOnTheirWorkspaceMatchCpu) {
 // shape (the kept choice). Bits may differ (another kernel, another summation order), values may not.
 TEST(MatmulCuda, SearchedLargeGemmsMatchCublasPick) {
   LIFTOFF_REQUIRE_CUDA();
+#if LIFTOFF_WITH_CUDA
+  if (!cuda::cublaslt_loaded()) GTEST_SKIP() << "cuBLASLt not loaded: " << cuda::cublaslt_load_error();
   for (const DType dtype : {DType::f32, DType::bf16}) {
     const Tensor a = testing::random_tensor({4, 512, 2048}, 11, -1, 1, dtype, Device::cuda());
     const Tensor w = testing::random_tensor({2048, 2048}, 12, -1, 1, dtype, Device::cuda());
@@ -114,7 +120,9 @@ TEST(MatmulCuda, SearchedLargeGemmsMatchCublasPick) {
       const config::ScopedSetting off(config::Knob::gemm_search, "0");
       own = products();
     }
+    const int64_t searches = cuda::gemm_searches();
     const std::vector<Tensor> searched = products();
+    EXPECT_GT(cuda::gemm_searches(), searches) << "the products' shapes were not searched";
     const double atol = dtype == DType::f32 ? 2e-3 : 1.0, rtol = dtype == DType::f32 ? 1e-4 : 3e-2;
     for (size_t i = 0; i < own.size(); ++i) {
       EXPECT_TRUE(testing::all_close(searched[i].to(Device::cpu(), DType::f64),
@@ -122,6 +130,7 @@ TEST(MatmulCuda, SearchedLargeGemmsMatchCublasPick) {
           << dtype_name(dtype) << " product " << i;
     }
   }
+#endif
 }
 
 TEST(MatmulCuda, AutocastRunsInHalf) {
