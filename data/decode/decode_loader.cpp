@@ -371,6 +371,7 @@ int64_t DecodeLoader::open_batch(Slot& slot) {
     slot.route_budget.reset(std::llround(static_cast<double>(slot.indices.size()) * slot.routable_fraction),
                             slot.cpu_share, slot.expensive_fraction);
   slot.error = nullptr;
+  slot.opened_ns = now_ns();
   return waited_ns;
 }
 
@@ -540,13 +541,20 @@ void DecodeLoader::begin_hybrid_batch(Slot& slot) {
       files_seen_ > 0 ? static_cast<double>(routable_seen_) / static_cast<double>(files_seen_) : 1.0;
 }
 
-// The batch's measurements to the controller. The ring's first batches of an epoch wait for the start-up
-// (every slot empty), not for slow workers: those waits are not counted.
+// The batch's measurements to the controller. A wait counts against the workers only where it was theirs
+// (waited_for_workers: not an epoch's start-up, not a slot the device still held).
 void DecodeLoader::feed_hybrid(Slot& slot, int64_t asked_ns) {
   HybridBatchSample sample = slot.sample;
   const int64_t now = now_ns();
   sample.interval_seconds = last_handout_ns_ >= 0 ? static_cast<double>(now - last_handout_ns_) * 1e-9 : 0.0;
-  sample.waited_for_workers = slot.batch >= ring_->size() && slot.filled_ns > asked_ns;
+  HybridWaitTimes times;
+  times.batch = slot.batch;
+  times.ring_size = ring_->size();
+  times.asked_ns = asked_ns;
+  times.opened_ns = slot.opened_ns;
+  times.filled_ns = slot.filled_ns;
+  times.previous_handout_ns = last_handout_ns_;
+  sample.waited_for_workers = waited_for_workers(times);
   int64_t busy_ns = 0;
   for (int w = 0; w < options_.workers; ++w) busy_ns += worker_busy_ns_[static_cast<size_t>(w)].load();
   if (last_handout_ns_ >= 0)

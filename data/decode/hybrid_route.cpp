@@ -93,6 +93,7 @@ void HybridShareController::update(const HybridBatchSample& s) {
       wall_seconds_ = smooth(wall_seconds_, wall, r);
       work_seconds_ = smooth(work_seconds_, s.cpu_seconds + s.gpu_seconds, r);
       images_ = smooth(images_, static_cast<double>(images), r);
+      ++measured_samples_;
     }
   }
   ++updates_;
@@ -101,8 +102,12 @@ void HybridShareController::update(const HybridBatchSample& s) {
   // ResNet-50 with 4 workers 10% busy saw such waits, and stepping down on them drove the share to 0; on an
   // H100 the model's estimate still took them (18% busy measured): the measured share decides where known.
   const double busy = measured_busy();
-  const bool workers_busy = busy >= 0 ? busy >= kWaitMinMeasured * config_.target_load
-                                      : utilisation(share_) >= kWaitMinUtilisation * config_.target_load;
+  // Until the window spans its smoothing's length, the busy time is of a few hand-outs, and those are a burst
+  // (the ring's start-up: 1 ms apart, the workers flat out): it says nothing of the workers' load.
+  const bool settling = busy >= 0 && measured_samples_ < kMinMeasuredSamples;
+  const bool workers_busy = settling    ? false
+                            : busy >= 0 ? busy >= kWaitMinMeasured * config_.target_load
+                                        : utilisation(share_) >= kWaitMinUtilisation * config_.target_load;
   if (s.waited_for_workers && workers_busy) {
     // The workers were late: trust them less, and step down now rather than after the smoothing.
     load_ = std::max(config_.min_load, load_ * 0.9);
@@ -112,6 +117,9 @@ void HybridShareController::update(const HybridBatchSample& s) {
   }
   load_ = std::min(config_.target_load, load_ * 1.01);
   target_ = solve();
+  // Workers measured well below the load aimed at (or not measured long enough) have room: no image goes to
+  // the GPU that the CPU could decode. On an H100 the share still fell to 0.39 with the workers 32% busy.
+  if (busy >= 0 && !workers_busy) target_ = std::max(target_, share_);
   const double gap = target_ - share_;
   // Hysteresis: small gaps leave the share, except to reach an extreme (pure CPU or pure GPU) exactly.
   const bool extreme = target_ <= 0.0 || target_ >= 1.0;
@@ -126,6 +134,12 @@ void HybridRouteBudget::reset(int64_t n, double share, double expensive_fraction
   cheap_quota_ = quota_ - reserved;
   taken_.store(0);
   cheap_taken_.store(0);
+}
+
+bool waited_for_workers(const HybridWaitTimes& t) {
+  if (t.batch < t.ring_size || t.filled_ns <= t.asked_ns) return false;
+  // Released after the previous hand-out: the device held the slot (back-pressure), not the workers.
+  return t.previous_handout_ns >= 0 && t.opened_ns <= t.previous_handout_ns;
 }
 
 bool HybridRouteBudget::take(std::atomic<int64_t>& counter, int64_t limit) {

@@ -17,6 +17,9 @@
 // busy (measured, else as the model has them) is back-pressure (the slot still in use on the device) or a
 // late decode lane, and is ignored. Stability: smoothed inputs, a dead band around the current share
 // (hysteresis) and a bounded step per batch; the extremes are reached exactly. O(1) per batch.
+// Measured busy time rules where it exists: workers measured below 0.9 x the target load, or measured over
+// fewer than 16 hand-outs (a start-up burst), never lose files to the GPU; a wait counts only when they had
+// the batch's slot in hand before the previous hand-out (waited_for_workers).
 //
 // HybridRouteBudget splits one batch: of round(share * n) CPU places, the JPEGs expensive on the GPU
 // (GpuRoute::nvjpeg: progressive and other GPU-hybrid files) are served first, the hardware-engine ones get
@@ -94,12 +97,32 @@ class HybridShareController {
   double busy_seconds_ = -1.0, wall_seconds_ = -1.0, work_seconds_ = -1.0, images_ = -1.0;
   static constexpr double kMaxWallJump = 16.0;  // bursts of up to 16 batches stay whole
   double measured_busy() const;                 // < 0: not measured
+  // Measured samples before the busy share decides (the window's length at rate_smoothing 1/16).
+  static constexpr int64_t kMinMeasuredSamples = 16;
+  int64_t measured_samples_ = 0;
   // Seconds per image the model divides by: where the busy share is measured, the one at which the window's
   // own cost per image gives that busy share (independent of the current share: the window's costs and busy
   // time are of the same batches); else the smoothed interval.
   double model_interval() const;
   int64_t seen_ = 0, updates_ = 0;
 };
+
+// When next() asked for a batch, and what its slot went through (steady-clock ns).
+struct HybridWaitTimes {
+  int64_t batch = 0;                 // in its epoch
+  int64_t ring_size = 0;             // an epoch's first ring-full of batches wait for the start-up
+  int64_t asked_ns = 0;              // next() asked for it
+  int64_t opened_ns = 0;             // the workers could begin it (the device had released its staging)
+  int64_t filled_ns = 0;             // the workers finished it
+  int64_t previous_handout_ns = -1;  // next() handed out the batch before (-1: none this epoch)
+};
+
+// Whether a wait of next() was the workers' fault: they finished the batch after next() asked, though they
+// had held its slot since before the previous hand-out. A slot the device released later (back-pressure: the
+// loader cannot start a batch whose staging the device still reads) or an epoch's start-up is not theirs: on
+// an H100 (ResNet-50, 4 workers ~35% busy) the first batches after an epoch's ring refill waited on the
+// device this way, and counting those waits sent a third of the files to nvJPEG, next to the model.
+bool waited_for_workers(const HybridWaitTimes& times);
 
 class HybridRouteBudget {
  public:

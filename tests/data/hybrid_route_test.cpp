@@ -177,6 +177,57 @@ TEST(HybridShareController, MeasuredIdleWorkersOverruleTheModel) {
   EXPECT_LT(c.share(), 1.0);
 }
 
+// The H100 run after the measured-busy fix (ResNet-50 bf16, 12,000 JPEGs, 46 batches an epoch, 4 workers
+// ~35% busy at ~5,600 images/s): every epoch starts with the ring refilled flat out while the trainer
+// synchronises (one 250 ms gap, the workers 90% busy), then a burst of hand-outs 1 ms apart. The run's first
+// measured window was such a burst (the workers "100% busy"), and the share fell to 0.8 and on; it must
+// stay 1.
+TEST(HybridShareController, EpochStartBurstsKeepPureCpu) {
+  HybridShareController c(four_workers());
+  const double step = 256.0 / 5600;
+  for (int b = 0; b < 300; ++b) {
+    HybridBatchSample s = batch_at(c.share(), 320e-6, 10e-6, 5600);
+    const int in_epoch = b % 46;
+    if (in_epoch == 0) {
+      s.interval_seconds = 0.25;
+      s.worker_busy_seconds = 0.9 * 4 * 0.25;
+    } else if (in_epoch < 8) {
+      s.interval_seconds = 1e-3;
+      s.worker_busy_seconds = 4e-3;
+    } else {
+      s.interval_seconds = step;
+      s.worker_busy_seconds = 0.35 * 4 * step;
+    }
+    c.update(s);
+    ASSERT_DOUBLE_EQ(c.share(), 1.0) << "batch " << b;
+  }
+}
+
+// next()'s waits that were not the workers': an epoch's start-up, a batch finished before next() asked, a
+// slot the device released only after the previous hand-out (back-pressure); and one that was.
+TEST(HybridWaitTimes, OnlyLateWorkersWithTheSlotInHandCount) {
+  HybridWaitTimes t;
+  t.batch = 20;
+  t.ring_size = 8;
+  t.previous_handout_ns = 1000;
+  t.opened_ns = 500;  // open before the previous hand-out
+  t.asked_ns = 2000;
+  t.filled_ns = 3000;  // finished after next() asked
+  EXPECT_TRUE(waited_for_workers(t));
+  HybridWaitTimes start_up = t;
+  start_up.batch = 7;
+  EXPECT_FALSE(waited_for_workers(start_up));
+  HybridWaitTimes in_time = t;
+  in_time.filled_ns = 1500;
+  EXPECT_FALSE(waited_for_workers(in_time));
+  HybridWaitTimes back_pressure = t;
+  back_pressure.opened_ns = 1800;  // the device released the slot after the previous hand-out
+  EXPECT_FALSE(waited_for_workers(back_pressure));
+  HybridWaitTimes first_of_epoch = t;
+  first_of_epoch.previous_handout_ns = -1;
+  EXPECT_FALSE(waited_for_workers(first_of_epoch));
+}
+
 // The review's case for measured busy time: a fast model (20,000 images/s) on 4 workers at 400 us per CPU
 // image, the workers' busy time that of batches claimed L hand-outs earlier (at the share of then). The share
 // must settle near (0.8 x 4 / 20,000 - 10 us) / (400 - 10 us) = 0.38 whatever the lag, not swing between 0
