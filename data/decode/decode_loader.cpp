@@ -554,6 +554,9 @@ void DecodeLoader::feed_hybrid(Slot& slot, int64_t asked_ns) {
   times.opened_ns = slot.opened_ns;
   times.filled_ns = slot.filled_ns;
   times.previous_handout_ns = last_handout_ns_;
+  if (hybrid_->seconds_per_image() > 0)
+    times.steady_interval_ns =
+        std::llround(hybrid_->seconds_per_image() * 1e9 * static_cast<double>(slot.items.size()));
   sample.waited_for_workers = waited_for_workers(times);
   int64_t busy_ns = 0;
   for (int w = 0; w < options_.workers; ++w) busy_ns += worker_busy_ns_[static_cast<size_t>(w)].load();

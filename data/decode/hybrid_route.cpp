@@ -139,7 +139,8 @@ void HybridRouteBudget::reset(int64_t n, double share, double expensive_fraction
 bool waited_for_workers(const HybridWaitTimes& t) {
   if (t.batch < t.ring_size || t.filled_ns <= t.asked_ns) return false;
   // Released after the previous hand-out: the device held the slot (back-pressure), not the workers.
-  return t.previous_handout_ns >= 0 && t.opened_ns <= t.previous_handout_ns;
+  return t.previous_handout_ns >= 0 && t.opened_ns <= t.previous_handout_ns &&
+         t.asked_ns - t.opened_ns >= t.steady_interval_ns;
 }
 
 bool HybridRouteBudget::take(std::atomic<int64_t>& counter, int64_t limit) {

@@ -70,6 +70,8 @@ class HybridShareController {
   // The share the last update aimed at (before the dead band and step bound).
   double target() const { return target_; }
   double load() const { return load_; }
+  // The smoothed seconds between images handed out (< 0: not measured yet).
+  double seconds_per_image() const { return interval_; }
   int64_t updates() const { return updates_; }
   void update(const HybridBatchSample& sample);
 
@@ -115,13 +117,15 @@ struct HybridWaitTimes {
   int64_t opened_ns = 0;             // the workers could begin it (the device had released its staging)
   int64_t filled_ns = 0;             // the workers finished it
   int64_t previous_handout_ns = -1;  // next() handed out the batch before (-1: none this epoch)
+  int64_t steady_interval_ns = 0;    // a batch's time between hand-outs in steady state (0: not known)
 };
 
 // Whether a wait of next() was the workers' fault: they finished the batch after next() asked, though they
-// had held its slot since before the previous hand-out. A slot the device released later (back-pressure: the
-// loader cannot start a batch whose staging the device still reads) or an epoch's start-up is not theirs: on
-// an H100 (ResNet-50, 4 workers ~35% busy) the first batches after an epoch's ring refill waited on the
-// device this way, and counting those waits sent a third of the files to nvJPEG, next to the model.
+// had held its slot since before the previous hand-out and for at least one steady hand-out interval. A slot
+// the device released later (back-pressure: the loader cannot start a batch whose staging the device still
+// reads), an epoch's start-up, or the burst after it (the refilled ring handed out in milliseconds, the
+// workers given a few milliseconds for the next batch) is not theirs: on an H100 (ResNet-50, 4 workers ~35%
+// busy) counting such waits sent a third of the files to nvJPEG, next to the model.
 bool waited_for_workers(const HybridWaitTimes& times);
 
 class HybridRouteBudget {

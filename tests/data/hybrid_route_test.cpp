@@ -226,6 +226,22 @@ TEST(HybridWaitTimes, OnlyLateWorkersWithTheSlotInHandCount) {
   HybridWaitTimes first_of_epoch = t;
   first_of_epoch.previous_handout_ns = -1;
   EXPECT_FALSE(waited_for_workers(first_of_epoch));
+  // The burst after an epoch's refill (H100, ResNet-50: a step every ~46 ms): the slot opened 10 ms before
+  // next() asked, the previous batches handed out a millisecond apart.
+  HybridWaitTimes burst;
+  burst.batch = 8;
+  burst.ring_size = 8;
+  burst.opened_ns = 0;
+  burst.previous_handout_ns = 9'000'000;
+  burst.asked_ns = 10'000'000;
+  burst.filled_ns = 22'000'000;
+  burst.steady_interval_ns = 46'000'000;
+  EXPECT_FALSE(waited_for_workers(burst));
+  HybridWaitTimes saturated = burst;  // the same slot held for eight steps
+  saturated.asked_ns = 8 * 46'000'000;
+  saturated.previous_handout_ns = saturated.asked_ns - 1'000'000;
+  saturated.filled_ns = saturated.asked_ns + 5'000'000;
+  EXPECT_TRUE(waited_for_workers(saturated));
 }
 
 // The review's case for measured busy time: a fast model (20,000 images/s) on 4 workers at 400 us per CPU
