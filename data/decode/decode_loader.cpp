@@ -346,6 +346,7 @@ void DecodeLoader::worker_loop(int worker) {
       }
     }
     worker_busy_ns_[static_cast<size_t>(worker)].fetch_add(ns_since(start) - device_wait_ns);
+    if (device_wait_ns > 0) worker_slot_wait_ns_.fetch_add(device_wait_ns);
   }
 }
 
@@ -601,6 +602,7 @@ LoaderStats DecodeLoader::stats() const {
   for (size_t w = 0; w < s.worker_busy_seconds.size(); ++w) {
     s.worker_busy_seconds[w] = static_cast<double>(worker_busy_ns_[w].load()) * 1e-9;
   }
+  s.worker_slot_wait_seconds = static_cast<double>(worker_slot_wait_ns_.load()) * 1e-9;
   s.skipped_samples = folder_->skipped_count();
   s.hybrid_cpu_share_final = hybrid_share_locked();
   s.hybrid_cpu_share_mean = mode_ == DecodeMode::hybrid ? std::max(0.0, counts_.hybrid_mean_share()) : -1.0;

@@ -207,6 +207,7 @@ class DecodeLoader : public BatchSource {
   int64_t last_handout_ns_ = -1;    // steady clock, this epoch; < 0: none yet
   int64_t busy_at_handout_ns_ = 0;  // the workers' busy time summed, at that hand-out
   std::unique_ptr<std::atomic<int64_t>[]> worker_busy_ns_;
+  std::atomic<int64_t> worker_slot_wait_ns_{0};  // all workers: waits for the device to release a slot
 };
 
 }  // namespace liftoff

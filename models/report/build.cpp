@@ -185,6 +185,10 @@ LoaderReport loader_report(const LoaderStats& s, double steps_wall_s) {
     l.worker_busy_pct_mean =
         100.0 * busy_total / steps_wall_s / static_cast<double>(s.worker_busy_seconds.size());
   }
+  if (steps_wall_s > 0 && !s.worker_busy_seconds.empty() && s.worker_slot_wait_seconds > 0) {
+    l.worker_slot_wait_pct_mean =
+        100.0 * s.worker_slot_wait_seconds / steps_wall_s / static_cast<double>(s.worker_busy_seconds.size());
+  }
   if (busy_total > 0) l.cpu_augment_share = s.cpu_augment_seconds / busy_total;
   if (s.h2d_timed > 0) {
     l.h2d_ms_per_batch = s.h2d_ms / static_cast<double>(s.h2d_timed);

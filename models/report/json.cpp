@@ -153,6 +153,10 @@ void describe_loader(Io& io, L& l) {
   io("wait_ms_per_batch", l.wait_ms_per_batch);
   io("worker_busy_pct", l.worker_busy_pct);
   io("worker_busy_pct_mean", l.worker_busy_pct_mean);
+  io.when_present(
+      "worker_slot_wait_pct_mean",  // decode loaders on CUDA whose workers waited (absent otherwise)
+      [&](auto& later) { later("worker_slot_wait_pct_mean", l.worker_slot_wait_pct_mean); },
+      l.worker_slot_wait_pct_mean.has_value());
   io("cpu_augment_share", l.cpu_augment_share);
   io("h2d_bytes_per_batch", l.h2d_bytes_per_batch);
   io("h2d_ms_per_batch", l.h2d_ms_per_batch);

@@ -81,7 +81,7 @@ class MetricsLog {
   explicit MetricsLog(const std::string& path);  // truncates; throws IOError
   void write(const MetricsRecord& record);       // one line {"kind": "train", ...}, flushed
   void write(const EvalRecord& record);          // one line {"kind": "eval", ...}, flushed
-  void write(const SkippedFileRecord& record);    // one line {"kind": "skipped_file", ...}, flushed
+  void write(const SkippedFileRecord& record);   // one line {"kind": "skipped_file", ...}, flushed
  private:
   void write_line(const std::string& line);
   std::string path_;

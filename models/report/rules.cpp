@@ -99,6 +99,10 @@ std::string saturated_workers_suggestion(const RunReport& r, const VerdictFacts&
   return "more CPU cores, or lighter decoding (smaller stored images)";
 }
 
+// Workers' time blocked on the device's use of their slots (percent of the step time) that names the ring's
+// depth as the loader's hold-up.
+constexpr double kSlotWaitPct = 20.0;
+
 // Idle workers while the step waits: the hold-up is in the loader itself. Names its largest measured stage.
 std::string idle_workers_suggestion(const RunReport& r, std::string& evidence) {
   const RunConfig& c = r.config;
@@ -108,6 +112,14 @@ std::string idle_workers_suggestion(const RunReport& r, std::string& evidence) {
     evidence += "; the ring holds " + std::to_string(c.prefetch) + " batches for " +
                 std::to_string(c.workers) + " workers: the workers wait for free slots";
     return "--prefetch " + std::to_string(2 * c.workers);
+  }
+  // Workers blocked on the device (every slot's staging still read by queued device work): a deeper ring
+  // lets them decode further ahead of a device that runs behind the host.
+  if (l.worker_slot_wait_pct_mean && *l.worker_slot_wait_pct_mean >= kSlotWaitPct) {
+    evidence += "; the workers waited " + fmt("%.0f%%", *l.worker_slot_wait_pct_mean) +
+                " of the step time for the device to release slots (all " + std::to_string(depth) +
+                " in use on the device)";
+    return "--prefetch " + std::to_string(2 * depth);
   }
   struct Piece {
     const char* what;

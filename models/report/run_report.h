@@ -31,14 +31,14 @@ struct RunConfig {
   int workers = 0;          // loader worker threads (0: batches are made on the training thread)
   int prefetch = 0;         // loader ring depth
   bool pin_memory = false;
-  int threads = 0;              // CPU compute threads
-  int host_cores = 0;           // logical cores available
-  int world_size = 1;           // DDP processes
-  bool cuda_available = false;  // a usable CUDA device exists (for suggestions on CPU runs)
+  int threads = 0;                // CPU compute threads
+  int host_cores = 0;             // logical cores available
+  int world_size = 1;             // DDP processes
+  bool cuda_available = false;    // a usable CUDA device exists (for suggestions on CPU runs)
   std::string activation_layout;  // what the runtime chose for 4-D activations: channels_last | contiguous
   std::string
-      decode;  // who decodes image files: gpu (nvJPEG) | cpu (the loader workers) | hybrid (both) | ""
-  bool jpeg = false;   // the training files are JPEGs (GPU decoding applies)
+      decode;         // who decodes image files: gpu (nvJPEG) | cpu (the loader workers) | hybrid (both) | ""
+  bool jpeg = false;  // the training files are JPEGs (GPU decoding applies)
   // FLOPs of one image's forward, counted on the run's first micro-batch (0: not counted); with the run's
   // images/s and the device's peak this gives the achieved TFLOP/s and the MFU (runtime/profile/flops.h).
   double model_flops_per_image = 0.0;
@@ -65,6 +65,9 @@ struct LoaderReport {
   double wait_ms_per_batch = 0.0;       // next() blocked for a worker
   std::vector<double> worker_busy_pct;  // busy wall time / steps wall time, per worker
   std::optional<double> worker_busy_pct_mean;
+  // Decode loaders on CUDA: the workers' mean time blocked for the device to release a slot's staging
+  // (back-pressure), percent of the steps' wall time like worker_busy_pct_mean.
+  std::optional<double> worker_slot_wait_pct_mean;
   std::optional<double> cpu_augment_share;  // of the workers' busy time
   int64_t h2d_bytes_per_batch = 0;
   std::optional<double> h2d_ms_per_batch;  // copy-stream time (events)

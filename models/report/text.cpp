@@ -135,6 +135,8 @@ void cpu_line(const RunReport& r, std::ostringstream& o) {
     o << ", loader workers " << fmt("%.0f%%", *r.workers_cpu_pct_mean) << " each (mean)";
   if (r.loader.present && r.loader.worker_busy_pct_mean) {
     o << ", workers busy " << fmt("%.0f%%", *r.loader.worker_busy_pct_mean) << " of the step time";
+    if (r.loader.worker_slot_wait_pct_mean)
+      o << ", waiting for the device to release slots " << fmt("%.0f%%", *r.loader.worker_slot_wait_pct_mean);
   }
   o << " (process " << fmt("%.1f", r.process_cpu_seconds) << " CPU s)\n";
 }

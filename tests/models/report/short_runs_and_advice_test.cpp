@@ -130,6 +130,30 @@ TEST(InputAdvice, SaturatedWorkersWithoutJpegsGetMoreWorkersThenCores) {
   EXPECT_TRUE(has(v.evidence, "every core (16)")) << v.evidence;
 }
 
+// Idle workers blocked on the device: every slot's staging still in use by queued device work. The ring's
+// depth is named, with the workers' measured wait, ahead of the loader's stages.
+TEST(InputAdvice, WorkersWaitingForSlotsOnTheDeviceGetADeeperRing) {
+  RunReport r = jpeg_decoding_workers();
+  r.config.decode = "cpu";
+  r.config.workers = 4;
+  r.config.prefetch = 8;
+  r.loader.worker_busy_pct.assign(4, 44.0);
+  r.loader.worker_busy_pct_mean = 44.0;
+  r.loader.h2d_ms_per_batch = 1.7;
+  r.loader.worker_slot_wait_pct_mean = 35.0;
+  Verdict v = diagnose(r);
+  EXPECT_EQ(v.kind, "input-bound") << v.evidence;
+  EXPECT_EQ(v.suggestion, "--prefetch 16");
+  EXPECT_TRUE(
+      has(v.evidence, "the workers waited 35% of the step time for the device to release slots (all 8"))
+      << v.evidence;
+  // A short wait is not the hold-up: the loader's stages are named as before.
+  r.loader.worker_slot_wait_pct_mean = 5.0;
+  v = diagnose(r);
+  EXPECT_TRUE(has(v.evidence, "largest stage is the host-to-device copy")) << v.evidence;
+  EXPECT_FALSE(has(v.evidence, "release slots")) << v.evidence;
+}
+
 // Idle workers with a waiting step: the loader's own stages, per batch, name the hold-up.
 TEST(InputAdvice, IdleWorkersNameTheLoadersOwnBottleneck) {
   RunReport r = jpeg_decoding_workers();
