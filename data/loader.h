@@ -100,6 +100,7 @@ struct LoaderStats {
   // Decode loaders on CUDA: the workers' time blocked before refilling a slot whose staging the device still
   // read (back-pressure: every slot of the ring in use on the device), summed over the workers.
   double worker_slot_wait_seconds = 0.0;
+  int64_t ring_slots = 0;  // decode loaders: the ring's slots (--prefetch rounded up to the decode lanes)
 };
 
 class DataLoader : public BatchSource {

@@ -372,7 +372,10 @@ int64_t DecodeLoader::open_batch(Slot& slot) {
     slot.route_budget.reset(std::llround(static_cast<double>(slot.indices.size()) * slot.routable_fraction),
                             slot.cpu_share, slot.expensive_fraction);
   slot.error = nullptr;
-  slot.opened_ns = now_ns();
+  // Since when the workers could have begun it: when the consumer released the slot, or when the device did
+  // (not when a worker got round to it: a saturated pool claims a batch only once the one before is handed
+  // out to its positions, which would make every batch look freshly opened).
+  slot.opened_ns = waited_ns > 0 ? now_ns() : slot.released_ns;
   return waited_ns;
 }
 
@@ -528,6 +531,7 @@ bool DecodeLoader::next(Batch& out) {
         stats_.images += count;
         if (mode_ == DecodeMode::hybrid) feed_hybrid(slot, asked_ns);
       }
+      slot.released_ns = now_ns();
     }
     ring_->consume(slot);
     if (count > 0) return true;
@@ -603,6 +607,7 @@ LoaderStats DecodeLoader::stats() const {
     s.worker_busy_seconds[w] = static_cast<double>(worker_busy_ns_[w].load()) * 1e-9;
   }
   s.worker_slot_wait_seconds = static_cast<double>(worker_slot_wait_ns_.load()) * 1e-9;
+  s.ring_slots = ring_->size();
   s.skipped_samples = folder_->skipped_count();
   s.hybrid_cpu_share_final = hybrid_share_locked();
   s.hybrid_cpu_share_mean = mode_ == DecodeMode::hybrid ? std::max(0.0, counts_.hybrid_mean_share()) : -1.0;

@@ -89,8 +89,9 @@ struct DecodeLoader::Slot : RingSlot {
   // This batch's route counts, added to the loader's when next() hands the batch out (a batch of an epoch
   // begun early that is never handed out is not counted).
   DecodeCounts routes;
-  int64_t opened_ns = 0;  // steady clock: when the workers could begin it (the device had released it)
-  int64_t filled_ns = 0;  // steady clock: when the workers finished it
+  int64_t released_ns = 0;  // steady clock: when next() handed out its previous batch (the slot free again)
+  int64_t opened_ns = 0;    // steady clock: when the workers could begin it (released, and by the device)
+  int64_t filled_ns = 0;    // steady clock: when the workers finished it
   decode_detail::StagingPool bytes, pixels;
   Tensor input, labels;  // CPU target: the finished batch
 #if LIFTOFF_WITH_CUDA

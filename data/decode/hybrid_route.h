@@ -13,13 +13,14 @@
 // The workers keep up while r * (forced * c_cpu + routable * (s * c_cpu + (1 - s) * c_gpu)) <= load * W
 // (W workers, `load` below 1 for headroom); the target share s is the largest that holds, clamped to [0, 1].
 // A wait for the workers lowers `load` (the model overestimated them: other threads share the cores) and
-// takes a step down at once; `load` recovers slowly. A wait while the workers are under half the target load
-// busy (measured, else as the model has them) is back-pressure (the slot still in use on the device) or a
-// late decode lane, and is ignored. Stability: smoothed inputs, a dead band around the current share
-// (hysteresis) and a bounded step per batch; the extremes are reached exactly. O(1) per batch.
-// Measured busy time rules where it exists: workers measured below 0.9 x the target load, or measured over
-// fewer than 16 hand-outs (a start-up burst), never lose files to the GPU; a wait counts only when they had
-// the batch's slot in hand before the previous hand-out (waited_for_workers).
+// takes a step down at once; `load` recovers slowly. A wait while the workers are not busy (measured: under
+// 0.9 x the target load; else as the model has them: under half of it) is back-pressure (the slot still in
+// use on the device) or a late decode lane, and is ignored. Stability: smoothed inputs, a dead band around
+// the current share (hysteresis) and a bounded step per batch; the extremes are reached exactly. O(1) per
+// batch. Measured busy time rules where it exists: workers measured below 0.9 x the target load, or measured
+// over fewer than 16 hand-outs (a start-up burst), never lose files to the GPU; a wait counts only when the
+// batch's slot had been free for them since before the previous hand-out and for a steady hand-out interval
+// (waited_for_workers).
 //
 // HybridRouteBudget splits one batch: of round(share * n) CPU places, the JPEGs expensive on the GPU
 // (GpuRoute::nvjpeg: progressive and other GPU-hybrid files) are served first, the hardware-engine ones get
@@ -111,11 +112,11 @@ class HybridShareController {
 
 // When next() asked for a batch, and what its slot went through (steady-clock ns).
 struct HybridWaitTimes {
-  int64_t batch = 0;                 // in its epoch
-  int64_t ring_size = 0;             // an epoch's first ring-full of batches wait for the start-up
-  int64_t asked_ns = 0;              // next() asked for it
-  int64_t opened_ns = 0;             // the workers could begin it (the device had released its staging)
-  int64_t filled_ns = 0;             // the workers finished it
+  int64_t batch = 0;      // in its epoch
+  int64_t ring_size = 0;  // an epoch's first ring-full of batches wait for the start-up
+  int64_t asked_ns = 0;   // next() asked for it
+  int64_t opened_ns = 0;  // the workers could begin it: next() had released its slot, the device its staging
+  int64_t filled_ns = 0;  // the workers finished it
   int64_t previous_handout_ns = -1;  // next() handed out the batch before (-1: none this epoch)
   int64_t steady_interval_ns = 0;    // a batch's time between hand-outs in steady state (0: not known)
 };

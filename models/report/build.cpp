@@ -189,6 +189,7 @@ LoaderReport loader_report(const LoaderStats& s, double steps_wall_s) {
     l.worker_slot_wait_pct_mean =
         100.0 * s.worker_slot_wait_seconds / steps_wall_s / static_cast<double>(s.worker_busy_seconds.size());
   }
+  l.ring_slots = s.ring_slots;
   if (busy_total > 0) l.cpu_augment_share = s.cpu_augment_seconds / busy_total;
   if (s.h2d_timed > 0) {
     l.h2d_ms_per_batch = s.h2d_ms / static_cast<double>(s.h2d_timed);

@@ -157,6 +157,9 @@ void describe_loader(Io& io, L& l) {
       "worker_slot_wait_pct_mean",  // decode loaders on CUDA whose workers waited (absent otherwise)
       [&](auto& later) { later("worker_slot_wait_pct_mean", l.worker_slot_wait_pct_mean); },
       l.worker_slot_wait_pct_mean.has_value());
+  io.when_present(
+      "ring_slots",  // decode loaders (absent otherwise and in older reports)
+      [&](auto& later) { later("ring_slots", l.ring_slots); }, l.ring_slots > 0);
   io("cpu_augment_share", l.cpu_augment_share);
   io("h2d_bytes_per_batch", l.h2d_bytes_per_batch);
   io("h2d_ms_per_batch", l.h2d_ms_per_batch);

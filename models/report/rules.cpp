@@ -116,10 +116,11 @@ std::string idle_workers_suggestion(const RunReport& r, std::string& evidence) {
   // Workers blocked on the device (every slot's staging still read by queued device work): a deeper ring
   // lets them decode further ahead of a device that runs behind the host.
   if (l.worker_slot_wait_pct_mean && *l.worker_slot_wait_pct_mean >= kSlotWaitPct) {
+    const int64_t slots = l.ring_slots > 0 ? l.ring_slots : depth;
     evidence += "; the workers waited " + fmt("%.0f%%", *l.worker_slot_wait_pct_mean) +
-                " of the step time for the device to release slots (all " + std::to_string(depth) +
-                " in use on the device)";
-    return "--prefetch " + std::to_string(2 * depth);
+                " of the step time for the device to finish with their slots (a ring of " +
+                std::to_string(slots) + ")";
+    return "--prefetch " + std::to_string(2 * slots);
   }
   struct Piece {
     const char* what;

@@ -68,6 +68,7 @@ struct LoaderReport {
   // Decode loaders on CUDA: the workers' mean time blocked for the device to release a slot's staging
   // (back-pressure), percent of the steps' wall time like worker_busy_pct_mean.
   std::optional<double> worker_slot_wait_pct_mean;
+  int64_t ring_slots = 0;  // decode loaders: the ring's slots (0: not known; --prefetch then)
   std::optional<double> cpu_augment_share;  // of the workers' busy time
   int64_t h2d_bytes_per_batch = 0;
   std::optional<double> h2d_ms_per_batch;  // copy-stream time (events)

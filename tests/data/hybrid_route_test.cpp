@@ -237,10 +237,15 @@ TEST(HybridWaitTimes, OnlyLateWorkersWithTheSlotInHandCount) {
   burst.filled_ns = 22'000'000;
   burst.steady_interval_ns = 46'000'000;
   EXPECT_FALSE(waited_for_workers(burst));
-  HybridWaitTimes saturated = burst;  // the same slot held for eight steps
-  saturated.asked_ns = 8 * 46'000'000;
-  saturated.previous_handout_ns = saturated.asked_ns - 1'000'000;
-  saturated.filled_ns = saturated.asked_ns + 5'000'000;
+  // A saturated pool (1 worker, 400 us an image: a batch every ~102 ms): the slot was free since next()
+  // handed out its previous batch, eight hand-outs ago; the worker only got to it as the batch before was
+  // done, but it could have begun long before.
+  HybridWaitTimes saturated = burst;
+  saturated.steady_interval_ns = 102'000'000;
+  saturated.opened_ns = 0;
+  saturated.asked_ns = 8 * 102'000'000;
+  saturated.previous_handout_ns = saturated.asked_ns - 13'000'000;
+  saturated.filled_ns = saturated.asked_ns + 90'000'000;
   EXPECT_TRUE(waited_for_workers(saturated));
 }
 

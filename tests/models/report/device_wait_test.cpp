@@ -28,6 +28,8 @@ RunMeasurements with_decode_loader(double device_wait_ms_total, int64_t timed) {
   ls.device_wait_timed = timed;
   ls.hybrid_cpu_share_mean = 0.75;
   ls.hybrid_cpu_share_final = 0.8;
+  ls.worker_slot_wait_seconds = 0.048;  // 2 workers over 0.24 s: 10% each
+  ls.ring_slots = 12;
   m.loader = loader_report(ls, 0.240);
   return m;
 }
@@ -48,6 +50,13 @@ TEST(DeviceWait, FillsTheDataWaitStageAndTheLoaderSection) {
   const RunReport back = RunReport::from_json(r.to_json(), "r.json");
   EXPECT_EQ(back.loader.hybrid_cpu_share_final, r.loader.hybrid_cpu_share_final);
   EXPECT_EQ(back.loader.device_wait_ms_per_batch, r.loader.device_wait_ms_per_batch);
+  // The workers' wait for their slots, as a percent of the steps' wall time per worker, and the ring's size.
+  ASSERT_TRUE(r.loader.worker_slot_wait_pct_mean.has_value());
+  EXPECT_NEAR(*r.loader.worker_slot_wait_pct_mean, 10.0, 1e-9);
+  EXPECT_NEAR(j.at("loader").at("worker_slot_wait_pct_mean").get<double>(), 10.0, 1e-9);
+  EXPECT_EQ(j.at("loader").at("ring_slots").get<int64_t>(), 12);
+  EXPECT_EQ(back.loader.worker_slot_wait_pct_mean, r.loader.worker_slot_wait_pct_mean);
+  EXPECT_EQ(back.loader.ring_slots, 12);
 }
 
 TEST(DeviceWait, AbsentWithoutADecodeLoader) {
@@ -57,6 +66,8 @@ TEST(DeviceWait, AbsentWithoutADecodeLoader) {
   const json j = json::parse(r.to_json());
   EXPECT_FALSE(j.at("loader").contains("device_wait_ms_per_batch"));
   EXPECT_FALSE(j.at("loader").contains("hybrid_cpu_share_mean"));
+  EXPECT_FALSE(j.at("loader").contains("worker_slot_wait_pct_mean"));
+  EXPECT_FALSE(j.at("loader").contains("ring_slots"));
   // A report written before the fields existed still reads.
   EXPECT_FALSE(RunReport::from_json(r.to_json(), "old.json").loader.hybrid_cpu_share_mean.has_value());
 }

@@ -139,19 +139,23 @@ TEST(InputAdvice, WorkersWaitingForSlotsOnTheDeviceGetADeeperRing) {
   r.config.prefetch = 8;
   r.loader.worker_busy_pct.assign(4, 44.0);
   r.loader.worker_busy_pct_mean = 44.0;
+  r.config.pin_memory = false;  // without the wait, the copy's advice (--pin-memory) would be given
   r.loader.h2d_ms_per_batch = 1.7;
   r.loader.worker_slot_wait_pct_mean = 35.0;
+  r.loader.ring_slots = 12;  // --prefetch 8 rounded up to 6 decode lanes
   Verdict v = diagnose(r);
   EXPECT_EQ(v.kind, "input-bound") << v.evidence;
-  EXPECT_EQ(v.suggestion, "--prefetch 16");
+  EXPECT_EQ(v.suggestion, "--prefetch 24");
   EXPECT_TRUE(
-      has(v.evidence, "the workers waited 35% of the step time for the device to release slots (all 8"))
+      has(v.evidence,
+          "the workers waited 35% of the step time for the device to finish with their slots (a ring of 12)"))
       << v.evidence;
   // A short wait is not the hold-up: the loader's stages are named as before.
   r.loader.worker_slot_wait_pct_mean = 5.0;
   v = diagnose(r);
+  EXPECT_EQ(v.suggestion, "--pin-memory");
   EXPECT_TRUE(has(v.evidence, "largest stage is the host-to-device copy")) << v.evidence;
-  EXPECT_FALSE(has(v.evidence, "release slots")) << v.evidence;
+  EXPECT_FALSE(has(v.evidence, "finish with their slots")) << v.evidence;
 }
 
 // Idle workers with a waiting step: the loader's own stages, per batch, name the hold-up.
