@@ -130,15 +130,21 @@ TEST(InputAdvice, SaturatedWorkersWithoutJpegsGetMoreWorkersThenCores) {
   EXPECT_TRUE(has(v.evidence, "every core (16)")) << v.evidence;
 }
 
+// 4 workers at busy_pct, a ring of 8, the step waiting for data: the loader's own hold-up.
+RunReport idle_workers(const std::string& decode, double busy_pct) {
+  RunReport r = jpeg_decoding_workers();
+  r.config.decode = decode;
+  r.config.workers = 4;
+  r.config.prefetch = 8;
+  r.loader.worker_busy_pct.assign(4, busy_pct);
+  r.loader.worker_busy_pct_mean = busy_pct;
+  return r;
+}
+
 // Idle workers blocked on the device: every slot's staging still in use by queued device work. The ring's
 // depth is named, with the workers' measured wait, ahead of the loader's stages.
 TEST(InputAdvice, WorkersWaitingForSlotsOnTheDeviceGetADeeperRing) {
-  RunReport r = jpeg_decoding_workers();
-  r.config.decode = "cpu";
-  r.config.workers = 4;
-  r.config.prefetch = 8;
-  r.loader.worker_busy_pct.assign(4, 44.0);
-  r.loader.worker_busy_pct_mean = 44.0;
+  RunReport r = idle_workers("cpu", 44.0);
   r.config.pin_memory = false;  // without the wait, the copy's advice (--pin-memory) would be given
   r.loader.h2d_ms_per_batch = 1.7;
   r.loader.worker_slot_wait_pct_mean = 35.0;
@@ -160,12 +166,7 @@ TEST(InputAdvice, WorkersWaitingForSlotsOnTheDeviceGetADeeperRing) {
 
 // Idle workers with a waiting step: the loader's own stages, per batch, name the hold-up.
 TEST(InputAdvice, IdleWorkersNameTheLoadersOwnBottleneck) {
-  RunReport r = jpeg_decoding_workers();
-  r.config.decode = "";
-  r.config.workers = 4;
-  r.config.prefetch = 8;
-  r.loader.worker_busy_pct.assign(4, 20.0);
-  r.loader.worker_busy_pct_mean = 20.0;
+  RunReport r = idle_workers("", 20.0);
   r.loader.h2d_ms_per_batch = 2.5;  // pageable copies: the copy stream is the slow piece
   r.loader.h2d_issue_ms_per_batch = 0.4;
   r.loader.augment_ms_per_batch = 0.1;
