@@ -78,6 +78,7 @@ struct DistributedDataParallel::State {
   std::unordered_map<const TensorImpl*, size_t> index_of;
   std::vector<std::vector<size_t>> buckets;
   std::vector<Tensor> flat;        // per bucket: the flat buffer
+  std::vector<Tensor> wire;        // per bucket: its bf16 copy that is all-reduced (undefined: flat itself)
   std::vector<size_t> bucket_of;   // per parameter
   std::vector<int64_t> offset_of;  // per parameter: element offset in its bucket
   std::vector<Tensor> slice_of;    // per parameter: its view of the bucket (param shape)
@@ -120,9 +121,11 @@ struct DistributedDataParallel::State {
   void launch_ready() {
     while (next_launch < buckets.size() && missing[next_launch] == 0) {
       if (next_launch == 0) begin_mark();
-      works[next_launch] = group->all_reduce(flat[next_launch], ReduceOp::avg);
+      const Tensor& wired = wire[next_launch].defined() ? wire[next_launch] : flat[next_launch];
+      if (wire[next_launch].defined()) wire[next_launch].copy_(flat[next_launch]);  // f32 -> bf16
+      works[next_launch] = group->all_reduce(wired, ReduceOp::avg);
       ++stats.all_reduce_calls;
-      stats.bytes_reduced += static_cast<int64_t>(flat[next_launch].nbytes());
+      stats.bytes_reduced += static_cast<int64_t>(wired.nbytes());
       ++next_launch;
     }
   }
@@ -207,6 +210,9 @@ DistributedDataParallel::DistributedDataParallel(Module& module, distributed::Pr
     }
     const DType dtype = s.params[s.buckets[b].front()].dtype();
     s.flat.push_back(Tensor::zeros({numel}, dtype, s.device));
+    s.wire.push_back(options.bf16_compress && dtype == DType::f32
+                         ? Tensor::zeros({numel}, DType::bf16, s.device)
+                         : Tensor());
     for (size_t i : s.buckets[b]) {
       const Tensor& p = s.params[i];
       s.slice_of[i] = s.flat[b].slice(0, s.offset_of[i], s.offset_of[i] + p.numel()).view(p.shape()).detach();
@@ -271,6 +277,9 @@ void DistributedDataParallel::synchronize_gradients() {
 #endif
   const auto start = Clock::now();
   for (auto& w : s.works) w->wait();
+  for (size_t b = 0; b < s.buckets.size(); ++b) {
+    if (s.wire[b].defined()) s.flat[b].copy_(s.wire[b]);  // bf16 -> f32, behind the wait
+  }
   record.host_wait_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 #if LIFTOFF_WITH_CUDA
   if (marked) {

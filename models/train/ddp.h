@@ -21,14 +21,15 @@
 //   span from the first bucket's start to the last bucket's end is a device mark of stage `allreduce` on the
 //   communication stream, in eager and captured steps alike; the profiler derives the exposed and overlapped
 //   shares from it.
+// - Compression (DDPOptions::bf16_compress): f32 buckets are all-reduced as bf16 copies.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "models/nn/module.h"
 #include "models/train/amp.h"
 #include "runtime/capture.h"
-#include "models/nn/module.h"
 #include "runtime/distributed/process_group.h"
 #include "runtime/profile/profiler.h"
 
@@ -38,6 +39,10 @@ struct DDPOptions {
   double bucket_cap_mb = 25.0;       // bucket size limit in MiB (a larger parameter gets a bucket of its own)
   double first_bucket_cap_mb = 1.0;  // the first bucket's limit: its all-reduce overlaps the rest of backward
   bool broadcast_at_start = true;    // parameters and buffers from rank 0 at construction
+  // f32 buckets travel as bf16 (PyTorch's bf16_compress_hook): half the bytes on the wire; each rank casts
+  // its bucket down before the all-reduce (average) and the result back up (the f32 gradients keep bf16's 8
+  // bits of mantissa). Buckets of other dtypes travel as they are.
+  bool bf16_compress = false;
 };
 
 // Bucket assignment, separate so it can be tested without a process group.

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "runtime/error.h"
+#include "runtime/half.h"
 
 namespace liftoff::distributed {
 
@@ -72,6 +73,30 @@ MPI_Datatype mpi_type(DType dtype, const char* what) {
               "f32 (master weights)"));
 }
 
+// MPI has no 16-bit float types: they travel as MPI_UINT16_T, and their sums and maxima (DDP's bf16
+// compressed gradients) go through f32 per element, as NCCL's do.
+template <class T, bool kMax>
+void reduce_16bit(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const T*>(in);
+  auto* b = static_cast<T*>(inout);
+  for (int i = 0; i < *len; ++i) {
+    const float x = static_cast<float>(a[i]), y = static_cast<float>(b[i]);
+    b[i] = T(kMax ? (x > y ? x : y) : x + y);
+  }
+}
+
+// Divides each element by `world` (ReduceOp::avg: MPI has only the sum).
+template <class T>
+void divide_16bit(const Tensor& t, int world) {
+  T* p = static_cast<T*>(t.raw_data());
+  const float inv = 1.0f / static_cast<float>(world);
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = T(static_cast<float>(p[i]) * inv);
+}
+
+bool is_16bit_float(DType dtype) {
+  return dtype == DType::f16 || dtype == DType::bf16;
+}
+
 // Set once a collective timed out: later waits fail at once instead of waiting out the timeout again.
 std::atomic<bool> g_failed{false};
 std::string g_failure;  // written once, before g_failed is set
@@ -126,7 +151,11 @@ class MpiWork : public Work {
     finished_ = true;
     if (divide_ && world_ > 1) {
       const int64_t n = tensor_.numel();
-      if (tensor_.dtype() == DType::f32) {
+      if (tensor_.dtype() == DType::bf16) {
+        divide_16bit<BFloat16>(tensor_, world_);
+      } else if (tensor_.dtype() == DType::f16) {
+        divide_16bit<Half>(tensor_, world_);
+      } else if (tensor_.dtype() == DType::f32) {
         float* p = tensor_.data<float>();
         const float inv = 1.0f / static_cast<float>(world_);
         for (int64_t i = 0; i < n; ++i) p[i] *= inv;
@@ -162,11 +191,19 @@ class MpiGroup : public ProcessGroup {
     // A private communicator: the user's own MPI traffic never matches ours.
     LIFTOFF_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm_));
     LIFTOFF_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+    LIFTOFF_MPI_CHECK(MPI_Op_create(&reduce_16bit<BFloat16, false>, 1, &bf16_sum_));
+    LIFTOFF_MPI_CHECK(MPI_Op_create(&reduce_16bit<BFloat16, true>, 1, &bf16_max_));
+    LIFTOFF_MPI_CHECK(MPI_Op_create(&reduce_16bit<Half, false>, 1, &f16_sum_));
+    LIFTOFF_MPI_CHECK(MPI_Op_create(&reduce_16bit<Half, true>, 1, &f16_max_));
   }
   ~MpiGroup() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+    if (finalized) return;
+    for (MPI_Op* op : {&bf16_sum_, &bf16_max_, &f16_sum_, &f16_max_}) {
+      if (*op != MPI_OP_NULL) MPI_Op_free(op);
+    }
+    if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
   }
 
   Backend backend() const override { return Backend::mpi; }
@@ -174,13 +211,18 @@ class MpiGroup : public ProcessGroup {
 
   std::unique_ptr<Work> all_reduce(const Tensor& t, ReduceOp op) override {
     check_tensor("all_reduce", t);
-    const MPI_Datatype type = mpi_type(t.dtype(), "all_reduce");
+    const bool half = is_16bit_float(t.dtype());
+    const MPI_Datatype type = half ? MPI_UINT16_T : mpi_type(t.dtype(), "all_reduce");
     const bool divide = op == ReduceOp::avg;
-    LIFTOFF_CHECK(!divide || t.dtype() == DType::f32 || t.dtype() == DType::f64, DTypeError,
-                  "mpi all_reduce: avg needs f32 or f64, got ", dtype_name(t.dtype()));
+    LIFTOFF_CHECK(!divide || half || t.dtype() == DType::f32 || t.dtype() == DType::f64, DTypeError,
+                  "mpi all_reduce: avg needs a floating-point tensor (f32, f64, bf16, f16), got ",
+                  dtype_name(t.dtype()));
+    MPI_Op mpi_op = op == ReduceOp::max ? MPI_MAX : MPI_SUM;
+    if (t.dtype() == DType::bf16) mpi_op = op == ReduceOp::max ? bf16_max_ : bf16_sum_;
+    if (t.dtype() == DType::f16) mpi_op = op == ReduceOp::max ? f16_max_ : f16_sum_;
     auto work = std::make_unique<MpiWork>(what("all_reduce"), t, divide, rank_, world_size_, timeout_);
-    LIFTOFF_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, t.raw_data(), static_cast<int>(count(t)), type,
-                                     op == ReduceOp::max ? MPI_MAX : MPI_SUM, comm_, work->request()));
+    LIFTOFF_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, t.raw_data(), static_cast<int>(count(t)), type, mpi_op,
+                                     comm_, work->request()));
     ++all_reduce_calls_;
     return work;
   }
@@ -189,8 +231,7 @@ class MpiGroup : public ProcessGroup {
     check_tensor("broadcast", t);
     LIFTOFF_CHECK(root >= 0 && root < world_size_, ValueError, "mpi broadcast: root ", root,
                   " is outside [0, ", world_size_, ")");
-    const MPI_Datatype type =
-        t.dtype() == DType::f16 || t.dtype() == DType::bf16 ? MPI_UINT16_T : mpi_type(t.dtype(), "broadcast");
+    const MPI_Datatype type = is_16bit_float(t.dtype()) ? MPI_UINT16_T : mpi_type(t.dtype(), "broadcast");
     auto work = std::make_unique<MpiWork>(what("broadcast"), t, false, rank_, world_size_, timeout_);
     LIFTOFF_MPI_CHECK(
         MPI_Ibcast(t.raw_data(), static_cast<int>(count(t)), type, root, comm_, work->request()));
@@ -216,6 +257,7 @@ class MpiGroup : public ProcessGroup {
 
   double timeout_;
   MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Op bf16_sum_ = MPI_OP_NULL, bf16_max_ = MPI_OP_NULL, f16_sum_ = MPI_OP_NULL, f16_max_ = MPI_OP_NULL;
 };
 
 }  // namespace

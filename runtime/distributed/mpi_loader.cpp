@@ -69,6 +69,9 @@ LIFTOFF_MPI_FORWARD(MPI_Ibcast,
                     (void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm,
                      MPI_Request* request),
                     (buffer, count, datatype, root, comm, request))
+LIFTOFF_MPI_FORWARD(MPI_Op_create, (MPI_User_function * function, int commute, MPI_Op* op),
+                    (function, commute, op))
+LIFTOFF_MPI_FORWARD(MPI_Op_free, (MPI_Op * op), (op))
 LIFTOFF_MPI_FORWARD(MPI_Iallreduce,
                     (const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                      MPI_Comm comm, MPI_Request* request),

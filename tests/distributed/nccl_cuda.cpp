@@ -58,6 +58,32 @@ TEST(NcclCuda, FullTrainingStepMatchesSingleProcess) {
   EXPECT_NEAR(stats.comm_ms, stats.exposed_ms + stats.overlapped_ms, 1e-3 + 1e-6 * stats.comm_ms);
 }
 
+// bf16 compression on the CUDA path (casts on the compute stream around the comm stream's all-reduce): over
+// one rank each gradient is the single-process one rounded through bf16, and half the bytes travel.
+TEST(NcclCuda, Bf16CompressionRoundsTheGradientsThroughBf16) {
+  LIFTOFF_REQUIRE_NCCL();
+  auto group = single_gpu_group();
+  auto model = testing::make_mlp(100, Device::cuda(0), DType::f32);
+  auto single = testing::make_mlp(100, Device::cuda(0), DType::f32);
+  DDPOptions options;
+  options.bf16_compress = true;
+  DistributedDataParallel ddp(*model, *group, options);
+  const testing::MicroBatch b = testing::combined_micro_batch(0, 8, Device::cuda(0), DType::f32);
+  cross_entropy((*model)(b.x), b.y).backward();
+  ddp.synchronize_gradients();
+  cross_entropy((*single)(b.x), b.y).backward();
+  const auto a = model->parameters();
+  const auto expected = single->parameters();
+  int64_t f32_bytes = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].grad().to_vector<float>(),
+              expected[i].grad().to(DType::bf16).to(DType::f32).to_vector<float>())
+        << "param " << i;
+    f32_bytes += static_cast<int64_t>(a[i].nbytes());
+  }
+  EXPECT_EQ(2 * ddp.stats().bytes_reduced, f32_bytes);
+}
+
 TEST(NcclCuda, BackwardWithoutSyncLeavesGradientsLocal) {
   LIFTOFF_REQUIRE_NCCL();
   auto group = single_gpu_group();

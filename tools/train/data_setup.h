@@ -14,9 +14,9 @@ namespace liftoff::tools {
 struct TrainData {
   std::unique_ptr<BatchSource> train;  // a DataLoader, or a DecodeLoader for --data folder with --decode
   std::unique_ptr<BatchSource> test;
-  std::function<LoaderStats()> train_stats;         // the training loader's counters
-  std::string augment;                              // for the run header and report
-  std::string decode;                               // the decode pipeline's description ("" without it)
+  std::function<LoaderStats()> train_stats;  // the training loader's counters
+  std::string augment;                       // for the run header and report
+  std::string decode;                        // the decode pipeline's description ("" without it)
   std::string decode_where;  // who decodes the training files: gpu | cpu ("" for in-memory data)
   bool jpeg = false;         // the training files are mostly JPEGs
   std::function<std::string()> decode_summary;      // end-of-run decode route counts ("" without it)

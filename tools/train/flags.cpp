@@ -375,6 +375,13 @@ void add_flags(CLI::App& app, Flags& f) {
       ->capture_default_str()
       ->check(in_range(0.001, 4096.0))
       ->group(g_perf);
+  app.add_option(
+         "--ddp-compress", f.ddp_compress,
+         "none | bf16: DDP all-reduces f32 gradient buckets as bf16 copies (half the bytes; PyTorch's "
+         "bf16_compress_hook)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "bf16"}))
+      ->group(g_perf);
 
   const std::string g_out = "Report and logs";
   app.add_option("--report", f.report, "write the utilization report as JSON (schema liftoff.report/1)")

@@ -58,6 +58,7 @@ struct Flags {
   double loss_scale = 0.0;
   int gpus = 0;
   double bucket_mb = 25.0;
+  std::string ddp_compress = "none";
   std::string report;
   std::string trace;
   std::string log;

@@ -55,6 +55,7 @@ void build_model(const Flags& f, TrainSetup& s) {
   if (s.group) {
     DDPOptions dopts;
     dopts.bucket_cap_mb = f.bucket_mb;
+    dopts.bf16_compress = f.ddp_compress == "bf16";
     s.ddp =
         std::make_unique<DistributedDataParallel>(*s.model, *s.group, dopts);  // broadcasts rank 0's weights
   }
@@ -149,9 +150,10 @@ void print_run_header(const Flags& f, const TrainSetup& s, const ResumePoint& re
   std::printf("liftoff train | device %s (%s) | %d CPU threads\n", s.device.str().c_str(),
               s.placement.choice.why.c_str(), s.threads);
   if (s.group) {
-    std::printf("  DDP: world size %d (%s), one process per %s, launched by %s, buckets %.0f MB\n", world,
+    std::printf("  DDP: world size %d (%s), one process per %s, launched by %s, buckets %.0f MB%s\n", world,
                 s.group->describe().c_str(), s.device.is_cuda() ? "GPU" : "CPU",
-                s.placement.env.launcher.c_str(), f.bucket_mb);
+                s.placement.env.launcher.c_str(), f.bucket_mb,
+                f.ddp_compress == "bf16" ? ", f32 buckets all-reduced as bf16" : "");
   }
   std::printf("  model %s (%s parameters) | data %s: %lld train / %lld test images %lldx%lldx%lld\n",
               f.model.c_str(), with_commas(s.model->num_parameters()).c_str(), f.data.c_str(),
