@@ -81,11 +81,12 @@ void reduce_16bit(void* in, void* inout, int* len, MPI_Datatype*) {
   auto* b = static_cast<T*>(inout);
   for (int i = 0; i < *len; ++i) {
     const float x = static_cast<float>(a[i]), y = static_cast<float>(b[i]);
-    b[i] = T(kMax ? (x > y ? x : y) : x + y);
+    b[i] = T(kMax ? (x != x || x > y ? x : y) : x + y);  // a NaN wins whatever the order
   }
 }
 
-// Divides each element by `world` (ReduceOp::avg: MPI has only the sum).
+// Divides each element by `world` (ReduceOp::avg: MPI has only the sum). 16-bit floats are divided before
+// the sum, as NCCL's average does (a loss-scaled f16 sum could overflow before the division).
 template <class T>
 void divide_16bit(const Tensor& t, int world) {
   T* p = static_cast<T*>(t.raw_data());
@@ -151,11 +152,7 @@ class MpiWork : public Work {
     finished_ = true;
     if (divide_ && world_ > 1) {
       const int64_t n = tensor_.numel();
-      if (tensor_.dtype() == DType::bf16) {
-        divide_16bit<BFloat16>(tensor_, world_);
-      } else if (tensor_.dtype() == DType::f16) {
-        divide_16bit<Half>(tensor_, world_);
-      } else if (tensor_.dtype() == DType::f32) {
+      if (tensor_.dtype() == DType::f32) {
         float* p = tensor_.data<float>();
         const float inv = 1.0f / static_cast<float>(world_);
         for (int64_t i = 0; i < n; ++i) p[i] *= inv;
@@ -220,7 +217,12 @@ class MpiGroup : public ProcessGroup {
     MPI_Op mpi_op = op == ReduceOp::max ? MPI_MAX : MPI_SUM;
     if (t.dtype() == DType::bf16) mpi_op = op == ReduceOp::max ? bf16_max_ : bf16_sum_;
     if (t.dtype() == DType::f16) mpi_op = op == ReduceOp::max ? f16_max_ : f16_sum_;
-    auto work = std::make_unique<MpiWork>(what("all_reduce"), t, divide, rank_, world_size_, timeout_);
+    if (divide && half && world_size_ > 1) {  // divided before the sum (divide_16bit)
+      if (t.dtype() == DType::bf16) divide_16bit<BFloat16>(t, world_size_);
+      if (t.dtype() == DType::f16) divide_16bit<Half>(t, world_size_);
+    }
+    auto work =
+        std::make_unique<MpiWork>(what("all_reduce"), t, divide && !half, rank_, world_size_, timeout_);
     LIFTOFF_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, t.raw_data(), static_cast<int>(count(t)), type, mpi_op,
                                      comm_, work->request()));
     ++all_reduce_calls_;

@@ -118,19 +118,23 @@ TEST(DdpMpi, AllReduceMaxAgreesOnFoundInf) {
   EXPECT_EQ(found_inf.item(), 1.0);
 }
 
-// MPI has no bf16 type: the group's own sum, average and maximum (through f32 per element), on values bf16
-// holds exactly.
-TEST(DdpMpi, Bf16AllReduceSumsAveragesAndMaxes) {
+// MPI has no 16-bit float types: the group's own sum, average and maximum (through f32 per element), on
+// values bf16 and f16 hold exactly. The average divides before the sum, as NCCL's: f16 40,960 on both
+// ranks averages to 40,960 (summed first it would be inf).
+TEST(DdpMpi, SixteenBitAllReduceSumsAveragesAndMaxes) {
   const double r = group().rank();
   const std::vector<double> mine = {1 + r, 2.5 * (r + 1), -3 + r};
-  auto reduced = [&](ReduceOp op) {
-    const Tensor t = Tensor::from_vector(mine, {3}).to(DType::bf16);
-    group().all_reduce(t, op)->wait();
-    return t.to_vector<double>();
-  };
-  EXPECT_EQ(reduced(ReduceOp::sum), (std::vector<double>{3, 7.5, -5}));
-  EXPECT_EQ(reduced(ReduceOp::avg), (std::vector<double>{1.5, 3.75, -2.5}));
-  EXPECT_EQ(reduced(ReduceOp::max), (std::vector<double>{2, 5, -2}));
+  for (const DType dtype : {DType::bf16, DType::f16}) {
+    auto reduced = [&](ReduceOp op, const std::vector<double>& values) {
+      const Tensor t = Tensor::from_vector(values, {static_cast<int64_t>(values.size())}).to(dtype);
+      group().all_reduce(t, op)->wait();
+      return t.to_vector<double>();
+    };
+    EXPECT_EQ(reduced(ReduceOp::sum, mine), (std::vector<double>{3, 7.5, -5})) << dtype_name(dtype);
+    EXPECT_EQ(reduced(ReduceOp::avg, mine), (std::vector<double>{1.5, 3.75, -2.5})) << dtype_name(dtype);
+    EXPECT_EQ(reduced(ReduceOp::max, mine), (std::vector<double>{2, 5, -2})) << dtype_name(dtype);
+    EXPECT_EQ(reduced(ReduceOp::avg, {40960.0}), (std::vector<double>{40960.0})) << dtype_name(dtype);
+  }
 }
 
 // bf16 compression: the f32 buckets travel as bf16 (half the bytes), the ranks stay identical bit for bit,
