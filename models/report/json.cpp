@@ -36,6 +36,8 @@ void describe_config(Io& io, C& c) {
   io("host_cores", c.host_cores);
   io("world_size", c.world_size);
   io("cuda_available", c.cuda_available);
+  io.when_present(  // DDP runs only (absent otherwise and in older reports)
+      "ddp_compress", [&](auto& later) { later("ddp_compress", c.ddp_compress); }, !c.ddp_compress.empty());
   io.when_present(  // absent in reports written before it existed, and in reports that do not know it
       "activation_layout",
       [&](auto& later) {

@@ -31,10 +31,11 @@ struct RunConfig {
   int workers = 0;          // loader worker threads (0: batches are made on the training thread)
   int prefetch = 0;         // loader ring depth
   bool pin_memory = false;
-  int threads = 0;                // CPU compute threads
-  int host_cores = 0;             // logical cores available
-  int world_size = 1;             // DDP processes
-  bool cuda_available = false;    // a usable CUDA device exists (for suggestions on CPU runs)
+  int threads = 0;              // CPU compute threads
+  int host_cores = 0;           // logical cores available
+  int world_size = 1;           // DDP processes
+  std::string ddp_compress;     // DDP all-reduce of f32 gradients: "none" | "bf16"; "" single process/unknown
+  bool cuda_available = false;  // a usable CUDA device exists (for suggestions on CPU runs)
   std::string activation_layout;  // what the runtime chose for 4-D activations: channels_last | contiguous
   std::string
       decode;         // who decodes image files: gpu (nvJPEG) | cpu (the loader workers) | hybrid (both) | ""

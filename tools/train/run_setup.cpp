@@ -101,6 +101,7 @@ RunConfig make_run_config(const Flags& f, const TrainSetup& s) {
   rc.pin_memory = f.pin_memory;
   rc.threads = s.threads;
   rc.world_size = s.placement.env.world_size;
+  if (s.group) rc.ddp_compress = f.ddp_compress;
   rc.cuda_available = cuda_unavailable_reason(0).empty();
   if (s.device.is_cuda()) rc.device_name = cuda_device_name(s.device.index);
   rc.activation_layout = activation_layout(f, s.device);

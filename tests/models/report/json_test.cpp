@@ -74,6 +74,19 @@ TEST(Report, JsonSchemaHasTheDocumentedFieldsAndTypes) {
     EXPECT_TRUE(j.at("cuda_graphs").at(k).is_number_integer()) << k;
 }
 
+// A DDP run says how its gradients travelled; a single-process report has no such field.
+TEST(Report, DdpCompressionIsInTheConfigOfDdpRunsOnly) {
+  RunConfig config = recorded_config();
+  EXPECT_FALSE(json::parse(build_report(config, recorded_measurements()).to_json())
+                   .at("config")
+                   .contains("ddp_compress"));
+  config.world_size = 2;
+  config.ddp_compress = "bf16";
+  const RunReport r = build_report(config, recorded_measurements());
+  EXPECT_EQ(json::parse(r.to_json()).at("config").at("ddp_compress"), "bf16");
+  EXPECT_EQ(RunReport::from_json(r.to_json(), "mem").config.ddp_compress, "bf16");
+}
+
 TEST(Report, NvmlAbsentIsNullNotZero) {
   RunMeasurements m = recorded_measurements();
   m.gpu = GpuUtilization{};
