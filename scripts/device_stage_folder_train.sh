@@ -6,6 +6,7 @@
 # --decode values to run (default "auto", the default flags, i.e. the CPU + GPU hybrid; e.g. "auto cpu gpu").
 # FOLDER_MODELS: models (default resnet50; e.g. "resnet50 resnet18": a faster model needs more decoding).
 # FOLDER_TIMEOUT: seconds a training run may take (default 150). FOLDER_TRACE=1: a Chrome trace of each run in $OUT.
+# FOLDER_LOG=1: each run's metrics every 5 steps (the hybrid's CPU share, the workers' busy share) in $OUT.
 # For --decode auto it notes the hybrid's CPU share (mean and final) and the device-side input wait.
 # The decode stage sources this after making /tmp/jf; this stage uses its own folder of FOLDER_FILES.
 files=${FOLDER_FILES:-6000}
@@ -18,7 +19,8 @@ for model in ${FOLDER_MODELS:-resnet50}; do
     timeout -s USR1 -k 10 ${FOLDER_TIMEOUT:-150} /tmp/bin/train --device cuda --model "$model" --image-size 224 --data folder --data-dir $jf \
       --amp bf16 --batch 256 --max-steps ${FOLDER_STEPS:-120} --timing-warmup 10 --epochs 100 --no-eval \
       --decode "$decode" --report /tmp/folder_train.json \
-      ${FOLDER_TRACE:+--trace "$OUT/folder_trace_${model}_$decode.json"} >/tmp/folder_train.log 2>&1
+      ${FOLDER_TRACE:+--trace "$OUT/folder_trace_${model}_$decode.json"} \
+      ${FOLDER_LOG:+--log "$OUT/folder_log_${model}_$decode.jsonl" --log-every 5} >/tmp/folder_train.log 2>&1
     note "train $model folder ($files/photo) --decode $decode: rc=$? $(steady /tmp/folder_train.log) | GPU busy $(grep -oE 'GPU busy [0-9]+%' /tmp/folder_train.log | tail -1)"
     note "  $(grep -m1 -oE 'decode (auto|gpu|cpu)[^;]*' /tmp/folder_train.log | cut -c1-200)"
     note "  $(grep -oE 'hybrid CPU share [^;]*' /tmp/folder_train.log | tail -1)"

@@ -22,6 +22,13 @@ void describe_train(Io& io, M& r) {
   io("gpu_util_pct", r.gpu_util_pct);
   io("device_memory", r.device_memory);
   io("host_rss", r.host_rss);
+  io.when_present(  // decode loaders only
+      "hybrid_cpu_share", [&](auto& later) { later("hybrid_cpu_share", r.hybrid_cpu_share); },
+      r.hybrid_cpu_share.has_value());
+  io.when_present(
+      "loader_workers_busy_pct",
+      [&](auto& later) { later("loader_workers_busy_pct", r.loader_workers_busy_pct); },
+      r.loader_workers_busy_pct.has_value());
 }
 
 template <class Io, class M>

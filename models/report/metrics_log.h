@@ -24,6 +24,9 @@ struct MetricsRecord {
   std::optional<double> gpu_util_pct;       // latest NVML sample (with --profile)
   std::optional<int64_t> device_memory;     // caching allocator, bytes allocated now (CUDA runs)
   std::optional<int64_t> host_rss;          // bytes resident now
+  // --decode auto on CUDA: the CPU + GPU hybrid's CPU share now (its path over a run: when it moved).
+  std::optional<double> hybrid_cpu_share;
+  std::optional<double> loader_workers_busy_pct;  // decode loaders: the workers' mean busy share so far
 };
 
 // One evaluation on the test set.

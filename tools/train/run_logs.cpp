@@ -62,8 +62,19 @@ void RunLogs::write_window() {
   r.gpu_util_pct = live.gpu_util_pct;
   r.device_memory = live.device_memory;
   r.host_rss = live.host_rss;
+  if (s_.data.train_stats) add_loader_figures(s_.data.train_stats(), r);
   if (jsonl_) jsonl_->write(r);
   if (tensorboard_) add_scalars(*tensorboard_, r);
+}
+
+void RunLogs::add_loader_figures(const LoaderStats& stats, MetricsRecord& r) {
+  if (stats.hybrid_cpu_share_final >= 0) r.hybrid_cpu_share = stats.hybrid_cpu_share_final;
+  double busy_s = 0.0;
+  for (double b : stats.worker_busy_seconds) busy_s += b;
+  const auto workers = static_cast<double>(stats.worker_busy_seconds.size());
+  if (workers > 0 && r.window_s > 0)
+    r.loader_workers_busy_pct = 100.0 * (busy_s - workers_busy_seen_s_) / (r.window_s * workers);
+  workers_busy_seen_s_ = busy_s;
 }
 
 }  // namespace liftoff::tools

@@ -31,6 +31,8 @@ class RunLogs {
   bool enabled() const { return jsonl_ || tensorboard_; }
   RunTotals totals() const;
   void write_window();
+  // The training loader's figures for the window: the hybrid's CPU share now, the workers' busy share.
+  void add_loader_figures(const LoaderStats& stats, MetricsRecord& r);
 
   const Flags& f_;
   TrainSetup& s_;
@@ -38,6 +40,7 @@ class RunLogs {
   std::unique_ptr<MetricsLog> jsonl_;
   std::unique_ptr<SummaryWriter> tensorboard_;
   MetricsWindow window_;
+  double workers_busy_seen_s_ = 0.0;                    // the loader workers' busy seconds at the last window
   int64_t images_before_epoch_ = 0, epoch_images_ = 0;  // this rank's
   int64_t epoch_ = 0;
   double lr_ = 0.0;

@@ -76,6 +76,24 @@ TEST(MetricsWindow, OnlyMeasuredFiguresAreFilled) {
   EXPECT_DOUBLE_EQ(*r.step_ms, 0.0);
 }
 
+// A decode loader's figures per window: the hybrid's share now and the workers' busy share.
+TEST(MetricsLog, LoaderFiguresAreWrittenWhenMeasured) {
+  const std::string path = temp_path("metrics_loader.jsonl");
+  {
+    MetricsLog log(path);
+    MetricsRecord r;
+    r.step = 5;
+    r.hybrid_cpu_share = 0.9;
+    r.loader_workers_busy_pct = 31.5;
+    log.write(r);
+  }
+  const std::vector<json> lines = read_lines(path);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_DOUBLE_EQ(lines[0].at("hybrid_cpu_share").get<double>(), 0.9);
+  EXPECT_DOUBLE_EQ(lines[0].at("loader_workers_busy_pct").get<double>(), 31.5);
+  std::remove(path.c_str());
+}
+
 TEST(MetricsLog, WritesTrainAndEvalRecordsOnePerLine) {
   const std::string path = temp_path("metrics.jsonl");
   {
@@ -113,6 +131,8 @@ TEST(MetricsLog, WritesTrainAndEvalRecordsOnePerLine) {
   EXPECT_TRUE(lines[0].at("gpu_util_pct").is_null());
   EXPECT_TRUE(lines[0].at("device_memory").is_null());
   EXPECT_TRUE(lines[0].at("host_rss").is_null());
+  EXPECT_FALSE(lines[0].contains("hybrid_cpu_share"));  // not a hybrid decode run: absent, not null
+  EXPECT_FALSE(lines[0].contains("loader_workers_busy_pct"));
   EXPECT_EQ(lines[1].at("kind"), "eval");
   EXPECT_DOUBLE_EQ(lines[1].at("test_loss").get<double>(), 0.75);
   EXPECT_DOUBLE_EQ(lines[1].at("accuracy").get<double>(), 0.875);
