@@ -6,7 +6,8 @@
 # --decode values to run (default "auto", the default flags, i.e. the CPU + GPU hybrid; e.g. "auto cpu gpu").
 # FOLDER_MODELS: models (default resnet50; e.g. "resnet50 resnet18": a faster model needs more decoding).
 # FOLDER_TIMEOUT: seconds a training run may take (default 150). FOLDER_TRACE=1: a Chrome trace of each run in $OUT.
-# FOLDER_LOG=1: each run's metrics every 5 steps (the hybrid's CPU share, the workers' busy share) in $OUT.
+# FOLDER_LOG=1: each run's metrics every 5 steps (the hybrid's CPU share, the workers' busy share) in $OUT; a
+# diagnostic run only: each log line reads the loss, a device synchronisation every 5 steps.
 # For --decode auto it notes the hybrid's CPU share (mean and final) and the device-side input wait.
 # The decode stage sources this after making /tmp/jf; this stage uses its own folder of FOLDER_FILES.
 files=${FOLDER_FILES:-6000}
