@@ -97,8 +97,8 @@ struct LoaderStats {
   // batches it covers (decode loaders on CUDA).
   double device_wait_ms = 0.0;
   int64_t device_wait_timed = 0;
-  // Decode loaders on CUDA: the workers' time blocked before refilling a slot whose staging the device still
-  // read (back-pressure: every slot of the ring in use on the device), summed over the workers.
+  // Decode loaders on CUDA: the workers' time blocked before refilling a slot whose staging queued device
+  // work still read (back-pressure), summed over the workers.
   double worker_slot_wait_seconds = 0.0;
   int64_t ring_slots = 0;  // decode loaders: the ring's slots (--prefetch rounded up to the decode lanes)
 };

@@ -121,12 +121,13 @@ struct HybridWaitTimes {
   int64_t steady_interval_ns = 0;    // a batch's time between hand-outs in steady state (0: not known)
 };
 
-// Whether a wait of next() was the workers' fault: they finished the batch after next() asked, though they
-// had held its slot since before the previous hand-out and for at least one steady hand-out interval. A slot
-// the device released later (back-pressure: the loader cannot start a batch whose staging the device still
-// reads), an epoch's start-up, or the burst after it (the refilled ring handed out in milliseconds, the
-// workers given a few milliseconds for the next batch) is not theirs: on an H100 (ResNet-50, 4 workers ~35%
-// busy) counting such waits sent a third of the files to nvJPEG, next to the model.
+// Whether a wait of next() was the workers' fault: they finished the batch after next() asked, though its
+// slot had been free for them since before the previous hand-out and for at least one steady hand-out
+// interval. A slot the device released later (back-pressure: the loader cannot start a batch whose staging
+// the device still reads), an epoch's start-up, or the burst after it (the refilled ring handed out in
+// milliseconds, the workers given a few milliseconds for the next batch) is not theirs: on an H100
+// (ResNet-50, 4 workers ~35% busy) counting such waits sent a third of the files to nvJPEG, next to the
+// model.
 bool waited_for_workers(const HybridWaitTimes& times);
 
 class HybridRouteBudget {

@@ -26,7 +26,7 @@ struct MetricsRecord {
   std::optional<int64_t> host_rss;          // bytes resident now
   // --decode auto on CUDA: the CPU + GPU hybrid's CPU share now (its path over a run: when it moved).
   std::optional<double> hybrid_cpu_share;
-  std::optional<double> loader_workers_busy_pct;  // decode loaders: the workers' mean busy share so far
+  std::optional<double> loader_workers_busy_pct;  // loader workers' mean busy share over the window, percent
 };
 
 // One evaluation on the test set.
