@@ -330,7 +330,8 @@ bool DataLoader::next(Batch& out) {
   LIFTOFF_CHECK(epoch_ >= 0, ValueError, "DataLoader: call start_epoch() before next()");
   while (true) {
     if (prefetch_.over()) return false;
-    Slot* ready = ring_->wait_ready(&stats_.wait_seconds, stall_watch_);  // adds under the ring's lock, as stats() reads it
+    Slot* ready = ring_->wait_ready(&stats_.wait_seconds,
+                                    stall_watch_);  // adds under the ring's lock, as stats() reads it
     if (ready == nullptr) {
       prefetch_.after_epoch(epoch_, order_, [&] { begin_epoch(epoch_ + 1); });
       return false;
@@ -459,6 +460,26 @@ cuda::AugmentLaunch DataLoader::augment_launch(const Slot& slot, const int64_t* 
     a.stddev[c] = stddev_[static_cast<size_t>(c)];
   }
   return a;
+}
+
+LoaderStats loader_stats_since(const LoaderStats& now, const LoaderStats& before) {
+  LoaderStats d = now;
+  d.batches -= before.batches;
+  d.images -= before.images;
+  d.wait_seconds -= before.wait_seconds;
+  for (size_t w = 0; w < d.worker_busy_seconds.size() && w < before.worker_busy_seconds.size(); ++w)
+    d.worker_busy_seconds[w] -= before.worker_busy_seconds[w];
+  d.cpu_augment_seconds -= before.cpu_augment_seconds;
+  d.h2d_bytes -= before.h2d_bytes;
+  d.h2d_issue_seconds -= before.h2d_issue_seconds;
+  d.h2d_ms -= before.h2d_ms;
+  d.h2d_timed -= before.h2d_timed;
+  d.augment_ms -= before.augment_ms;
+  d.augment_timed -= before.augment_timed;
+  d.device_wait_ms -= before.device_wait_ms;
+  d.device_wait_timed -= before.device_wait_timed;
+  d.worker_slot_wait_seconds -= before.worker_slot_wait_seconds;
+  return d;
 }
 
 LoaderStats DataLoader::stats() const {

@@ -103,6 +103,12 @@ struct LoaderStats {
   int64_t ring_slots = 0;  // decode loaders: the ring's slots (--prefetch rounded up to the decode lanes)
 };
 
+// What a loader did between two of its stats() snapshots: the sums (batches, waits, busy and device times)
+// as differences, the rest (skips, the hybrid's shares, the ring) as of `now`. The report's loader figures
+// cover the measured steps this way, not the warm-up, whose start-up pause (cuDNN's searches, the graph's
+// capture) leaves the workers idle with a full ring and would dilute their busy share.
+LoaderStats loader_stats_since(const LoaderStats& now, const LoaderStats& before);
+
 class DataLoader : public BatchSource {
  public:
   // In-memory data set: workers gather rows (held by value; tensor handles, no copy of the pixels).

@@ -159,6 +159,7 @@ int run(const Args& a) {
   run_config.threads = threads;
   run_config.cuda_available = cuda_unavailable_reason(0).empty();
   RunMonitor monitor(run_config, device);
+  monitor.watch_loader([&loader] { return loader.stats(); });  // the loader over the measured steps
   Profiler& profiler = monitor.profiler();
   AsyncScalar recent_loss;  // the loss of a recent step, copied without waiting for the device
 

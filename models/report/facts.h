@@ -69,10 +69,11 @@ struct VerdictFacts {
   // The device finished each step less than keeps_up_share of a step after the host issued it: it drained
   // the host's launches as they came and idled between them (our stage spans include those gaps).
   bool host_paced = false;
-  double node_floor_ms = 0.0;  // a captured graph's nodes at the least a node costs (one stream's path)
-  bool many_nodes = false;     // ... take at least latency_share of the step
-  bool latency_bound = false;  // behind inside our marks, kernels too small to fill the device
-  bool back_pressure = false;  // behind inside our marks, doing real work: a data wait is back-pressure
+  double node_floor_ms = 0.0;      // a captured graph's nodes at the least a node costs (one stream's path)
+  bool many_nodes = false;         // ... take at least latency_share of the step
+  bool latency_bound = false;      // behind inside our marks, kernels too small to fill the device
+  bool back_pressure = false;      // behind inside our marks, doing real work: a data wait is back-pressure
+  bool workers_saturated = false;  // the workers were busy >= workers_saturated of the measured steps
 };
 
 // The loader decodes images on the GPU (nvJPEG): --decode gpu, or the hybrid.

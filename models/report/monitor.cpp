@@ -4,6 +4,7 @@
 #include <chrono>
 #include <map>
 
+#include "data/loader.h"
 #include "models/report/format.h"
 #include "runtime/error.h"
 
@@ -69,6 +70,7 @@ ProfilerOptions RunMonitor::with_warmup_hook(ProfilerOptions options) {
   auto previous = options.on_warmup_end;
   options.on_warmup_end = [this, previous] {
     if (previous) previous();
+    if (loader_stats_) loader_at_warmup_ = std::make_shared<const LoaderStats>(loader_stats_());
 #if LIFTOFF_WITH_CUDA
     // The peak so far (autotuning included) is kept; the allocator's watermark restarts for the steady state.
     if (device_.is_cuda()) {
@@ -81,6 +83,10 @@ ProfilerOptions RunMonitor::with_warmup_hook(ProfilerOptions options) {
 #endif
   };
   return options;
+}
+
+void RunMonitor::watch_loader(std::function<LoaderStats()> stats) {
+  loader_stats_ = std::move(stats);
 }
 
 void RunMonitor::start() {
@@ -137,7 +143,14 @@ RunReport RunMonitor::finish(const LoaderStats* loader, std::optional<CommTimes>
   m.graphs = std::move(graphs);
   m.profile = profiler_.summary();
   m.gpu = sampler_.summary(m.profile.windows);
-  if (loader != nullptr) m.loader = loader_report(*loader, m.profile.all_steps_wall_ms * 1e-3);
+  if (loader != nullptr) {
+    // Over the measured steps when the warm-up's end was seen (see watch_loader), else over every step.
+    if (loader_at_warmup_ && m.profile.warmup_excluded > 0 && m.profile.totals.wall_ms > 0)
+      m.loader =
+          loader_report(loader_stats_since(*loader, *loader_at_warmup_), m.profile.totals.wall_ms * 1e-3);
+    else
+      m.loader = loader_report(*loader, m.profile.all_steps_wall_ms * 1e-3);
+  }
 #if LIFTOFF_WITH_CUDA
   if (device_.is_cuda()) {
     const cuda::AllocatorStats a = cuda::CachingAllocator::get().stats(device_.index);

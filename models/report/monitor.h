@@ -2,6 +2,8 @@
 // peaks) so the Trainer and tools wire it in a few lines; finish() hands the measurements to build_report.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,6 +40,9 @@ class RunMonitor {
 
   // Registers the calling thread as "main", anchors the device clock, starts the sampler. Outside a step.
   void start();
+  // The training loader's stats(), read once at the end of the warm-up: finish() then reports the loader over
+  // the measured steps (its workers' busy share without the start-up pause). Before the first step.
+  void watch_loader(std::function<LoaderStats()> stats);
   // Resolves pending device timings (one device sync), stops the sampler and assembles the report. `loader`:
   // the training DataLoader's stats (null for InOrderBatches).
   RunReport finish(const LoaderStats* loader = nullptr, std::optional<CommTimes> comm = std::nullopt,
@@ -61,6 +66,8 @@ class RunMonitor {
   double start_s_ = 0.0;
   std::vector<platform::ThreadCpu> start_cpu_;
   int64_t warmup_peak_allocated_ = 0, warmup_peak_reserved_ = 0;
+  std::function<LoaderStats()> loader_stats_;
+  std::shared_ptr<const LoaderStats> loader_at_warmup_;  // set at the warm-up's end when watched
   bool steady_watermark_ = false;
 };
 

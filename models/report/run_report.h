@@ -117,6 +117,9 @@ struct VerdictThresholds {
   // Input-bound advice: workers busy at least this are saturated (decode/augment on the GPU, more workers or
   // cores); below it they idle while the step waits, and the loader's own bottleneck is named.
   double workers_busy = 0.60;
+  // Workers busy at least this over the measured steps were not held up by the device's use of their slots:
+  // a data wait with the device behind is then theirs (input-bound), not back-pressure.
+  double workers_saturated = 0.85;
   double cpu_augment_share = 0.30;  // input-bound suggestion: CPU augmentation share of worker time
   int64_t small_batch = 256;        // host-bound suggestion: batches below this -> larger batch
   // R0 too-short: fewer measured steps than this, covering less time than min_measured_s, are too little

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/nn/zoo.h"
+#include "runtime/platform/cpu_usage.h"
 #include "runtime/platform/files.h"
 #include "tools/common/cli.h"
 
@@ -45,6 +46,15 @@ std::string stored_config_json(const CLI::App& app) {
     if (name != "checkpoint-dir") j[name] = value;
   }
   return j.dump();
+}
+
+int default_workers(const Flags& f, int host_cores) {
+  constexpr int kWorkers = 4;
+  if (f.data != "folder" || f.decode == "off") return kWorkers;
+  // Decoding is the loader's heaviest work: 4 workers decoding 224-px JPEGs for ResNet-50 on an H100 host
+  // kept it at 87% of its speed on on-GPU data, 8 at 98.6%.
+  const int cores = host_cores / std::max(1, f.gpus);
+  return std::clamp(cores / 2, kWorkers, 8);
 }
 
 int effective_prefetch(const Flags& f) {
@@ -216,9 +226,10 @@ void add_flags(CLI::App& app, Flags& f) {
       ->check(CLI::IsMember({"auto", "gpu", "cpu", "none"}))
       ->group(g_data);
   app.add_option("-j,--workers", f.workers,
-                 "loader threads that gather/decode (and augment with --augment cpu)")
+                 "loader threads that gather/decode (and augment with --augment cpu); 0: 4, or for --data "
+                 "folder half the cores (4 to 8; shared out with --gpus)")
       ->capture_default_str()
-      ->check(in_range(int64_t{1}, int64_t{256}))
+      ->check(in_range(int64_t{0}, int64_t{256}))
       ->group(g_data);
   app.add_option("--prefetch", f.prefetch,
                  "batches in flight in the loader's pinned ring (0: 2 x workers, at most 256)")
@@ -462,6 +473,7 @@ void add_flags(CLI::App& app, Flags& f) {
   app.final_callback([&app, &f] {
     check_flags(app, f);
     if (f.target_accuracy > 1.0) f.target_accuracy /= 100.0;  // a percentage
+    if (f.workers == 0) f.workers = default_workers(f, platform::host_cores());
   });
 }
 

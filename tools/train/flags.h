@@ -33,7 +33,7 @@ struct Flags {
   double gamma = 0.1;
   double label_smoothing = 0.0;
   std::string augment = "auto";
-  int workers = 4;
+  int workers = 0;   // 0: auto (default_workers), resolved when the flags are parsed
   int prefetch = 0;  // 0: 2 * workers
   bool pin_memory = true;
   int64_t image_size = 0;
@@ -96,6 +96,9 @@ void check_flags(const CLI::App& app, const Flags& f);
 
 // --prefetch, or its default 2 x --workers capped at kMaxPrefetch.
 int effective_prefetch(const Flags& f);
+// --workers 0 (the default): 4, or for a JPEG/PNG folder decoded by the workers half the cores this process
+// gets (its share of them with --gpus N), at least 4 and at most 8.
+int default_workers(const Flags& f, int host_cores);
 
 // The reference batch of --lr-scale (Goyal et al. 2017: lr 0.1 for 256 images per step).
 constexpr int64_t kLrScaleReferenceBatch = 256;

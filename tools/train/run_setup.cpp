@@ -118,6 +118,7 @@ void build_trainer(const Flags& f, TrainSetup& s) {
   po.keep_trace = !f.trace.empty();
   if (s.ddp) po.on_warmup_end = [&s] { s.ddp_at_warmup = s.ddp->stats(); };
   s.monitor = std::make_unique<RunMonitor>(s.run_config, s.device, po);
+  if (s.data.train_stats) s.monitor->watch_loader(s.data.train_stats);
 
   TrainerOptions trainer_opts;
   trainer_opts.accum = f.accum;

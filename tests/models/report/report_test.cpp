@@ -42,8 +42,8 @@ TEST(Report, ThroughputIsTheDevicesNotTheHostsQueueingRate) {
 }
 
 // The device's step marks cover 20 ms a step (15 ms busy, plus the loader's 0.2 ms augmentation); when the
-// run's throughput says a step took 25 ms (the device waited for steps to begin, e.g. a loader refilling after
-// an epoch's end), GPU busy is taken against the 25 ms: one definition of the step's wall time.
+// run's throughput says a step took 25 ms (the device waited for steps to begin, e.g. a loader refilling
+// after an epoch's end), GPU busy is taken against the 25 ms: one definition of the step's wall time.
 TEST(Report, GpuBusyIsAgainstTheThroughputsStepTimeWhenLonger) {
   RunMeasurements m = recorded_measurements();
   const RunReport marks = build_report(recorded_config(), m);
@@ -383,6 +383,58 @@ TEST(Report, RunMonitorOnTheCpu) {
   EXPECT_THROW(mon.finish(), ValueError);
   // The report's JSON parses back.
   EXPECT_NO_THROW(RunReport::from_json(r.to_json()));
+}
+
+// The loader's figures cover the measured steps: workers that filled the ring during a long warm-up (5 s of
+// busy time before the first measured step) and were busy throughout the measured steps are ~100% busy,
+// not diluted (or, as here, inflated) by the start-up.
+TEST(Report, RunMonitorReportsTheLoaderOverTheMeasuredSteps) {
+  using Clock = std::chrono::steady_clock;
+  RunConfig c;
+  c.model = "synthetic";
+  c.batch = 16;
+  c.workers = 1;
+  ProfilerOptions o;
+  o.warmup_steps = 2;
+  RunMonitor mon(c, Device::cpu(), o);
+  Clock::time_point warm_end{};
+  bool watched = false;
+  // One worker busy all the time since the warm-up ended, after 5 s of start-up work.
+  const auto loader_now = [&](int64_t batches) {
+    LoaderStats s;
+    s.batches = batches;
+    s.images = 16 * batches;
+    s.wait_seconds = 0.001 * static_cast<double>(batches);
+    const double since = watched ? std::chrono::duration<double>(Clock::now() - warm_end).count() : 0.0;
+    s.worker_busy_seconds = {5.0 + since};
+    return s;
+  };
+  mon.watch_loader([&] {
+    warm_end = Clock::now();
+    const LoaderStats s = loader_now(2);
+    watched = true;
+    return s;
+  });
+  mon.start();
+  Profiler& p = mon.profiler();
+  for (int i = 0; i < 12; ++i) {
+    p.begin_step();
+    const auto end = Clock::now() + std::chrono::milliseconds(4);
+    {
+      Profiler::StageScope s(&p, Stage::forward);
+      volatile double x = 0;
+      while (Clock::now() < end) x = x + 1;
+    }
+    p.end_step(16);
+  }
+  ASSERT_TRUE(watched);
+  const LoaderStats final_stats = loader_now(12);
+  const RunReport r = mon.finish(&final_stats);
+  EXPECT_EQ(r.steps_measured, 10);
+  EXPECT_EQ(r.loader.batches, 10);  // the measured steps' batches
+  ASSERT_TRUE(r.loader.worker_busy_pct_mean.has_value());
+  EXPECT_NEAR(*r.loader.worker_busy_pct_mean, 100.0, 25.0);
+  EXPECT_NEAR(r.loader.wait_ms_per_batch, 1.0, 1e-9);
 }
 
 }  // namespace
