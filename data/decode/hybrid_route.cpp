@@ -129,6 +129,10 @@ void HybridShareController::update(const HybridBatchSample& s) {
 
 void HybridRouteBudget::reset(int64_t n, double share, double expensive_fraction) {
   quota_ = static_cast<int64_t>(std::llround(std::clamp(share, 0.0, 1.0) * static_cast<double>(n)));
+  // A handful of files is not worth an nvJPEG call next to the model (on an H100, ResNet-50 from JPEGs with
+  // the share at 0.99, 3 files a batch on the GPU: 93.6% of the CPU path's speed, one step of 325 ms): in
+  // batches of kMinGpuCall files or more, a smaller GPU part goes to the CPU too.
+  if (n >= 2 * kMinGpuCall && n - quota_ < kMinGpuCall) quota_ = n;
   const int64_t reserved = std::min<int64_t>(
       quota_, std::llround(std::clamp(expensive_fraction, 0.0, 1.0) * static_cast<double>(n)));
   cheap_quota_ = quota_ - reserved;

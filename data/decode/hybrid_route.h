@@ -22,7 +22,8 @@
 // batch's slot had been free for them since before the previous hand-out and for a steady hand-out interval
 // (waited_for_workers).
 //
-// HybridRouteBudget splits one batch: of round(share * n) CPU places, the JPEGs expensive on the GPU
+// HybridRouteBudget splits one batch: of round(share * n) CPU places (all n when fewer than kMinGpuCall
+// would be left to nvJPEG in a large batch), the JPEGs expensive on the GPU
 // (GpuRoute::nvjpeg: progressive and other GPU-hybrid files) are served first, the hardware-engine ones get
 // the places not reserved for the expensive files expected in the batch, in the order they are read
 // (positions, as the workers take them in order).
@@ -132,6 +133,8 @@ bool waited_for_workers(const HybridWaitTimes& times);
 
 class HybridRouteBudget {
  public:
+  // In batches of 2 x this many files or more, the GPU's part is 0 or at least this many.
+  static constexpr int64_t kMinGpuCall = 32;
   // For a batch with n files nvJPEG could decode (expected) at `share`, expecting expensive_fraction of them
   // on nvJPEG's GPU-hybrid engine.
   void reset(int64_t n, double share, double expensive_fraction);

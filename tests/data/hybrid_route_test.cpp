@@ -358,6 +358,19 @@ TEST(HybridRouteBudget, ExtremesAndForcedFiles) {
   EXPECT_EQ(budget.taken(), 0);
 }
 
+// A large batch sends nvJPEG no call of a handful of files: below kMinGpuCall the GPU's part goes to the CPU.
+TEST(HybridRouteBudget, NoTinyGpuCallsInLargeBatches) {
+  HybridRouteBudget budget;
+  budget.reset(256, 0.99, 0.0);  // 3 files for nvJPEG: all 256 on the CPU
+  EXPECT_EQ(budget.quota(), 256);
+  budget.reset(256, 0.9, 0.0);  // 26 files
+  EXPECT_EQ(budget.quota(), 256);
+  budget.reset(256, 0.875, 0.0);  // 32 files: worth a call
+  EXPECT_EQ(budget.quota(), 224);
+  budget.reset(40, 0.95, 0.0);  // a small batch keeps its exact split
+  EXPECT_EQ(budget.quota(), 38);
+}
+
 // Workers take places at once: exactly the quota goes to the CPU.
 TEST(HybridRouteBudget, ConcurrentTakesStopAtTheQuota) {
   HybridRouteBudget budget;
