@@ -102,7 +102,7 @@ std::string saturated_workers_suggestion(const RunReport& r, const VerdictFacts&
   return "more CPU cores, or lighter decoding (smaller stored images)";
 }
 
-// Workers' time blocked on the device's use of their slots (percent of the step time) that names the ring's
+// Workers' time blocked on the device's use of their slots (percent of the measured time) that names the ring's
 // depth as the loader's hold-up.
 constexpr double kSlotWaitPct = 20.0;
 
@@ -121,7 +121,7 @@ std::string idle_workers_suggestion(const RunReport& r, std::string& evidence) {
   if (l.worker_slot_wait_pct_mean && *l.worker_slot_wait_pct_mean >= kSlotWaitPct) {
     const int64_t slots = l.ring_slots > 0 ? l.ring_slots : depth;
     evidence += "; the workers waited " + fmt("%.0f%%", *l.worker_slot_wait_pct_mean) +
-                " of the step time for the device to finish with their slots (a ring of " +
+                " of the measured time for the device to finish with their slots (a ring of " +
                 std::to_string(slots) + ")";
     return "--prefetch " + std::to_string(2 * slots);
   }
