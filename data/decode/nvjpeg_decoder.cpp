@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "data/decode/decode_stream.h"
+#include "data/decode/image_decode.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/context.h"
 #include "runtime/error.h"
@@ -42,6 +43,49 @@ NvjpegDecoder::NvjpegDecoder(int device, NvjpegBackend requested, NvjpegOptions 
     throw;
   }
   hardware_batch_ = preferred_hardware_batch(options_.hardware_batch);
+  warm_up();
+}
+
+// One image through each engine before any batch: their first calls set up the engine and allocate buffers
+// (the sizes of a 512 x 512 image, padded), which mid-run would stall the lane and, through cudaFree, the
+// device (on an H100 a hybrid run's first nvJPEG batches came with a step of 325-373 ms). Best effort: a
+// failure here leaves that cost to the first batch.
+void NvjpegDecoder::warm_up() noexcept {
+  constexpr int kSide = 512;
+  cudaStream_t stream = nullptr;
+  uint8_t* dst = nullptr;
+  std::vector<uint8_t> bytes;  // read by the decode until the stream's synchronisation below
+  try {
+    std::vector<uint8_t> rgb(static_cast<size_t>(kSide) * kSide * 3);
+    for (size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<uint8_t>((i * 7 + i / 1536 * 13) & 0xFF);
+    JpegEncodeOptions encode;
+    encode.quality = 85;  // baseline 4:2:0: what the hardware engine takes
+    bytes = encode_jpeg(rgb.data(), kSide, kSide, encode);
+    stream = create_decode_stream(device_);
+    LIFTOFF_CUDA_CHECK(cudaMalloc(&dst, rgb.size()));
+    for (const bool hardware : {true, false}) {
+      std::vector<JpegDecodeJob> jobs(1);
+      jobs[0].data = bytes.data();
+      jobs[0].size = bytes.size();
+      jobs[0].width = jobs[0].height = kSide;
+      jobs[0].hardware = hardware;
+      jobs[0].dst = dst;
+      JpegDecodeCounts counts;
+      decode(jobs, stream, counts);
+      LIFTOFF_CUDA_CHECK(cudaStreamSynchronize(stream));  // the host bytes are read by then
+    }
+  } catch (const std::exception&) {
+    cudaGetLastError();  // a failed warm-up is not the first batch's error
+  }
+  // After a failure the GPU-hybrid engine's stream may not have joined `stream`: both are drained before the
+  // bytes and the destination go.
+  if (hybrid_stream_ != nullptr) cudaStreamSynchronize(hybrid_stream_);
+  if (stream != nullptr) {
+    cudaStreamSynchronize(stream);
+    cudaStreamDestroy(stream);
+  }
+  if (dst != nullptr) cudaFree(dst);
+  cudaGetLastError();
 }
 
 void NvjpegDecoder::release() noexcept {
@@ -96,6 +140,12 @@ NvjpegDecoder::~NvjpegDecoder() {
 bool NvjpegDecoder::create(Engine& engine, NvjpegBackend backend, std::string* why) {
   const nvjpeg::Api& a = nvjpeg::api();
   int rc = a.CreateEx(backend_value(backend), nullptr, nullptr, nvjpeg::kFlagsDefault, &engine.handle);
+  // Padded buffers (as DALI's decoder pads them): nvJPEG reallocates with cudaFree / cudaFreeHost, which wait
+  // for the whole device, when a larger image comes. Best effort: an older library decodes without.
+  if (rc == nvjpeg::kSuccess && a.SetDeviceMemoryPadding != nullptr)
+    a.SetDeviceMemoryPadding(kDeviceMemoryPadding, engine.handle);
+  if (rc == nvjpeg::kSuccess && a.SetPinnedMemoryPadding != nullptr)
+    a.SetPinnedMemoryPadding(kPinnedMemoryPadding, engine.handle);
   for (Batched& batched : engine.batched) {
     if (rc == nvjpeg::kSuccess) rc = a.JpegStateCreate(engine.handle, &batched.state);
   }
