@@ -132,7 +132,10 @@ void HybridRouteBudget::reset(int64_t n, double share, double expensive_fraction
   // A handful of files is not worth an nvJPEG call next to the model (on an H100, ResNet-50 from JPEGs with
   // the share at 0.99, 3 files a batch on the GPU: 93.6% of the CPU path's speed, one step of 325 ms): in
   // batches of kMinGpuCall files or more, a smaller GPU part goes to the CPU too.
-  if (n >= 2 * kMinGpuCall && n - quota_ < kMinGpuCall) quota_ = n;
+  // Then no limit at all: the batch's count is an estimate, and places kept for expensive files that do not
+  // come would otherwise still leave files to nvJPEG.
+  all_cpu_ = n >= 2 * kMinGpuCall && n - quota_ < kMinGpuCall;
+  if (all_cpu_) quota_ = n;
   const int64_t reserved = std::min<int64_t>(
       quota_, std::llround(std::clamp(expensive_fraction, 0.0, 1.0) * static_cast<double>(n)));
   cheap_quota_ = quota_ - reserved;
@@ -156,6 +159,10 @@ bool HybridRouteBudget::take(std::atomic<int64_t>& counter, int64_t limit) {
 }
 
 bool HybridRouteBudget::take_cpu(GpuRoute route) {
+  if (all_cpu_) {
+    if (route != GpuRoute::cpu) taken_.fetch_add(1);
+    return true;
+  }
   switch (route) {
     case GpuRoute::cpu:
       return true;

@@ -146,6 +146,7 @@ class HybridRouteBudget {
  private:
   static bool take(std::atomic<int64_t>& counter, int64_t limit);
   int64_t quota_ = 0, cheap_quota_ = 0;
+  bool all_cpu_ = false;  // the GPU's part would be under kMinGpuCall files: every file to the CPU
   std::atomic<int64_t> taken_{0}, cheap_taken_{0};
 };
 

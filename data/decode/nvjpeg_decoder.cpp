@@ -47,9 +47,9 @@ NvjpegDecoder::NvjpegDecoder(int device, NvjpegBackend requested, NvjpegOptions 
 }
 
 // One image through each engine before any batch: their first calls set up the engine and allocate buffers
-// (the sizes of a 512 x 512 image, padded), which mid-run would stall the lane and, through cudaFree, the
-// device (on an H100 a hybrid run's first nvJPEG batches came with a step of 325-373 ms). Best effort: a
-// failure here leaves that cost to the first batch.
+// (for one 512 x 512 image; a larger batch or image still allocates more), which mid-run stall the lane and,
+// through cudaFree, the device (on an H100 a hybrid run's first nvJPEG batches came with a step of 325-373
+// ms; not yet measured with this). Best effort: a failure here leaves that cost to the first batch.
 void NvjpegDecoder::warm_up() noexcept {
   constexpr int kSide = 512;
   cudaStream_t stream = nullptr;
@@ -74,7 +74,7 @@ void NvjpegDecoder::warm_up() noexcept {
       decode(jobs, stream, counts);
       LIFTOFF_CUDA_CHECK(cudaStreamSynchronize(stream));  // the host bytes are read by then
     }
-  } catch (const std::exception&) {
+  } catch (...) {
     cudaGetLastError();  // a failed warm-up is not the first batch's error
   }
   // After a failure the GPU-hybrid engine's stream may not have joined `stream`: both are drained before the
@@ -85,7 +85,6 @@ void NvjpegDecoder::warm_up() noexcept {
     cudaStreamDestroy(stream);
   }
   if (dst != nullptr) cudaFree(dst);
-  cudaGetLastError();
 }
 
 void NvjpegDecoder::release() noexcept {
@@ -140,12 +139,6 @@ NvjpegDecoder::~NvjpegDecoder() {
 bool NvjpegDecoder::create(Engine& engine, NvjpegBackend backend, std::string* why) {
   const nvjpeg::Api& a = nvjpeg::api();
   int rc = a.CreateEx(backend_value(backend), nullptr, nullptr, nvjpeg::kFlagsDefault, &engine.handle);
-  // Padded buffers (as DALI's decoder pads them): nvJPEG reallocates with cudaFree / cudaFreeHost, which wait
-  // for the whole device, when a larger image comes. Best effort: an older library decodes without.
-  if (rc == nvjpeg::kSuccess && a.SetDeviceMemoryPadding != nullptr)
-    a.SetDeviceMemoryPadding(kDeviceMemoryPadding, engine.handle);
-  if (rc == nvjpeg::kSuccess && a.SetPinnedMemoryPadding != nullptr)
-    a.SetPinnedMemoryPadding(kPinnedMemoryPadding, engine.handle);
   for (Batched& batched : engine.batched) {
     if (rc == nvjpeg::kSuccess) rc = a.JpegStateCreate(engine.handle, &batched.state);
   }

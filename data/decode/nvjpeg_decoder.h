@@ -76,8 +76,6 @@ class NvjpegDecoder {
     nvjpeg::State single = nullptr;
     NvjpegBackend backend = NvjpegBackend::gpu_hybrid;
   };
-  static constexpr size_t kDeviceMemoryPadding = size_t{16} << 20;
-  static constexpr size_t kPinnedMemoryPadding = size_t{8} << 20;
   void create_engines(NvjpegBackend requested);
   void warm_up() noexcept;
   bool create(Engine& engine, NvjpegBackend backend, std::string* why);

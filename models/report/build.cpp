@@ -76,8 +76,9 @@ void stage_figures(const ProfileTotals& t, RunReport& r) {
 double loader_figures(const LoaderReport& loader, RunReport& r) {
   r.loader = loader;
   const double wall = r.step_ms_mean;
+  const int64_t steps = loader.measured_steps_only ? r.steps_measured : r.steps_total;
   const double batches_per_step =
-      r.steps_total > 0 ? static_cast<double>(loader.batches) / static_cast<double>(r.steps_total) : 0.0;
+      steps > 0 ? static_cast<double>(loader.batches) / static_cast<double>(steps) : 0.0;
   auto fill = [&](Stage st, const std::optional<double>& per_batch) {
     StageReport& s = stage(r, st);
     if (!per_batch || s.device_ms || batches_per_step <= 0) return;

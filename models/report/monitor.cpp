@@ -70,10 +70,7 @@ ProfilerOptions RunMonitor::with_warmup_hook(ProfilerOptions options) {
   auto previous = options.on_warmup_end;
   options.on_warmup_end = [this, previous] {
     if (previous) previous();
-    if (loader_stats_) {
-      loader_at_warmup_ = std::make_shared<const LoaderStats>(loader_stats_());
-      loader_at_warmup_s_ = now_s();
-    }
+    if (loader_stats_) loader_at_warmup_ = std::make_shared<const LoaderStats>(loader_stats_());
 #if LIFTOFF_WITH_CUDA
     // The peak so far (autotuning included) is kept; the allocator's watermark restarts for the steady state.
     if (device_.is_cuda()) {
@@ -147,11 +144,14 @@ RunReport RunMonitor::finish(const LoaderStats* loader, std::optional<CommTimes>
   m.profile = profiler_.summary();
   m.gpu = sampler_.summary(m.profile.windows);
   if (loader != nullptr) {
-    // Since the warm-up's end when it was seen (see watch_loader): the busy shares over the wall time since
-    // then (the workers also work between steps, at an epoch's end), else over every step.
-    if (loader_at_warmup_ && m.profile.warmup_excluded > 0 && end_s > loader_at_warmup_s_)
-      m.loader = loader_report(loader_stats_since(*loader, *loader_at_warmup_), end_s - loader_at_warmup_s_);
-    else
+    // Over the measured steps when the warm-up's end was seen (see watch_loader), else over every step. The
+    // busy shares divide by the steps' wall time (not the wall clock since then: evaluations and checkpoints
+    // in between would dilute them), so workers that also decode between steps can pass 100%.
+    if (loader_at_warmup_ && m.profile.warmup_excluded > 0 && m.profile.totals.wall_ms > 0) {
+      m.loader =
+          loader_report(loader_stats_since(*loader, *loader_at_warmup_), m.profile.totals.wall_ms * 1e-3);
+      m.loader->measured_steps_only = true;
+    } else
       m.loader = loader_report(*loader, m.profile.all_steps_wall_ms * 1e-3);
   }
 #if LIFTOFF_WITH_CUDA

@@ -68,7 +68,6 @@ class RunMonitor {
   int64_t warmup_peak_allocated_ = 0, warmup_peak_reserved_ = 0;
   std::function<LoaderStats()> loader_stats_;
   std::shared_ptr<const LoaderStats> loader_at_warmup_;  // set at the warm-up's end when watched
-  double loader_at_warmup_s_ = 0.0;                      // ... and when (now_s())
   bool steady_watermark_ = false;
 };
 

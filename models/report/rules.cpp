@@ -87,7 +87,9 @@ std::optional<Verdict> copy_bound(const RunReport& r, const VerdictFacts& f, con
 std::string saturated_workers_suggestion(const RunReport& r, const VerdictFacts& f, std::string& evidence) {
   const RunConfig& c = r.config;
   const int cores = c.host_cores;
-  const int limit = cores > 1 ? cores - 1 : c.workers;  // leave one core to the training thread
+  // This rank's share of the cores (ranks on one machine share them), one left to the training thread.
+  const int share = std::max(1, cores / std::max(1, c.world_size));
+  const int limit = share > 1 ? share - 1 : c.workers;
   const int w = std::min(2 * c.workers, limit);
   if (f.cuda && c.decode == "cpu" && c.jpeg) {
     evidence += "; the workers decode JPEGs on the CPU";
@@ -102,8 +104,8 @@ std::string saturated_workers_suggestion(const RunReport& r, const VerdictFacts&
   return "more CPU cores, or lighter decoding (smaller stored images)";
 }
 
-// Workers' time blocked on the device's use of their slots (percent of the measured time) that names the ring's
-// depth as the loader's hold-up.
+// Workers' time blocked on the device's use of their slots (percent of the measured steps' time) that names
+// the ring's depth as the loader's hold-up.
 constexpr double kSlotWaitPct = 20.0;
 
 // Idle workers while the step waits: the hold-up is in the loader itself. Names its largest measured stage.
@@ -121,7 +123,7 @@ std::string idle_workers_suggestion(const RunReport& r, std::string& evidence) {
   if (l.worker_slot_wait_pct_mean && *l.worker_slot_wait_pct_mean >= kSlotWaitPct) {
     const int64_t slots = l.ring_slots > 0 ? l.ring_slots : depth;
     evidence += "; the workers waited " + fmt("%.0f%%", *l.worker_slot_wait_pct_mean) +
-                " of the measured time for the device to finish with their slots (a ring of " +
+                " of the measured steps' time for the device to finish with their slots (a ring of " +
                 std::to_string(slots) + ")";
     return "--prefetch " + std::to_string(2 * slots);
   }

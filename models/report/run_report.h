@@ -62,9 +62,13 @@ struct ThreadCpuReport {
 
 struct LoaderReport {
   bool present = false;  // the run used the prefetching DataLoader and passed its stats
+  // The figures cover the measured steps (RunMonitor::watch_loader), not every step: per-step device
+  // figures then divide by the measured steps. Not in the JSON (only build_report reads it).
+  bool measured_steps_only = false;
   int64_t batches = 0;
   double wait_ms_per_batch = 0.0;       // next() blocked for a worker
-  std::vector<double> worker_busy_pct;  // busy wall time / steps wall time, per worker
+  std::vector<double> worker_busy_pct;  // busy wall time / steps wall time, per worker (can pass 100: the
+                                        // workers also decode between steps, at an epoch's end)
   std::optional<double> worker_busy_pct_mean;
   // Decode loaders on CUDA: the workers' mean time blocked for the device to release a slot's staging
   // (back-pressure), percent of the steps' wall time like worker_busy_pct_mean.

@@ -134,7 +134,7 @@ void cpu_line(const RunReport& r, std::ostringstream& o) {
   if (r.workers_cpu_pct_mean)
     o << ", loader workers " << fmt("%.0f%%", *r.workers_cpu_pct_mean) << " each (mean)";
   if (r.loader.present && r.loader.worker_busy_pct_mean) {
-    o << ", workers busy " << fmt("%.0f%%", *r.loader.worker_busy_pct_mean) << " of the measured time";
+    o << ", workers busy " << fmt("%.0f%%", *r.loader.worker_busy_pct_mean) << " of the measured steps' time";
     if (r.loader.worker_slot_wait_pct_mean)
       o << ", waiting for the device to release slots " << fmt("%.0f%%", *r.loader.worker_slot_wait_pct_mean);
   }

@@ -31,10 +31,6 @@ struct Loaded {
     bind(api.DecodeBatched, "nvjpegDecodeBatched");
     api.GetHardwareDecoderInfo = reinterpret_cast<decltype(api.GetHardwareDecoderInfo)>(
         library.symbol("nvjpegGetHardwareDecoderInfo"));
-    api.SetDeviceMemoryPadding = reinterpret_cast<decltype(api.SetDeviceMemoryPadding)>(
-        library.symbol("nvjpegSetDeviceMemoryPadding"));
-    api.SetPinnedMemoryPadding = reinterpret_cast<decltype(api.SetPinnedMemoryPadding)>(
-        library.symbol("nvjpegSetPinnedMemoryPadding"));
   }
 
   template <class Fn>

@@ -88,10 +88,6 @@ struct Api {
   // Optional (null when the library lacks it): the hardware decoder's engines and cores per engine.
   int (*GetHardwareDecoderInfo)(Handle handle, unsigned* num_engines,
                                 unsigned* num_cores_per_engine) = nullptr;
-  // Optional: extra bytes on each of the handle's device / pinned buffer allocations, so that a larger image
-  // later does not make nvJPEG free (a device synchronisation) and allocate its buffers again.
-  int (*SetDeviceMemoryPadding)(size_t padding, Handle handle) = nullptr;
-  int (*SetPinnedMemoryPadding)(size_t padding, Handle handle) = nullptr;
 };
 
 // The loaded library's functions; throws BackendError (with load_error()'s text) when it is absent.

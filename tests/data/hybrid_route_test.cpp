@@ -369,6 +369,12 @@ TEST(HybridRouteBudget, NoTinyGpuCallsInLargeBatches) {
   EXPECT_EQ(budget.quota(), 224);
   budget.reset(40, 0.95, 0.0);  // a small batch keeps its exact split
   EXPECT_EQ(budget.quota(), 38);
+  // All to the CPU means all: more files than the estimate, and places kept for expensive files that do not
+  // come, leave nothing to nvJPEG.
+  budget.reset(256, 0.95, 0.2);
+  int64_t cpu = 0;
+  for (int i = 0; i < 270; ++i) cpu += budget.take_cpu(i % 20 == 0 ? P : H) ? 1 : 0;
+  EXPECT_EQ(cpu, 270);
 }
 
 // Workers take places at once: exactly the quota goes to the CPU.

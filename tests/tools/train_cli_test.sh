@@ -178,6 +178,16 @@ if [ -x "$EXPORT" ]; then
     --no-profile >"$work/one.log" 2>&1
   check "a one-class folder is refused (exit 2)" test $? -eq 2
   check "... saying a classifier needs 2 classes" grep -q "has 1 class ('0'); a classifier needs at least 2" "$work/one.log"
+  # A folder the workers decode gets half the cores (4 to 8) by default; --print-config keeps the default, 0.
+  "$EXPORT" --data synthetic --out "$work/two/train" --count 8 --classes 2 --image-size 8 >/dev/null 2>&1
+  "$EXPORT" --data synthetic --out "$work/two/test" --count 4 --classes 2 --image-size 8 >/dev/null 2>&1
+  want=$(($(nproc) / 2)); [ "$want" -lt 4 ] && want=4; [ "$want" -gt 8 ] && want=8
+  "$TRAIN" --device cpu --data folder --data-dir "$work/two" --model simple_cnn --batch 4 --epochs 1 --max-steps 1 \
+    --no-profile --no-eval >"$work/two.log" 2>&1
+  check "a decoded folder's default --workers is half the cores, 4 to 8 ($want here)" \
+    grep -q "loader: $want workers" "$work/two.log"
+  "$TRAIN" --data folder --data-dir "$work/two" --print-config >"$work/two.toml" 2>&1
+  check "... and --print-config writes the default (auto) as 0" grep -q "^workers = 0" "$work/two.toml"
 fi
 # 8h. compare bounds what it reads: /dev/zero ends with an error instead of growing until killed.
 COMPARE=$(dirname "$TRAIN")/compare

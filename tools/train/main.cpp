@@ -11,6 +11,7 @@
 #include "runtime/config.h"
 #include "runtime/determinism.h"
 #include "runtime/distributed/env.h"
+#include "runtime/platform/cpu_usage.h"
 #include "tools/common/cli.h"
 #include "tools/common/signals.h"
 #include "tools/common/stack_dump.h"
@@ -115,6 +116,10 @@ int main(int argc, char** argv) {
       if (r.exit_code != 0) std::fprintf(stderr, "train: %s\n", r.message.c_str());
       return r.exit_code;
     }
+    // --workers 0: a count for this rank's share of the machine, from the final flags (a resumed run's too).
+    if (flags.workers == 0)
+      flags.workers =
+          liftoff::tools::default_workers(flags, liftoff::platform::host_cores(), env.local_world_size);
     return run(flags);
   } catch (const liftoff::ValueError& e) {
     std::fprintf(stderr, "train: error: %s\n", e.what());

@@ -186,7 +186,7 @@ TEST(InputAdvice, WorkersWaitingForSlotsOnTheDeviceGetADeeperRing) {
   EXPECT_EQ(v.suggestion, "--prefetch 24");
   EXPECT_TRUE(
       has(v.evidence,
-          "the workers waited 35% of the measured time for the device to finish with their slots (a ring of 12)"))
+          "the workers waited 35% of the measured steps' time for the device to finish with their slots (a ring of 12)"))
       << v.evidence;
   // A short wait is not the hold-up: the loader's stages are named as before.
   r.loader.worker_slot_wait_pct_mean = 5.0;
