@@ -225,8 +225,8 @@ void add_flags(CLI::App& app, Flags& f) {
       ->check(CLI::IsMember({"auto", "gpu", "cpu", "none"}))
       ->group(g_data);
   app.add_option("-j,--workers", f.workers,
-                 "loader threads that gather/decode (and augment with --augment cpu); 0: 4, or for --data "
-                 "folder half the cores (4 to 8; shared out with --gpus)")
+                 "loader threads that gather/decode (and augment with --augment cpu); 0: 4, or for a --data "
+                 "folder the workers decode (--decode auto|cpu) half the cores, 4 to 8 (a rank's share)")
       ->capture_default_str()
       ->check(in_range(int64_t{0}, int64_t{256}))
       ->group(g_data);
