@@ -26,8 +26,8 @@ fi
 /tmp/bin/export_images --data synthetic --format jpg --image-size 224 --count 3000 --out /tmp/vj224/train >>"$LOG" 2>&1
 /tmp/bin/export_images --data synthetic --format jpg --image-size 224 --count 200 --out /tmp/vj224/test >>"$LOG" 2>&1
 
-# input-bound: one worker decoding JPEGs on the CPU -> --decode gpu.
-plant "input-bound (1 worker, CPU decode; expect --decode gpu)" --data folder --data-dir /tmp/vjf --decode cpu \
+# input-bound: one worker decoding JPEGs on the CPU -> more workers (the cores allow them; else --decode auto).
+plant "input-bound (1 worker, CPU decode; expect --workers 2)" --data folder --data-dir /tmp/vjf --decode cpu \
   --workers 1 --model strided_cnn --batch 64 --amp bf16 --max-steps 40 --timing-warmup 5
 # loader-bound: 8 workers but a ring of 2 batches: the workers idle while the step waits -> the ring named.
 plant "loader-bound (8 workers, ring of 2; expect --prefetch 16)" --data folder --data-dir /tmp/vj224 \
