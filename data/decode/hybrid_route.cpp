@@ -133,7 +133,9 @@ void HybridRouteBudget::reset(int64_t n, double share, double expensive_fraction
   // the share at 0.99, 3 files a batch on the GPU: 93.6% of the CPU path's speed, one step of 325 ms): in
   // batches of kMinGpuCall files or more, a smaller GPU part goes to the CPU too.
   // Then no limit at all: the batch's count is an estimate, and places kept for expensive files that do not
-  // come would otherwise still leave files to nvJPEG.
+  // come would otherwise still leave files to nvJPEG. The controller aims the workers at target_load (0.8):
+  // a share it sets above 1 - kMinGpuCall / n, all on the CPU, loads them at most 0.8 / (1 - 32 / 256), about
+  // 91% at batch 256, inside what they sustain, so it does not come back down for this rule's sake.
   all_cpu_ = n >= 2 * kMinGpuCall && n - quota_ < kMinGpuCall;
   if (all_cpu_) quota_ = n;
   const int64_t reserved = std::min<int64_t>(
