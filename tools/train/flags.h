@@ -96,10 +96,10 @@ void check_flags(const CLI::App& app, const Flags& f);
 
 // --prefetch, or its default 2 x --workers capped at kMaxPrefetch.
 int effective_prefetch(const Flags& f);
-// --workers 0 (the default): 4, or for a JPEG/PNG folder decoded by the workers half the cores this process
-// gets (its share among the machine's local_ranks), at least 4 and at most 8. Resolved by train's main once
-// the flags (and a resumed run's stored ones) are final, before anything reads f.workers.
-int default_workers(const Flags& f, int host_cores, int local_ranks);
+// --workers 0 (the default): 4, or for a JPEG/PNG folder the workers decode for a CUDA run half the cores
+// this process gets (its share among the machine's local_ranks), at least 4 and at most 8. Resolved by
+// train's main once the flags (and a resumed run's stored ones) are final, before anything reads f.workers.
+int default_workers(const Flags& f, int host_cores, int local_ranks, bool on_cuda);
 
 // The reference batch of --lr-scale (Goyal et al. 2017: lr 0.1 for 256 images per step).
 constexpr int64_t kLrScaleReferenceBatch = 256;

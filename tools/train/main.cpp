@@ -10,6 +10,7 @@
 
 #include "runtime/config.h"
 #include "runtime/determinism.h"
+#include "runtime/device_select.h"
 #include "runtime/distributed/env.h"
 #include "runtime/platform/cpu_usage.h"
 #include "tools/common/cli.h"
@@ -117,9 +118,12 @@ int main(int argc, char** argv) {
       return r.exit_code;
     }
     // --workers 0: a count for this rank's share of the machine, from the final flags (a resumed run's too).
-    if (flags.workers == 0)
-      flags.workers =
-          liftoff::tools::default_workers(flags, liftoff::platform::host_cores(), env.local_world_size);
+    if (flags.workers == 0) {
+      const bool on_cuda = flags.device.rfind("cuda", 0) == 0 ||
+                           (flags.device == "auto" && liftoff::cuda_unavailable_reason(0).empty());
+      flags.workers = liftoff::tools::default_workers(flags, liftoff::platform::host_cores(),
+                                                      env.local_world_size, on_cuda);
+    }
     return run(flags);
   } catch (const liftoff::ValueError& e) {
     std::fprintf(stderr, "train: error: %s\n", e.what());
