@@ -129,9 +129,8 @@ void HybridShareController::update(const HybridBatchSample& s) {
 
 void HybridRouteBudget::reset(int64_t n, double share, double expensive_fraction) {
   quota_ = static_cast<int64_t>(std::llround(std::clamp(share, 0.0, 1.0) * static_cast<double>(n)));
-  // A handful of files is not worth an nvJPEG call next to the model (on an H100, ResNet-50 from JPEGs with
-  // the share at 0.99, 3 files a batch on the GPU: 93.6% of the CPU path's speed, one step of 325 ms): in
-  // batches of kMinGpuCall files or more, a smaller GPU part goes to the CPU too.
+  // A handful of files is not worth an nvJPEG call next to the model (its fixed costs per call, and per new
+  // call size): in batches of 2 x kMinGpuCall files or more, a smaller GPU part goes to the CPU too.
   // Then no limit at all: the batch's count is an estimate, and places kept for expensive files that do not
   // come would otherwise still leave files to nvJPEG. The controller aims the workers at target_load (0.8):
   // a share it sets above 1 - kMinGpuCall / n, all on the CPU, loads them at most 0.8 / (1 - 32 / 256), about

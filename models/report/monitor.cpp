@@ -151,8 +151,9 @@ RunReport RunMonitor::finish(const LoaderStats* loader, std::optional<CommTimes>
       m.loader =
           loader_report(loader_stats_since(*loader, *loader_at_warmup_), m.profile.totals.wall_ms * 1e-3);
       m.loader->measured_steps_only = true;
-    } else
+    } else {
       m.loader = loader_report(*loader, m.profile.all_steps_wall_ms * 1e-3);
+    }
   }
 #if LIFTOFF_WITH_CUDA
   if (device_.is_cuda()) {
