@@ -165,14 +165,15 @@ __global__ void strided_copy_kernel(const S* src, D* dst, CompactLayout l, uint3
 // with an optional cast: compacted, dst walks b (dst stride 1, size B) inside a (src stride 1, size A) inside
 // a batch dimension. The element-wise kernel above reads or writes such copies with a stride (8x the bytes
 // for f32 weights, about a fifth of the bandwidth); here a block stages a TA x TB tile in shared memory,
-// reading it along a and writing it along b, both coalesced. TB is a power of two; a tile holds at most
-// kTileElems.
+// reading it along a and writing it along b, both coalesced. TB is b itself up to 128 (a 3x3 filter's 9
+// taps fill the tile: rounded up to 16 they left 7 of every 16 threads idle and cut the written rows into
+// 36-byte pieces), else 128; a tile holds at most transpose_tile_elems.
 struct TransposeTiles {
   uint32_t a = 1, b = 1, batch = 1;   // sizes
   uint32_t src_b = 0, src_batch = 0;  // src strides (a's is 1)
   uint32_t dst_a = 0, dst_batch = 0;  // dst strides (b's is 1)
-  uint32_t tile_a = 1, tile_b_shift = 0, a_tiles = 1;
-  FastDivmod by_tile_a;
+  uint32_t tile_a = 1, tile_b = 1, a_tiles = 1;
+  FastDivmod by_tile_a, by_tile_b;
 };
 constexpr int kTransposeIters = 16;  // elements per thread and phase: kTileElems / kBlock
 
@@ -185,8 +186,8 @@ template <class S, class D>
 __global__ void transpose_copy_kernel(const S* src, D* dst, TransposeTiles t) {
   extern __shared__ __align__(16) unsigned char tile_bytes[];
   S* tile = reinterpret_cast<S*>(tile_bytes);
-  const uint32_t tile_b = 1u << t.tile_b_shift;
-  const uint32_t pitch = tile_b + 1;  // odd: the column walk of the load phase hits every bank once
+  const uint32_t tile_b = t.tile_b;
+  const uint32_t pitch = tile_b | 1u;  // odd: the column walk of the load phase hits every bank once
   const uint32_t a0 = (blockIdx.x % t.a_tiles) * t.tile_a, b0 = (blockIdx.x / t.a_tiles) * tile_b;
   const uint32_t elems = t.tile_a * tile_b;
   const S* from = src + static_cast<uint64_t>(blockIdx.y) * t.src_batch;
@@ -207,7 +208,7 @@ __global__ void transpose_copy_kernel(const S* src, D* dst, TransposeTiles t) {
   __syncthreads();
 #pragma unroll 4
   for (uint32_t j = threadIdx.x; j < elems; j += blockDim.x) {
-    const uint32_t aa = j >> t.tile_b_shift, bb = j & (tile_b - 1);
+    const uint32_t aa = t.by_tile_b.div(j), bb = j - aa * tile_b;
     if (a0 + aa < t.a && b0 + bb < t.b) to[(a0 + aa) * t.dst_a + b0 + bb] = convert<D>(tile[aa * pitch + bb]);
   }
 }
@@ -235,11 +236,12 @@ bool transpose_tiles(const CompactLayout& l, TransposeTiles* t) {
   t->dst_batch = l.dims == 3 ? l.dst_stride[2] : 0;
   if (t->batch > 65535) return false;
   const uint32_t max_elems = transpose_tile_elems<S>();
-  t->tile_b_shift = 0;
-  while ((1u << t->tile_b_shift) < std::min(t->b, 128u)) ++t->tile_b_shift;
-  const uint32_t tile_b = 1u << t->tile_b_shift;
-  t->tile_a = std::min(t->a, max_elems / tile_b);
+  t->tile_b = std::min(t->b, 128u);
+  const uint32_t tile_b = t->tile_b;
+  // (tile_b | 1) columns of shared memory: the odd pitch.
+  t->tile_a = std::min(t->a, max_elems / (tile_b | 1u));
   t->by_tile_a = FastDivmod(t->tile_a);
+  t->by_tile_b = FastDivmod(tile_b);
   t->a_tiles = (t->a + t->tile_a - 1) / t->tile_a;
   const uint64_t tiles = uint64_t{t->a_tiles} * ((t->b + tile_b - 1) / tile_b);
   return tiles < (uint64_t{1} << 31);
@@ -247,9 +249,9 @@ bool transpose_tiles(const CompactLayout& l, TransposeTiles* t) {
 
 template <class S, class D>
 void launch_transpose_copy(const S* src, D* dst, const TransposeTiles& t, cudaStream_t stream) {
-  const uint32_t tile_b = 1u << t.tile_b_shift;
+  const uint32_t tile_b = t.tile_b;
   const dim3 grid(t.a_tiles * ((t.b + tile_b - 1) / tile_b), t.batch);
-  const size_t shared = size_t{t.tile_a} * (tile_b + 1) * sizeof(S);
+  const size_t shared = size_t{t.tile_a} * (tile_b | 1u) * sizeof(S);
   static_assert(kTransposeIters * kBlock >= static_cast<int>(transpose_tile_elems<float>()),
                 "a tile's elements must fit the threads' registers");
   transpose_copy_kernel<S, D><<<grid, kBlock, shared, stream>>>(src, dst, t);
