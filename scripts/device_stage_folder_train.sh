@@ -15,17 +15,19 @@ jf=/tmp/jf_$files
 [ -d $jf/train ] || /tmp/bin/make_jpeg_folder --out $jf --photos .devrun/photos/*.jpg --train "$files" \
   --test 64 --min-side 256 --max-side 500 >>"$OUT/folder_train.log" 2>&1
 for model in ${FOLDER_MODELS:-resnet50}; do
+  run_index=0
   for decode in ${FOLDER_DECODES:-auto}; do
+    run_index=$((run_index + 1))
     # A run past FOLDER_TIMEOUT gets SIGUSR1 first (train prints every thread's stack), then TERM.
     timeout -s USR1 -k 10 ${FOLDER_TIMEOUT:-150} /tmp/bin/train --device cuda --model "$model" --image-size 224 --data folder --data-dir $jf \
       --amp bf16 --batch 256 --max-steps ${FOLDER_STEPS:-120} --timing-warmup 10 --epochs 100 --no-eval \
       --decode "$decode" --report /tmp/folder_train.json \
-      ${FOLDER_TRACE:+--trace "$OUT/folder_trace_${model}_$decode.json"} \
+      ${FOLDER_TRACE:+--trace "$OUT/folder_trace_${model}_${decode}_$run_index.json"} \
       ${FOLDER_LOG:+--log "$OUT/folder_log_${model}_$decode.jsonl" --log-every 5} >/tmp/folder_train.log 2>&1
     note "train $model folder ($files/photo) --decode $decode: rc=$? $(steady /tmp/folder_train.log) | GPU busy $(grep -oE 'GPU busy [0-9]+%' /tmp/folder_train.log | tail -1)"
     note "  $(grep -m1 -oE 'decode (auto|gpu|cpu)[^;]*' /tmp/folder_train.log | cut -c1-200)"
     note "  $(grep -oE 'hybrid CPU share [^;]*' /tmp/folder_train.log | tail -1)"
-    note "  $(grep -oE 'decode stream [0-9.]+ ms per batch' /tmp/folder_train.log | tail -1); device input wait $(python3 -c "import json;l=json.load(open('/tmp/folder_train.json'))['loader'];print(l.get('device_wait_ms_per_batch'),'ms/batch; workers busy',l.get('worker_busy_pct_mean'),'%; share mean/final',l.get('hybrid_cpu_share_mean'),l.get('hybrid_cpu_share_final'))" 2>&1 | tail -1)"
+    note "  $(grep -oE 'decode stream [0-9.]+ ms per batch' /tmp/folder_train.log | tail -1); device input wait $(python3 -c "import json;l=json.load(open('/tmp/folder_train.json'))['loader'];r=json.load(open('/tmp/folder_train.json'));print(l.get('device_wait_ms_per_batch'),'ms/batch; workers busy',l.get('worker_busy_pct_mean'),'%; share mean/final',l.get('hybrid_cpu_share_mean'),l.get('hybrid_cpu_share_final'),'; step ms mean/max',r['steps']['step_ms'].get('mean'),r['steps']['step_ms'].get('max'))" 2>&1 | tail -1)"
     note "  $(grep 'verdict' /tmp/folder_train.log | tail -1 | cut -c1-300)"
     { echo "#### $model --decode $decode"; cat /tmp/folder_train.log; } >>"$OUT/folder_train.log"
     cp /tmp/folder_train.json "$OUT/folder_train_${model}_$decode.json" 2>/dev/null

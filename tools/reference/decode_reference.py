@@ -2,7 +2,10 @@
 """torchvision's batched GPU JPEG decode (nvJPEG through torchvision.io.decode_jpeg(device='cuda')) plus a
 RandomResizedCrop-style resize, flip and normalise on the GPU, over a folder of JPEGs already read into memory:
 images/s decoded and augmented into the GPU, the peer of Liftoff's bench_loader --decode gpu rows.
-  python3 tools/reference/decode_reference.py /tmp/jf/train --batch 256 --size 224
+With --dataloader-workers N it also times PyTorch's usual CPU pipeline on the same files, the peer of the
+--decode cpu row: torch.utils.data.DataLoader over torchvision's ImageFolder (PIL decode, RandomResizedCrop,
+RandomHorizontalFlip, ToTensor, Normalize), N workers, pinned memory, each batch copied to the GPU.
+  python3 tools/reference/decode_reference.py /tmp/jf/train --batch 256 --size 224 --dataloader-workers 14
 """
 import argparse
 import glob
@@ -20,7 +23,10 @@ def main():
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--size", type=int, default=224)
     p.add_argument("--batches", type=int, default=10)
+    p.add_argument("--dataloader-workers", type=int, default=0, help="also time the DataLoader + PIL pipeline")
     a = p.parse_args()
+    if a.dataloader_workers > 0:
+        time_dataloader(a)
     files = sorted(glob.glob(os.path.join(a.folder, "*", "*.jpg")))
     data = [torchvision.io.read_file(f) for f in files]
     mean = torch.tensor([0.485, 0.456, 0.406], device="cuda").view(3, 1, 1)
@@ -48,6 +54,34 @@ def main():
     dt = time.perf_counter() - t0
     print(f"RESULT torchvision decode_jpeg(cuda) + resized crop + normalise: {a.batch * a.batches / dt:.1f} images/s "
           f"({len(files)} files, batch {a.batch}, {a.size} px)")
+
+
+def time_dataloader(a):
+    import torchvision.transforms as T
+
+    tf = T.Compose([T.RandomResizedCrop(a.size), T.RandomHorizontalFlip(), T.ToTensor(),
+                    T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
+    ds = torchvision.datasets.ImageFolder(a.folder, transform=tf)
+    loader = torch.utils.data.DataLoader(ds, batch_size=a.batch, shuffle=True, num_workers=a.dataloader_workers,
+                                         pin_memory=True, drop_last=True, persistent_workers=True)
+    warmup, timed, images, wanted = 2, 0, 0, max(a.batches, 20)
+    while timed < wanted:  # as many epochs as it takes; the first two batches (workers starting) are not timed
+        for i, (x, _) in enumerate(loader):
+            x = x.cuda(non_blocking=True)
+            if warmup > 0:
+                warmup -= 1
+                if warmup == 0:
+                    torch.cuda.synchronize()
+                    t0 = time.perf_counter()
+                continue
+            images += x.shape[0]
+            timed += 1
+            if timed == wanted:
+                break
+    torch.cuda.synchronize()
+    dt = time.perf_counter() - t0
+    print(f"RESULT DataLoader (PIL decode, RandomResizedCrop, flip, normalise, pinned, to GPU), "
+          f"{a.dataloader_workers} workers: {images / dt:.1f} images/s ({len(ds)} files, batch {a.batch}, {a.size} px)")
 
 
 if __name__ == "__main__":
