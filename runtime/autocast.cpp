@@ -254,9 +254,13 @@ Tensor HalfWeightCache::get(const Tensor& master, DType dtype, MemoryFormat form
     out = half_.detach();
   }
   if (should_record({master})) {
+    // A leaf master (a parameter) gets the half gradient as it is: its accumulator converts it, on CUDA in
+    // one batch with the others at the end of the backward (runtime/leaf_grad_batch.h). A master computed
+    // by other ops gets its own dtype, as those ops' backwards expect.
     record(out, "autocast_weight", {master},
-           [master_dtype = master.dtype()](const Tensor& gy, const NeedsGrad&) {
-             return std::vector<Tensor>{gy.to(master_dtype)};
+           [master_dtype = master.dtype(), leaf = master.grad_fn() == nullptr](const Tensor& gy,
+                                                                               const NeedsGrad&) {
+             return std::vector<Tensor>{leaf ? gy : gy.to(master_dtype)};
            });
   }
   return out;

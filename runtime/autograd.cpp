@@ -4,6 +4,7 @@
 
 #include "runtime/deferred.h"
 #include "runtime/error.h"
+#include "runtime/leaf_grad_batch.h"
 
 namespace liftoff {
 
@@ -15,6 +16,11 @@ Tensor copy_in(const Tensor& g, MemoryFormat format) {
   Tensor out = Tensor::empty(g.shape(), g.dtype(), g.device(), format);
   out.copy_(g);
   return out;
+}
+
+// The type two different gradient dtypes sum in: f64 if either is, else f32 (half with f32, bf16 with f16).
+DType wider_float(DType a, DType b) {
+  return a == DType::f64 || b == DType::f64 ? DType::f64 : DType::f32;
 }
 
 // A gradient tensor we may add into without disturbing anybody else who holds it.
@@ -60,6 +66,9 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   Tensor leaf_tensor(leaf);
   LIFTOFF_CHECK(grad_output.shape() == leaf->shape, ShapeError, "gradient of shape ",
                 shape_str(grad_output.shape()), " for a leaf of shape ", shape_str(leaf->shape));
+  // A half gradient of an f32 CUDA leaf (autocast's master weights) is converted with the others at the end
+  // of the backward; a hook reads .grad at once, so a leaf with hooks is converted here.
+  if (leaf->grad_ready_hooks.empty() && detail::LeafGradBatch::defer(leaf_tensor, grad_output)) return {};
   if (!leaf->grad) {
     leaf->grad = leaf_grad(grad_output, leaf_tensor).impl_ptr();
   } else {
@@ -132,6 +141,7 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
   }
 
   // Kahn's order: a node runs once every gradient flowing into it has arrived.
+  detail::LeafGradBatch leaf_grads;  // the half gradients of f32 leaves, converted together at the end
   std::unordered_map<Node*, Tensor> grads;
   grads[root_node.get()] = seed;
   std::vector<std::shared_ptr<Node>> ready{root_node};
@@ -151,6 +161,14 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
         Tensor& slot = grads[next.get()];
         if (!slot.defined()) {
           slot = std::move(input_grads[i]);
+        } else if (slot.dtype() != input_grads[i].dtype()) {
+          // A half gradient (autocast hands master weights theirs in the copy's dtype) meets another
+          // dtype: the sum in the wider one.
+          const DType wide = wider_float(slot.dtype(), input_grads[i].dtype());
+          Tensor sum = slot.to(wide);
+          sum = owned_copy(sum);
+          accumulate_into(sum, input_grads[i].to(wide));
+          slot = std::move(sum);
         } else {
           slot = owned_copy(slot);
           accumulate_into(slot, input_grads[i]);
@@ -159,6 +177,7 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
       if (--pending_inputs[next.get()] == 0) ready.push_back(next);
     }
   }
+  leaf_grads.flush();
 }
 
 }  // namespace liftoff

@@ -34,6 +34,7 @@ enum class Knob {
   cudnn_log,
   attention_fused,
   weight_cast,
+  grad_cast,
   cublas_library,
   cublas_workspace_mb,
   gemm_search,

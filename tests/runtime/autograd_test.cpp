@@ -14,7 +14,8 @@ Tensor times(const Tensor& x, double c) {
   double* out = y.data<double>();
   for (int64_t i = 0; i < x.numel(); ++i) out[i] = in[i] * c;
   if (should_record({x})) {
-    record(y, "times", {x}, [c](const Tensor& gy, const NeedsGrad&) { return std::vector<Tensor>{times(gy, c)}; });
+    record(y, "times", {x},
+           [c](const Tensor& gy, const NeedsGrad&) { return std::vector<Tensor>{times(gy, c)}; });
   }
   return y;
 }
@@ -23,9 +24,45 @@ Tensor sum_of(const Tensor& a, const Tensor& b) {
   Tensor y = a.clone().detach();
   accumulate_into(y, b);
   if (should_record({a, b})) {
-    record(y, "sum_of", {a, b}, [](const Tensor& gy, const NeedsGrad&) { return std::vector<Tensor>{gy, gy}; });
+    record(y, "sum_of", {a, b}, [](const Tensor& gy, const NeedsGrad&) {
+      return std::vector<Tensor>{gy, gy};
+    });
   }
   return y;
+}
+
+// A node handing its f32 input a bf16 gradient as it is, as autocast's weight copies do for a parameter.
+Tensor half_copy(const Tensor& x) {
+  Tensor y = x.detach().to(DType::bf16);
+  if (should_record({x})) {
+    record(y, "half_copy", {x}, [](const Tensor& gy, const NeedsGrad&) { return std::vector<Tensor>{gy}; });
+  }
+  return y;
+}
+
+// A root whose backward gives fixed gradients: bf16 (0.1 rounds to 0.10009765625) to `half`, f32 to `full`.
+Tensor fixed_gradient_root(const Tensor& half, const Tensor& full) {
+  Tensor y = Tensor::zeros({2}, DType::f32);
+  record(y, "fixed_gradient_root", {half, full}, [](const Tensor&, const NeedsGrad&) {
+    return std::vector<Tensor>{Tensor::from_vector<float>({0.1f, 3.0f}, {2}).to(DType::bf16),
+                               Tensor::from_vector<float>({1.0f, -1.0f}, {2})};
+  });
+  return y;
+}
+
+TEST(Autograd, AHalfAndAnF32GradientOfOneLeafSumInF32) {
+  const Tensor x = Tensor::from_vector<float>({1.0f, 2.0f}, {2}).set_requires_grad(true);
+  fixed_gradient_root(half_copy(x), x).backward(Tensor::ones({2}));
+  ASSERT_EQ(x.grad().dtype(), DType::f32);
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{1.10009765625f, 2.0f}));
+}
+
+TEST(Autograd, AHalfGradientOfAnF32LeafArrivesInF32AndAccumulates) {
+  const Tensor x = Tensor::from_vector<float>({1.0f, 2.0f}, {2}).set_requires_grad(true);
+  const Tensor other = Tensor::from_vector<float>({0.0f, 0.0f}, {2}).set_requires_grad(true);
+  for (int pass = 0; pass < 2; ++pass) fixed_gradient_root(half_copy(x), other).backward(Tensor::ones({2}));
+  ASSERT_EQ(x.grad().dtype(), DType::f32);
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{0.2001953125f, 6.0f}));
 }
 
 TEST(Autograd, SharedSubgraphAccumulates) {
@@ -95,9 +132,17 @@ namespace {
 TEST(Autograd, ViewsAndContiguousAreDifferentiable) {
   const Tensor x = testing::random_tensor({3, 4, 5}, 9).set_requires_grad(true);
   EXPECT_TRUE(testing::gradcheck(
-      [](const std::vector<Tensor>& in) { return relu(in[0].permute({2, 0, 1}).slice(2, 1, 4).contiguous()); }, {x}));
-  EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return relu(in[0].select(1, 2)); }, {x}));
-  EXPECT_TRUE(testing::gradcheck([](const std::vector<Tensor>& in) { return relu(in[0].view({12, 5})); }, {x}));
+      [](const std::vector<Tensor>& in) {
+        return relu(in[0].permute({2, 0, 1}).slice(2, 1, 4).contiguous());
+      },
+      {x}));
+  EXPECT_TRUE(
+      testing::gradcheck([](const std::vector<Tensor>& in) { return relu(in[0].select(1, 2)); }, {x}));
+  EXPECT_TRUE(testing::gradcheck(
+      [](const std::vector<Tensor>& in) {
+        return relu(in[0].view({12, 5}));
+      },
+      {x}));
 }
 
 TEST(Autograd, OpOnStridedInputKeepsGradient) {

@@ -1,0 +1,62 @@
+#include "runtime/leaf_grad_batch.h"
+
+#include "runtime/config.h"
+#if LIFTOFF_WITH_CUDA
+#include "runtime/cuda/grad_cast.h"
+#endif
+
+namespace liftoff::detail {
+
+namespace {
+thread_local LeafGradBatch* current_batch = nullptr;
+}  // namespace
+
+LeafGradBatch::LeafGradBatch() : previous_(current_batch) {
+  current_batch = this;
+}
+
+LeafGradBatch::~LeafGradBatch() {
+  current_batch = previous_;
+  try {
+    flush();
+  } catch (...) {  // NOLINT(bugprone-empty-catch): the exception that unwound the backward is the one to see
+  }
+}
+
+void LeafGradBatch::flush() {
+  if (srcs_.empty()) return;
+  std::vector<Tensor> srcs, dsts;
+  std::vector<bool> accumulate;
+  srcs.swap(srcs_);
+  dsts.swap(dsts_);
+  accumulate.swap(accumulate_);
+#if LIFTOFF_WITH_CUDA
+  cuda::cast_leaf_grads(srcs, dsts, accumulate);
+#endif
+}
+
+bool LeafGradBatch::defer(const Tensor& leaf, const Tensor& g) {
+#if LIFTOFF_WITH_CUDA
+  LeafGradBatch* batch = current_batch;
+  if (batch == nullptr || !g.defined() || !g.is_cuda() || leaf.dtype() != DType::f32) return false;
+  if (g.dtype() != DType::f16 && g.dtype() != DType::bf16) return false;
+  if (config::get_string(config::Knob::grad_cast).value_or("batched") != "batched") return false;
+  TensorImpl& impl = leaf.impl();
+  const bool accumulate = impl.grad != nullptr;
+  // A first gradient takes the leaf's own layout, as the accumulator's immediate path does.
+  const Tensor dst =
+      accumulate ? Tensor(impl.grad) : Tensor::empty(g.shape(), DType::f32, g.device(), leaf.memory_format());
+  if (!cuda::leaf_grad_cast_supported(g, dst)) return false;
+  if (!accumulate) impl.grad = dst.impl_ptr();
+  batch->srcs_.push_back(g);
+  batch->dsts_.push_back(dst);
+  batch->accumulate_.push_back(accumulate);
+  return true;
+#else
+  (void)leaf;
+  (void)g;
+  return false;
+#endif
+}
+
+}  // namespace liftoff::detail

@@ -1,0 +1,150 @@
+// The master weights' half gradients under autocast on a GPU: converted into .grad in one batched launch at
+// the end of each backward (LIFTOFF_GRAD_CAST=batched, runtime/leaf_grad_batch.h) they hold bit for bit what
+// one conversion per weight (each) gives: first gradients and accumulated ones (a second backward), a
+// parameter with a gradient-ready hook (converted at once, so the hook sees its gradient), a weight that
+// also reaches the loss in f32 (the half and f32 gradients summed in f32), and a captured step replayed.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "models/nn/layers.h"
+#include "ops/add/add.h"
+#include "ops/cast/cast.h"
+#include "ops/reduce/reduce.h"
+#include "runtime/autocast.h"
+#include "runtime/autograd.h"
+#include "runtime/config.h"
+#include "runtime/graph.h"
+#include "tests/common/cuda_test.h"
+#include "tests/common/graph_capture.h"
+
+namespace liftoff {
+namespace {
+
+#if LIFTOFF_WITH_CUDA
+
+// 3x3 stem, 3x3 with bias, 1x1, depthwise 3x3, then a linear layer, on 8x8 channels-last input.
+std::unique_ptr<Sequential> conv_net() {
+  Generator gen(31);
+  auto net = std::make_unique<Sequential>();
+  net->push_back(std::make_shared<Conv2d>(3, 16, 3, 1, 1, false, gen))
+      .push_back(std::make_shared<Conv2d>(16, 32, 3, 1, 1, true, gen))
+      .push_back(std::make_shared<Conv2d>(32, 64, 1, 1, 0, false, gen))
+      .push_back(std::make_shared<Conv2d>(64, 64, 3, 1, 1, false, gen, 1, 64))
+      .push_back(std::make_shared<AvgPool2d>(2))
+      .push_back(std::make_shared<Flatten>())
+      .push_back(std::make_shared<Linear>(64 * 4 * 4, 10, true, gen));
+  net->to(Device::cuda());
+  return net;
+}
+
+Tensor random_cuda(const Shape& shape, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal(0.0f, 0.3f);
+  std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
+  for (float& x : v) x = normal(gen);
+  return Tensor::from_vector(v, shape, Device::cuda());
+}
+
+void expect_same_bits(const Tensor& a, const Tensor& b, const std::string& what) {
+  ASSERT_TRUE(a.defined() && b.defined()) << what;
+  ASSERT_EQ(a.dtype(), DType::f32) << what;
+  ASSERT_EQ(b.dtype(), DType::f32) << what;
+  EXPECT_EQ(a.strides(), b.strides()) << what;
+  const std::vector<float> va = a.contiguous().to_vector<float>(), vb = b.contiguous().to_vector<float>();
+  ASSERT_EQ(va.size(), vb.size()) << what;
+  EXPECT_EQ(std::memcmp(va.data(), vb.data(), va.size() * sizeof(float)), 0) << what;
+}
+
+// One backward of the net's summed output (plus, when `also_f32`, the first weight's f32 sum) under autocast.
+void backward_once(Sequential& net, const Tensor& x, DType dtype, const char* mode, bool also_f32) {
+  config::ScopedSetting setting(config::Knob::grad_cast, mode);
+  Tensor loss;
+  {
+    AutocastGuard autocast(dtype);
+    loss = sum(cast(net.forward(x), DType::f32));
+  }
+  if (also_f32) loss = add(loss, sum(net.parameters().front()));
+  loss.backward();
+}
+
+class GradCastLayersCuda : public ::testing::TestWithParam<DType> {};
+
+TEST_P(GradCastLayersCuda, BatchedConversionsGiveWhatPerWeightConversionsGive) {
+  LIFTOFF_REQUIRE_CUDA();
+  const DType dtype = GetParam();
+  const Tensor x = random_cuda({4, 3, 8, 8}, 3).contiguous(MemoryFormat::channels_last);
+  for (const bool also_f32 : {false, true}) {
+    std::unique_ptr<Sequential> each = conv_net(), batched = conv_net();
+    for (int pass = 0; pass < 2; ++pass) {  // the second pass accumulates into the first's .grad
+      backward_once(*each, x, dtype, "each", also_f32);
+      backward_once(*batched, x, dtype, "batched", also_f32);
+      const std::vector<Tensor> pe = each->parameters(), pb = batched->parameters();
+      ASSERT_EQ(pe.size(), pb.size());
+      for (size_t i = 0; i < pe.size(); ++i) {
+        expect_same_bits(pe[i].grad(), pb[i].grad(),
+                         std::string(dtype_name(dtype)) + " parameter " + std::to_string(i) + " pass " +
+                             std::to_string(pass) + (also_f32 ? " (also summed in f32)" : ""));
+      }
+    }
+  }
+}
+
+TEST_P(GradCastLayersCuda, AHookSeesTheConvertedGradient) {
+  LIFTOFF_REQUIRE_CUDA();
+  const DType dtype = GetParam();
+  const Tensor x = random_cuda({4, 3, 8, 8}, 4).contiguous(MemoryFormat::channels_last);
+  std::unique_ptr<Sequential> each = conv_net(), batched = conv_net();
+  backward_once(*each, x, dtype, "each", false);
+  const Tensor hooked = batched->parameters()[1];  // the second conv's weight
+  std::vector<float> seen;
+  hooked.add_grad_ready_hook(
+      [&seen](const Tensor& leaf) { seen = leaf.grad().contiguous().to_vector<float>(); });
+  backward_once(*batched, x, dtype, "batched", false);
+  const std::vector<float> expected = each->parameters()[1].grad().contiguous().to_vector<float>();
+  ASSERT_EQ(seen.size(), expected.size());
+  EXPECT_EQ(std::memcmp(seen.data(), expected.data(), seen.size() * sizeof(float)), 0);
+}
+
+TEST_P(GradCastLayersCuda, ACapturedBackwardReplaysTheConversions) {
+  LIFTOFF_REQUIRE_CUDA();
+  const DType dtype = GetParam();
+  std::unique_ptr<Sequential> each = conv_net(), batched = conv_net();
+  const Tensor x = random_cuda({4, 3, 8, 8}, 5).contiguous(MemoryFormat::channels_last);
+  for (int warmup = 0; warmup < 2; ++warmup) {  // cuDNN's searches eagerly; .grad exists before the capture
+    backward_once(*each, x, dtype, "each", false);
+    backward_once(*batched, x, dtype, "batched", false);
+  }
+  CudaGraph graph(Device::cuda());
+  testing::capture_into(graph, [&] {
+    backward_once(*batched, x, dtype, "batched", false);
+    return Tensor();
+  });
+  for (int replay = 1; replay <= 2; ++replay) {  // each replay adds one more gradient into .grad
+    graph.replay();
+    backward_once(*each, x, dtype, "each", false);
+    const std::vector<Tensor> pe = each->parameters(), pb = batched->parameters();
+    for (size_t i = 0; i < pe.size(); ++i) {
+      expect_same_bits(pe[i].grad(), pb[i].grad(),
+                       "replay " + std::to_string(replay) + " parameter " + std::to_string(i));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(HalfTypes, GradCastLayersCuda, ::testing::Values(DType::bf16, DType::f16),
+                         [](const ::testing::TestParamInfo<DType>& info) {
+                           return std::string(dtype_name(info.param));
+                         });
+
+#else
+TEST(GradCastLayersCuda, NeedsCuda) {
+  GTEST_SKIP() << "this build has no CUDA backend";
+}
+#endif
+
+}  // namespace
+}  // namespace liftoff
