@@ -21,34 +21,17 @@
 #include "runtime/graph.h"
 #include "tests/common/cuda_test.h"
 #include "tests/common/graph_capture.h"
+#include "tests/models/nn/autocast_nets.h"
 
 namespace liftoff {
 namespace {
 
 #if LIFTOFF_WITH_CUDA
 
-// 3x3 stem, 3x3 with bias, 1x1, depthwise 3x3, then a linear layer, on 8x8 channels-last input.
 std::unique_ptr<Sequential> conv_net() {
-  Generator gen(31);
-  auto net = std::make_unique<Sequential>();
-  net->push_back(std::make_shared<Conv2d>(3, 16, 3, 1, 1, false, gen))
-      .push_back(std::make_shared<Conv2d>(16, 32, 3, 1, 1, true, gen))
-      .push_back(std::make_shared<Conv2d>(32, 64, 1, 1, 0, false, gen))
-      .push_back(std::make_shared<Conv2d>(64, 64, 3, 1, 1, false, gen, 1, 64))
-      .push_back(std::make_shared<AvgPool2d>(2))
-      .push_back(std::make_shared<Flatten>())
-      .push_back(std::make_shared<Linear>(64 * 4 * 4, 10, true, gen));
-  net->to(Device::cuda());
-  return net;
+  return testing::autocast_conv_net(31);
 }
-
-Tensor random_cuda(const Shape& shape, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> normal(0.0f, 0.3f);
-  std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
-  for (float& x : v) x = normal(gen);
-  return Tensor::from_vector(v, shape, Device::cuda());
-}
+using testing::random_cuda;
 
 void expect_same_bits(const Tensor& a, const Tensor& b, const std::string& what) {
   ASSERT_TRUE(a.defined() && b.defined()) << what;
