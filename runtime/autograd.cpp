@@ -18,9 +18,19 @@ Tensor copy_in(const Tensor& g, MemoryFormat format) {
   return out;
 }
 
-// The type two different gradient dtypes sum in: f64 if either is, else f32 (half with f32, bf16 with f16).
-DType wider_float(DType a, DType b) {
-  return a == DType::f64 || b == DType::f64 ? DType::f64 : DType::f32;
+bool is_half(DType d) {
+  return d == DType::f16 || d == DType::bf16;
+}
+
+// The dtype in which two gradients a and b for `node` are summed. A leaf's gradients may arrive in half
+// (autocast hands each master weight its copy's gradient as it is): for a wider leaf (f32, f64) they are
+// summed in the leaf's dtype, as they were when each arrived converted (bf16 additions would drop terms,
+// f16 ones overflow where f32 does not). Everything else sums in its own dtype (a mismatch fails there).
+DType leaf_sum_dtype(const Node& node, DType a, DType b) {
+  const std::optional<DType> leaf = node.leaf_dtype();
+  if (!leaf || is_half(*leaf) || !is_floating(*leaf)) return a;
+  if (!is_half(a) && !is_half(b)) return a;
+  return *leaf;
 }
 
 // A gradient tensor we may add into without disturbing anybody else who holds it.
@@ -43,6 +53,12 @@ Tensor leaf_grad(const Tensor& g, const Tensor& leaf) {
   return out;
 }
 }  // namespace
+
+std::optional<DType> AccumulateGrad::leaf_dtype() const {
+  const std::shared_ptr<TensorImpl> leaf = leaf_.lock();
+  if (!leaf) return std::nullopt;
+  return leaf->dtype;
+}
 
 bool GradMode::is_enabled() {
   return grad_mode_enabled;
@@ -161,12 +177,9 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
         Tensor& slot = grads[next.get()];
         if (!slot.defined()) {
           slot = std::move(input_grads[i]);
-        } else if (slot.dtype() != input_grads[i].dtype()) {
-          // A half gradient (autocast hands master weights theirs in the copy's dtype) meets another
-          // dtype: the sum in the wider one.
-          const DType wide = wider_float(slot.dtype(), input_grads[i].dtype());
-          Tensor sum = slot.to(wide);
-          sum = owned_copy(sum);
+        } else if (const DType wide = leaf_sum_dtype(*next, slot.dtype(), input_grads[i].dtype());
+                   wide != slot.dtype() || wide != input_grads[i].dtype()) {
+          Tensor sum = owned_copy(slot.to(wide));
           accumulate_into(sum, input_grads[i].to(wide));
           slot = std::move(sum);
         } else {

@@ -5,6 +5,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,8 @@ class Node {
   // Frees saved tensors once backward has passed (unless the graph is retained).
   virtual void release() {}
   virtual std::string name() const = 0;
+  // A leaf's accumulator: the leaf's dtype, in which the gradients reaching it are summed.
+  virtual std::optional<DType> leaf_dtype() const { return std::nullopt; }
   // One entry per op input: the node that receives that input's gradient, or null.
   std::vector<std::shared_ptr<Node>> next;
 };
@@ -47,6 +50,7 @@ class AccumulateGrad : public Node {
   explicit AccumulateGrad(std::weak_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {}
   std::vector<Tensor> apply(const Tensor& grad_output) override;
   std::string name() const override { return "AccumulateGrad"; }
+  std::optional<DType> leaf_dtype() const override;
 
  private:
   std::weak_ptr<TensorImpl> leaf_;

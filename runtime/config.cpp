@@ -90,9 +90,10 @@ constexpr Entry kTable[] = {
               "0: CUDA attention always takes the plain path (GEMM, softmax, GEMM), for A/B comparisons"),
     choice_knob(Knob::weight_cast, "LIFTOFF_WEIGHT_CAST", "batched", "batched|each",
                 "autocast half weight casts: batched (one launch per step) or each (one kernel per weight)"),
-    choice_knob(Knob::grad_cast, "LIFTOFF_GRAD_CAST", "batched", "batched|each",
-                "autocast weights' half gradients into their f32 .grad: batched (one launch at the end of "
-                "each backward) or each (one kernel per weight)"),
+    choice_knob(
+        Knob::grad_cast, "LIFTOFF_GRAD_CAST", "batched", "batched|each",
+        "autocast weights' half gradients into their f32 .grad: batched (one launch per 96 weights at the "
+        "end of each backward) or each (one kernel per weight)"),
     text_knob(Knob::cublas_library, "LIFTOFF_CUBLAS_LIBRARY", "libcublas.so.13, else libcublas.so",
               "the cuBLAS library file to load (only that one)"),
     int_knob(Knob::cublas_workspace_mb, "LIFTOFF_CUBLAS_WORKSPACE_MB", "128", nullptr, 0, 4096,

@@ -1,10 +1,10 @@
 // Batched conversions of half gradients into their f32 leaves' .grad (autocast's master weights): the
 // reverse of weight_cast.h. The backward hands each master its gradient in the half copy's dtype and layout
 // (bf16/f16; KRSC for a channels-last conv weight); one launch at the end of the backward casts (and, for a
-// channels-last gradient of a contiguous master, transposes) them all, or adds them into an existing .grad,
-// instead of one small kernel per weight (26 a step on ResNet-18, 56 on MobileNetV2). The table rides in the
-// kernel parameters: no host-to-device copy, capturable. Values are bit-identical to Tensor::copy_ followed
-// by accumulate_into (a half-to-f32 cast is exact; the addition is the same f32 addition).
+// channels-last gradient of a contiguous master, transposes) up to 96 of them, or adds them into an existing
+// .grad, instead of one small kernel per weight (26 a step on ResNet-18, 56 on MobileNetV2). The table rides
+// in the kernel parameters: no host-to-device copy, capturable. Values are bit-identical to Tensor::copy_
+// followed by accumulate_into (a half-to-f32 cast is exact; the addition is the same f32 addition).
 #pragma once
 #include <vector>
 

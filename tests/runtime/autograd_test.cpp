@@ -57,6 +57,23 @@ TEST(Autograd, AHalfAndAnF32GradientOfOneLeafSumInF32) {
   EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{1.10009765625f, 2.0f}));
 }
 
+// A root giving two bf16 gradients, 1 and 2^-9: their bf16 sum rounds to 1, their f32 sum does not.
+Tensor two_half_gradients_root(const Tensor& a, const Tensor& b) {
+  Tensor y = Tensor::zeros({1}, DType::f32);
+  record(y, "two_half_gradients_root", {a, b}, [](const Tensor&, const NeedsGrad&) {
+    return std::vector<Tensor>{Tensor::from_vector<float>({1.0f}, {1}).to(DType::bf16),
+                               Tensor::from_vector<float>({0.001953125f}, {1}).to(DType::bf16)};
+  });
+  return y;
+}
+
+TEST(Autograd, TwoHalfGradientsOfAnF32LeafSumInF32) {
+  const Tensor x = Tensor::from_vector<float>({1.0f}, {1}).set_requires_grad(true);
+  two_half_gradients_root(half_copy(x), half_copy(x)).backward(Tensor::ones({1}));
+  ASSERT_EQ(x.grad().dtype(), DType::f32);
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{1.001953125f}));
+}
+
 TEST(Autograd, AHalfGradientOfAnF32LeafArrivesInF32AndAccumulates) {
   const Tensor x = Tensor::from_vector<float>({1.0f, 2.0f}, {2}).set_requires_grad(true);
   const Tensor other = Tensor::from_vector<float>({0.0f, 0.0f}, {2}).set_requires_grad(true);

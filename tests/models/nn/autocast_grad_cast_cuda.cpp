@@ -19,6 +19,7 @@
 #include "runtime/autograd.h"
 #include "runtime/config.h"
 #include "runtime/graph.h"
+#include "runtime/leaf_grad_batch.h"
 #include "tests/common/cuda_test.h"
 #include "tests/common/graph_capture.h"
 #include "tests/models/nn/autocast_nets.h"
@@ -64,8 +65,11 @@ TEST_P(GradCastLayersCuda, BatchedConversionsGiveWhatPerWeightConversionsGive) {
   for (const bool also_f32 : {false, true}) {
     std::unique_ptr<Sequential> each = conv_net(), batched = conv_net();
     for (int pass = 0; pass < 2; ++pass) {  // the second pass accumulates into the first's .grad
+      const int64_t before = detail::LeafGradBatch::deferred_total();
       backward_once(*each, x, dtype, "each", also_f32);
+      EXPECT_EQ(detail::LeafGradBatch::deferred_total(), before) << "each queued gradients";
       backward_once(*batched, x, dtype, "batched", also_f32);
+      EXPECT_GT(detail::LeafGradBatch::deferred_total(), before) << "batched queued none";
       const std::vector<Tensor> pe = each->parameters(), pb = batched->parameters();
       ASSERT_EQ(pe.size(), pb.size());
       for (size_t i = 0; i < pe.size(); ++i) {
@@ -74,6 +78,37 @@ TEST_P(GradCastLayersCuda, BatchedConversionsGiveWhatPerWeightConversionsGive) {
                              std::to_string(pass) + (also_f32 ? " (also summed in f32)" : ""));
       }
     }
+  }
+}
+
+// One layer used twice in a forward: its two half gradients are summed in f32, bit for bit the sum of what
+// two copies of the layer get (each converted on its own); summed in bf16 the small terms would be lost.
+TEST_P(GradCastLayersCuda, ALayerUsedTwiceSumsItsHalfGradientsInF32) {
+  LIFTOFF_REQUIRE_CUDA();
+  const DType dtype = GetParam();
+  auto make = [] {
+    Generator gen(41);  // the same values in every copy
+    auto layer = std::make_unique<Linear>(64, 64, true, gen);
+    layer->to(Device::cuda());
+    return layer;
+  };
+  const std::unique_ptr<Linear> shared = make(), first = make(), second = make();
+  const Tensor x = random_cuda({32, 64}, 6);
+  auto backward_through = [&](Linear& a, Linear& b) {
+    Tensor loss;
+    {
+      AutocastGuard autocast(dtype);
+      loss = sum(cast(b.forward(a.forward(x)), DType::f32));
+    }
+    loss.backward();
+  };
+  backward_through(*shared, *shared);
+  backward_through(*first, *second);
+  for (const bool weight : {true, false}) {
+    const Tensor got = weight ? shared->weight().grad() : shared->bias().grad();
+    Tensor want = (weight ? first->weight().grad() : first->bias().grad()).clone();
+    accumulate_into(want, weight ? second->weight().grad() : second->bias().grad());
+    expect_same_bits(got, want, std::string(dtype_name(dtype)) + (weight ? " weight" : " bias"));
   }
 }
 
