@@ -18,6 +18,7 @@
 #include "runtime/autocast.h"
 #include "runtime/autograd.h"
 #include "runtime/config.h"
+#include "runtime/determinism.h"
 #include "runtime/graph.h"
 #include "runtime/leaf_grad_batch.h"
 #include "tests/common/cuda_test.h"
@@ -56,7 +57,19 @@ void backward_once(Sequential& net, const Tensor& x, DType dtype, const char* mo
   loss.backward();
 }
 
-class GradCastLayersCuda : public ::testing::TestWithParam<DType> {};
+// Deterministic cuDNN algorithms: the comparisons are bit for bit across separately run twins, and a weight
+// gradient computed with atomics could differ between them.
+class GradCastLayersCuda : public ::testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override {
+    previous_ = deterministic_algorithms();
+    set_deterministic_algorithms(true);
+  }
+  void TearDown() override { set_deterministic_algorithms(previous_); }
+
+ private:
+  bool previous_ = false;
+};
 
 TEST_P(GradCastLayersCuda, BatchedConversionsGiveWhatPerWeightConversionsGive) {
   LIFTOFF_REQUIRE_CUDA();
