@@ -16,7 +16,9 @@ std::atomic<int64_t> deferred_count{0};
 constexpr int64_t kMaxQueuedBytes = int64_t{256} << 20;
 }  // namespace
 
-LeafGradBatch::LeafGradBatch() : previous_(current_batch) {
+LeafGradBatch::LeafGradBatch()
+    : enabled_(config::get_string(config::Knob::grad_cast).value_or("batched") == "batched"),
+      previous_(current_batch) {
   // A backward nested in another (run from a hook): the enclosing batches write their leaves' .grad first,
   // so that the nested one reads and adds to final values.
   for (LeafGradBatch* outer = previous_; outer != nullptr; outer = outer->previous_) outer->flush();
@@ -51,9 +53,9 @@ int64_t LeafGradBatch::deferred_total() {
 bool LeafGradBatch::defer(const Tensor& leaf, const Tensor& g) {
 #if LIFTOFF_WITH_CUDA
   LeafGradBatch* batch = current_batch;
-  if (batch == nullptr || !g.defined() || !g.is_cuda() || leaf.dtype() != DType::f32) return false;
+  if (batch == nullptr || !batch->enabled_ || !g.defined() || !g.is_cuda() || leaf.dtype() != DType::f32)
+    return false;
   if (g.dtype() != DType::f16 && g.dtype() != DType::bf16) return false;
-  if (config::get_string(config::Knob::grad_cast).value_or("batched") != "batched") return false;
   // One device a batch (one launch's table); a second device converts at once.
   if (!batch->dsts_.empty() && batch->dsts_.front().device() != g.device()) return false;
   TensorImpl& impl = leaf.impl();

@@ -36,6 +36,7 @@ class LeafGradBatch {
   std::vector<Tensor> srcs_, dsts_;
   std::vector<bool> accumulate_;
   int64_t queued_bytes_ = 0;
+  bool enabled_;  // LIFTOFF_GRAD_CAST=batched, read once a backward rather than once a weight
   LeafGradBatch* previous_;
 };
 

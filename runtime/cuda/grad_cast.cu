@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "runtime/cuda/block_table.cuh"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/cuda_types.cuh"
@@ -44,15 +45,7 @@ __device__ __forceinline__ float load_half(const void* src, uint32_t i, bool bf1
 // K-rows in shared memory, as weight_cast.cu does the other way, measured 0.110 ms a step on ResNet-18
 // against this kernel's 0.059: one load in flight a thread.)
 __global__ void __launch_bounds__(kThreads) grad_cast_kernel(const GradCastTable table) {
-  int lo = 0, hi = table.tensors - 1;  // the last tensor whose first block is <= this one
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (table.first_block[mid] <= blockIdx.x) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
-    }
-  }
+  const int lo = tensor_of_block(table);
   const uint32_t begin = (blockIdx.x - table.first_block[lo]) * kChunk;
   const uint32_t numel = table.numel[lo], channels = table.channels[lo], taps = table.taps[lo];
   const bool bf16 = (table.flags[lo] & kBf16) != 0, accumulate = (table.flags[lo] & kAccumulate) != 0;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "runtime/cuda/block_table.cuh"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/cuda_types.cuh"
@@ -101,15 +102,7 @@ __device__ void cast_rows_channels_last(const float* __restrict__ src, D* __rest
 template <class D>
 __global__ void __launch_bounds__(kThreads) weight_cast_kernel(const CastTable table) {
   __shared__ float tile[kChunk];
-  int lo = 0, hi = table.tensors - 1;  // the last tensor whose first block is <= this one
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (table.first_block[mid] <= blockIdx.x) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
-    }
-  }
+  const int lo = tensor_of_block(table);
   const uint32_t unit = blockIdx.x - table.first_block[lo];
   const float* src = table.src[lo];
   D* dst = static_cast<D*>(table.dst[lo]);
