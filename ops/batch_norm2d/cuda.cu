@@ -36,13 +36,15 @@ bool aligned16(std::initializer_list<const void*> data) {
 // The grid of an NHWC reduction (cuda_nhwc_kernels.cuh): lanes threads per tile of lanes * vec channels (a
 // power of two up to a warp), tiles across C, and row splits so the grid fills every SM about twice while
 // each thread still loads at least ~8 vectors. Every split is a partial the tile's last block merges, so
-// fewer and fuller blocks (kRowsInFlight loads each) beat more of them: twice session 8's four blocks per SM
-// doubled ResNet-50's batch-norm time in session 9.
+// fewer and fuller blocks beat more of them (twice session 8's four blocks per SM doubled ResNet-50's
+// batch-norm time in session 9). With cap_merge the splits also stop where the merge would take more than
+// kMaxMergeRounds: right for the statistics (one tensor read), wrong for the gradient, whose three tensors
+// need the blocks (capped, MobileNetV2's 144-channel layers went from 30 to 43 us).
 struct NhwcGrid {
   int lanes = 1;
   int64_t tiles = 1, splits = 1, chunk = 0;
 };
-NhwcGrid nhwc_grid(int device, int64_t rows, int64_t channels, int vec) {
+NhwcGrid nhwc_grid(int device, int64_t rows, int64_t channels, int vec, bool cap_merge) {
   int sms = 0;
   LIFTOFF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   NhwcGrid g;
@@ -52,7 +54,9 @@ NhwcGrid nhwc_grid(int device, int64_t rows, int64_t channels, int vec) {
   const int64_t rows_per_pass = kReduceBlock / g.lanes;
   const int64_t by_fill = (2 * static_cast<int64_t>(sms) + g.tiles - 1) / g.tiles;
   const int64_t by_work = (rows + rows_per_pass * 8 - 1) / (rows_per_pass * 8);
-  g.splits = std::clamp<int64_t>(std::min(by_fill, by_work), 1, 65535);
+  const int64_t merge_groups = std::max<int64_t>(kReduceBlock / (g.lanes * vec), 1);
+  const int64_t by_merge = cap_merge ? merge_groups * kMergeInFlight * kMaxMergeRounds : by_fill;
+  g.splits = std::clamp<int64_t>(std::min({by_fill, by_work, by_merge}), 1, 65535);
   g.chunk = (rows + g.splits - 1) / g.splits;
   LIFTOFF_CHECK(g.tiles <= 65535, ShapeError, "batch_norm2d: ", channels, " channels exceed the CUDA grid");
   return g;
@@ -84,13 +88,13 @@ ElementwiseGrid nhwc_elementwise_grid(int device, int64_t rows, int64_t channels
 // Launches an NHWC reduction kernel with 16-byte vectors when C allows and the data are aligned, else one
 // channel per thread: launch(vec_tag, grid) with vec_tag an std::integral_constant.
 template <class T, class Launch>
-void launch_nhwc_reduction(int device, int64_t rows, int64_t channels,
+void launch_nhwc_reduction(int device, int64_t rows, int64_t channels, bool cap_merge,
                            std::initializer_list<const void*> data, Launch&& launch) {
   constexpr int vec = kNhwcVec<T>;
   if (channels % vec == 0 && aligned16(data)) {
-    launch(std::integral_constant<int, vec>{}, nhwc_grid(device, rows, channels, vec));
+    launch(std::integral_constant<int, vec>{}, nhwc_grid(device, rows, channels, vec, cap_merge));
   } else {
-    launch(std::integral_constant<int, 1>{}, nhwc_grid(device, rows, channels, 1));
+    launch(std::integral_constant<int, 1>{}, nhwc_grid(device, rows, channels, 1, cap_merge));
   }
 }
 
@@ -198,15 +202,16 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
     const T* xp = static_cast<const T*>(x.raw_data());
     const StatsFinalize<A, W> finalize{
         static_cast<A>(count), static_cast<A>(eps), static_cast<A>(momentum), rm, rv, sm, si, tracked};
-    launch_nhwc_reduction<T>(device, count, channels, {xp}, [&](auto vec_tag, const NhwcGrid& g) {
-      constexpr int vec = decltype(vec_tag)::value;
-      const Tensor partial = Tensor::empty({channels, g.splits, 2}, DTypeOf<A>::value, x.device());
-      stats_nhwc_kernel<T, A, W, vec><<<dim3(static_cast<unsigned>(g.tiles), static_cast<unsigned>(g.splits)),
-                                        kReduceBlock, 0, stream>>>(xp, channels, count, g.chunk, g.lanes,
-                                                                   static_cast<A*>(partial.raw_data()),
-                                                                   channel_counters(device), finalize);
-      LIFTOFF_LAUNCH_CHECK();
-    });
+    launch_nhwc_reduction<T>(
+        device, count, channels, /*cap_merge=*/true, {xp}, [&](auto vec_tag, const NhwcGrid& g) {
+          constexpr int vec = decltype(vec_tag)::value;
+          const Tensor partial = Tensor::empty({channels, g.splits, 2}, DTypeOf<A>::value, x.device());
+          stats_nhwc_kernel<T, A, W, vec>
+              <<<dim3(static_cast<unsigned>(g.tiles), static_cast<unsigned>(g.splits)), kReduceBlock, 0,
+                 stream>>>(xp, channels, count, g.chunk, g.lanes, static_cast<A*>(partial.raw_data()),
+                           channel_counters(device), finalize);
+          LIFTOFF_LAUNCH_CHECK();
+        });
   } else {
     LIFTOFF_CHECK(channels <= 65535, ShapeError, "batch_norm2d: ", channels,
                   " channels exceed the CUDA grid");
@@ -253,15 +258,16 @@ void backward_typed(const Tensor& x, const Tensor& grad_y, const Tensor& weight,
   const T* xp = static_cast<const T*>(x.raw_data());
   const T* gyp = static_cast<const T*>(grad_y.raw_data());
   if (nhwc) {
-    launch_nhwc_reduction<T>(device, count, channels, {xp, gyp, mask}, [&](auto vec_tag, const NhwcGrid& g) {
-      constexpr int vec = decltype(vec_tag)::value;
-      const Tensor partial = Tensor::empty({channels, g.splits, 2}, DTypeOf<A>::value, x.device());
-      grad_nhwc_kernel<T, A, W, vec>
-          <<<dim3(static_cast<unsigned>(g.tiles), static_cast<unsigned>(g.splits)), kReduceBlock, 0,
-             stream>>>(xp, gyp, mask, cap, sm, channels, count, g.chunk, g.lanes,
-                       static_cast<A*>(partial.raw_data()), channel_counters(device), finalize);
-      LIFTOFF_LAUNCH_CHECK();
-    });
+    launch_nhwc_reduction<T>(
+        device, count, channels, /*cap_merge=*/false, {xp, gyp, mask}, [&](auto vec_tag, const NhwcGrid& g) {
+          constexpr int vec = decltype(vec_tag)::value;
+          const Tensor partial = Tensor::empty({channels, g.splits, 2}, DTypeOf<A>::value, x.device());
+          grad_nhwc_kernel<T, A, W, vec>
+              <<<dim3(static_cast<unsigned>(g.tiles), static_cast<unsigned>(g.splits)), kReduceBlock, 0,
+                 stream>>>(xp, gyp, mask, cap, sm, channels, count, g.chunk, g.lanes,
+                           static_cast<A*>(partial.raw_data()), channel_counters(device), finalize);
+          LIFTOFF_LAUNCH_CHECK();
+        });
     const int64_t total = count * channels;
     if ((gx == nullptr && gres == nullptr) || total == 0) return;
     launch_nhwc_elementwise<T>(channels, {xp, gyp, mask, gx, gres}, [&](auto vec_tag) {

@@ -102,19 +102,27 @@ struct StatsFinalize {
       const volatile A* p = channel_partials + s * 3;
       merge_moments(n, mean, m2, p[0], p[1], p[2]);
     }
-    finish(mean, m2, c);
+    finish(mean, m2, c, load_running(c));
   }
-  // Channel c's merged moments (mean, M2 over all `count` values).
-  __device__ void finish(A mean, A m2, int64_t c) const {
+  // Channel c's running statistics as stored (zeros without them): a caller that merges loads them first, so
+  // their round trip overlaps the merge's.
+  struct Running {
+    A mean = 0, var = 0;
+  };
+  __device__ Running load_running(int64_t c) const {
+    if (running_mean == nullptr) return {};
+    return {convert<A>(running_mean[c]), convert<A>(running_var[c])};
+  }
+  // Channel c's merged moments (mean, M2 over all `count` values) and its running statistics as loaded.
+  __device__ void finish(A mean, A m2, int64_t c, Running old) const {
     const A var = m2 / count;  // biased, for normalization
     save_mean[c] = mean;
     save_invstd[c] = rsqrt_acc(var + eps);
     // Here rather than as a kernel of its own: one graph node less per batch-norm layer and micro-batch.
     if (batches_tracked != nullptr && c == 0) *batches_tracked += 1;
     if (running_mean != nullptr) {
-      running_mean[c] = convert<W>((A(1) - momentum) * convert<A>(running_mean[c]) + momentum * mean);
-      running_var[c] =
-          convert<W>((A(1) - momentum) * convert<A>(running_var[c]) + momentum * (m2 / (count - A(1))));
+      running_mean[c] = convert<W>((A(1) - momentum) * old.mean + momentum * mean);
+      running_var[c] = convert<W>((A(1) - momentum) * old.var + momentum * (m2 / (count - A(1))));
     }
   }
 };
@@ -220,13 +228,19 @@ struct GradFinalize {
       sum_dy += p[0];
       sum_dy_xmu += p[1];
     }
-    finish(sum_dy, sum_dy_xmu, c);
+    finish(sum_dy, sum_dy_xmu, c, load_inputs(c));
   }
-  __device__ void finish(A sum_dy, A sum_dy_xmu, int64_t c) const {
-    const A is = invstd[c];
+  // Channel c's invstd and weight: a caller that merges loads them first, so their round trip overlaps the
+  // merge's.
+  struct Inputs {
+    A invstd = 0, weight = 0;
+  };
+  __device__ Inputs load_inputs(int64_t c) const { return {invstd[c], convert<A>(weight[c])}; }
+  __device__ void finish(A sum_dy, A sum_dy_xmu, int64_t c, Inputs in) const {
+    const A is = in.invstd;
     if (grad_weight != nullptr) grad_weight[c] = convert<W>(sum_dy_xmu * is);
     if (grad_bias != nullptr) grad_bias[c] = convert<W>(sum_dy);
-    coeff[c * 3] = convert<A>(weight[c]) * is;
+    coeff[c * 3] = in.weight * is;
     coeff[c * 3 + 1] = training ? sum_dy / count : A(0);
     coeff[c * 3 + 2] = training ? is * is * sum_dy_xmu / count : A(0);
   }

@@ -19,11 +19,18 @@ constexpr int kNhwcVec = static_cast<int>(16 / sizeof(T));
 // Partials the last block's threads load before adding any (independent loads in flight: the merge of a few
 // hundred splits was a chain of dependent L2 round trips, 66-166 us per launch on ResNet-50's early layers).
 constexpr int kMergeInFlight = 16;
-// Rows each thread of a reduction loads before adding any: one 16-byte load per row in flight was a chain of
-// DRAM round trips (ResNet-18's 32 px layers ran at about a tenth of the bandwidth, 20 us per launch).
-constexpr int kRowsInFlight = 4;
-// The gradient reads two or three tensors per row: fewer rows keep as many loads in flight in 128 registers.
+// Rows each thread of the statistics loads before adding any: one 16-byte load per row in flight was a chain
+// of DRAM round trips (ResNet-18's 32 px layers ran at about a tenth of the bandwidth, 20 us per launch).
+// Four rows took MobileNetV2's small layers two round trips (about 10 us a launch; a normalize takes 4).
+template <class T>
+constexpr int kRowsInFlight = sizeof(T) <= 4 ? 8 : 4;
+// The gradient reads two or three tensors per row: fewer rows keep as many loads in flight in 128 registers
+// (3 or 4 rows made its launches slower, not faster: session 17, calls 2-3).
 constexpr int kGradRowsInFlight = 2;
+// Rounds of kMergeInFlight loads a thread of the merging block makes at most for the statistics (nhwc_grid
+// caps their splits): a tile of 256 channels has one merging thread per channel, and MobileNetV2's
+// 144-channel layers took 19 us a launch with 264 splits, 13.5 us with 96.
+constexpr int kMaxMergeRounds = 6;
 
 // VEC elements as loaded (16 bytes for the vector kernels): kept packed until they are added, so the rows in
 // flight cost 4 registers each rather than VEC.
@@ -113,7 +120,8 @@ __device__ __forceinline__ bool last_block_of_column(unsigned* done) {
 
 // The block's per-thread sums (a, b of VEC channels each) -> one partial per (channel, split); the tile's
 // last block then adds each channel's splits (group g of the tile's channels takes splits g, g + groups, ...,
-// then the groups are added in tree order) and calls finish(a, b, c). s_a, s_b: kReduceBlock * VEC scratch.
+// then the groups are added in tree order) and calls finish(a, b, c, inputs), inputs = finish.load_inputs(c)
+// loaded before the merge. s_a, s_b: kReduceBlock * VEC scratch.
 template <class A, int VEC, class Finish>
 __device__ void reduce_tile(const A (&a)[VEC], const A (&b)[VEC], A* s_a, A* s_b, int lanes, int64_t channels,
                             A* partial, unsigned* done, const Finish& finish) {
@@ -144,6 +152,9 @@ __device__ void reduce_tile(const A (&a)[VEC], const A (&b)[VEC], A* s_a, A* s_b
   const int merge_groups = kReduceBlock / tile_channels;
   const int k = t % tile_channels, g = t / tile_channels;
   const int64_t c = tile_first + k;
+  // What finish reads besides the sums, loaded now so its round trip overlaps the merge's.
+  typename Finish::Inputs inputs{};
+  if (g == 0 && c < channels) inputs = finish.load_inputs(c);
   A sum_a = 0, sum_b = 0;
   if (c < channels) {
     // Splits g, g + merge_groups, ... in kMergeInFlight interleaved sums, added in a fixed order at the end.
@@ -185,7 +196,7 @@ __device__ void reduce_tile(const A (&a)[VEC], const A (&b)[VEC], A* s_a, A* s_b
     }
   }
   __syncthreads();
-  if (g == 0 && c < channels) finish(s_a[t], s_b[t], c);
+  if (g == 0 && c < channels) finish(s_a[t], s_b[t], c, inputs);
 }
 
 // Statistics: sums of (x - shift) and its square, shift = the channel's value in row 0 (keeps the
@@ -194,10 +205,15 @@ template <class T, class A, class W>
 struct StatsTileFinish {
   const T* x;
   StatsFinalize<A, W> finalize;
-  __device__ void operator()(A sum, A sum_sq, int64_t c) const {
+  struct Inputs {
+    A shift = 0;
+    typename StatsFinalize<A, W>::Running running;
+  };
+  __device__ Inputs load_inputs(int64_t c) const { return {convert<A>(x[c]), finalize.load_running(c)}; }
+  __device__ void operator()(A sum, A sum_sq, int64_t c, const Inputs& in) const {
     const A mean_shifted = sum / finalize.count;
     const A m2 = max(A(0), sum_sq - sum * mean_shifted);
-    finalize.finish(convert<A>(x[c]) + mean_shifted, m2, c);
+    finalize.finish(in.shift + mean_shifted, m2, c, in.running);
   }
 };
 
@@ -225,13 +241,13 @@ __global__ void __launch_bounds__(kReduceBlock, 2)
       }
     };
     int64_t r = begin + threadIdx.x / lanes;
-    for (; r + (kRowsInFlight - 1) * groups < end; r += kRowsInFlight * groups) {
-      Packet<T, VEC> v[kRowsInFlight];
+    constexpr int in_flight = kRowsInFlight<T>;
+    for (; r + (in_flight - 1) * groups < end; r += in_flight * groups) {
+      Packet<T, VEC> v[in_flight];
 #pragma unroll
-      for (int u = 0; u < kRowsInFlight; ++u)
-        v[u] = load_packet<T, VEC>(x + (r + u * groups) * channels + first);
+      for (int u = 0; u < in_flight; ++u) v[u] = load_packet<T, VEC>(x + (r + u * groups) * channels + first);
 #pragma unroll
-      for (int u = 0; u < kRowsInFlight; ++u) add_row(v[u]);
+      for (int u = 0; u < in_flight; ++u) add_row(v[u]);
     }
     for (; r < end; r += groups) add_row(load_packet<T, VEC>(x + r * channels + first));
   }
@@ -243,8 +259,10 @@ __global__ void __launch_bounds__(kReduceBlock, 2)
 template <class A, class W>
 struct GradTileFinish {
   GradFinalize<A, W> finalize;
-  __device__ void operator()(A sum_dy, A sum_dy_xmu, int64_t c) const {
-    finalize.finish(sum_dy, sum_dy_xmu, c);
+  using Inputs = typename GradFinalize<A, W>::Inputs;
+  __device__ Inputs load_inputs(int64_t c) const { return finalize.load_inputs(c); }
+  __device__ void operator()(A sum_dy, A sum_dy_xmu, int64_t c, const Inputs& in) const {
+    finalize.finish(sum_dy, sum_dy_xmu, c, in);
   }
 };
 
