@@ -104,8 +104,8 @@ struct StatsFinalize {
     }
     finish(mean, m2, c, load_running(c));
   }
-  // Channel c's running statistics as stored (zeros without them): a caller that merges loads them first, so
-  // their round trip overlaps the merge's.
+  // Channel c's running statistics as stored (zeros without them). The channels-last kernels' merging block
+  // loads them before it merges, so their round trip overlaps the merge's.
   struct Running {
     A mean = 0, var = 0;
   };
@@ -230,8 +230,8 @@ struct GradFinalize {
     }
     finish(sum_dy, sum_dy_xmu, c, load_inputs(c));
   }
-  // Channel c's invstd and weight: a caller that merges loads them first, so their round trip overlaps the
-  // merge's.
+  // Channel c's invstd and weight. The channels-last kernel's merging block loads them before it merges, so
+  // their round trip overlaps the merge's.
   struct Inputs {
     A invstd = 0, weight = 0;
   };

@@ -27,9 +27,9 @@ constexpr int kRowsInFlight = sizeof(T) <= 4 ? 8 : 4;
 // The gradient reads two or three tensors per row: fewer rows keep as many loads in flight in 128 registers
 // (3 or 4 rows made its launches slower, not faster: session 17, calls 2-3).
 constexpr int kGradRowsInFlight = 2;
-// Rounds of kMergeInFlight loads a thread of the merging block makes at most for the statistics (nhwc_grid
-// caps their splits): a tile of 256 channels has one merging thread per channel, and MobileNetV2's
-// 144-channel layers took 19 us a launch with 264 splits, 13.5 us with 96.
+// The statistics' splits per merging thread stop at kMaxMergeRounds * kMergeInFlight (nhwc_grid; a remainder
+// below kMergeInFlight loads one by one): a tile of 256 channels has one merging thread per channel, and
+// MobileNetV2's 144-channel layers took 19 us a launch with 264 splits, 13.5 us with 96.
 constexpr int kMaxMergeRounds = 6;
 
 // VEC elements as loaded (16 bytes for the vector kernels): kept packed until they are added, so the rows in

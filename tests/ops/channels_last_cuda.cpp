@@ -275,6 +275,27 @@ TEST(ChannelsLastCuda, BatchNormRunningStatsMatchCpu) {
   EXPECT_TRUE(testing::all_close(rv_gpu.to(Device::cpu()), rv_cpu, 1e-5, 1e-5));
 }
 
+// bf16 activations with f32 running statistics (autocast's layout) through the statistics grid whose splits
+// the merge caps (one tile of 256 channels over 12,544 rows) and through three tiles with a partial last one:
+// the running statistics the merging block loads before its merge update as on the CPU.
+TEST(ChannelsLastCuda, BatchNormRunningStatsBf16WideTilesMatchCpu) {
+  LIFTOFF_REQUIRE_CUDA();
+  const Device cuda = Device::cuda();
+  for (const Shape& shape : {Shape{64, 256, 14, 14}, Shape{16, 520, 6, 6}}) {
+    const int64_t c = shape[1];
+    const Tensor x = rnd(shape, 40, -1, 3, false).to(DType::bf16).to(DType::f32);  // values bf16 holds
+    const Tensor w = rnd({c}, 41, 0.5, 1.5, false), b = rnd({c}, 42, -1, 1, false);
+    const Tensor rm_cpu = rnd({c}, 43, -0.5, 0.5, false), rv_cpu = rnd({c}, 44, 0.5, 2, false);
+    const Tensor rm_gpu = rm_cpu.to(cuda), rv_gpu = rv_cpu.to(cuda);
+    batch_norm2d(x, w, b, rm_cpu, rv_cpu, true);
+    const Tensor x_gpu = x.to(DType::bf16).to(cuda).contiguous(kCl);
+    const Tensor y = batch_norm2d(x_gpu, w.to(cuda), b.to(cuda), rm_gpu, rv_gpu, true);
+    EXPECT_TRUE(y.is_channels_last()) << shape_str(shape);
+    EXPECT_TRUE(testing::all_close(rm_gpu.to(Device::cpu()), rm_cpu, 1e-4, 1e-4)) << shape_str(shape);
+    EXPECT_TRUE(testing::all_close(rv_gpu.to(Device::cpu()), rv_cpu, 1e-4, 1e-4)) << shape_str(shape);
+  }
+}
+
 // Any channel count stays channels-last: wide rows split into tiles of channels (several tiles per row, a
 // partial last tile), counts that the 16-byte vectors do not divide (one channel per thread), a few rows.
 TEST(ChannelsLastCuda, BatchNormWideAndOddChannels) {
