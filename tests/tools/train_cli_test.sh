@@ -61,6 +61,12 @@ check "... naming both flags" grep -q -- "--no-eval excludes --target-accuracy" 
 "${evaluated[@]}" --epochs 2 --target-accuracy 0.0001 --checkpoint-dir "$work/t3" >"$work/t3.log" 2>&1
 check "a reached --target-accuracy stops after epoch 1" grep -q "time to 0.01% test accuracy: .* (epoch 1;" "$work/t3.log"
 check "... and saves the weights that reached it" test -f "$work/t3/checkpoint-000000000016.safetensors"
+"${evaluated[@]}" --epochs 3 --eval-every 2 --target-accuracy 0.0001 >"$work/t4.log" 2>&1
+check "--eval-every 2 skips epoch 1's evaluation" bash -c "! grep -q '^epoch 1/3.*| test' '$work/t4.log'"
+check "... and stops at epoch 2's" grep -q "time to 0.01% test accuracy: .* (epoch 2;" "$work/t4.log"
+"${evaluated[@]}" --epochs 3 --eval-every 2 >"$work/t5.log" 2>&1
+check "--eval-every 2 evaluates the last epoch (3)" grep -q "^epoch 3/3.*| test" "$work/t5.log"
+check "... and not epoch 1" bash -c "! grep -q '^epoch 1/3.*| test' '$work/t5.log'"
 
 # 6. kill -USR1 prints every thread's stack, named and symbolised, and the run goes on to a normal end.
 "$TRAIN" --device cpu --threads 2 --data synthetic --synthetic-size 4096 --model simple_cnn --batch 32 --epochs 3 \

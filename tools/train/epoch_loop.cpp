@@ -42,7 +42,7 @@ class EpochLoop {
         trainer_(*s.trainer),
         checkpoints_(checkpoints),
         logs_(f, s, clock_),
-        progress_(run_shape(f, s, resume), !f.no_eval, clock_) {
+        progress_(run_shape(f, s, resume), f.no_eval ? 0 : f.eval_every, clock_) {
     r_.steady_started = f_.timing_warmup == 0;
   }
 
@@ -113,6 +113,12 @@ class EpochLoop {
                             (f_.profile ? " | " + s_.monitor->progress_text() : ""));
   }
 
+  // --eval-every N: after every N-th epoch, and always after the run's last one.
+  bool evaluates_after(int64_t epoch) {
+    if (f_.no_eval) return false;
+    return (epoch + 1) % f_.eval_every == 0 || epoch + 1 == f_.epochs || trainer_.finished();
+  }
+
   // Checkpoint, counters, evaluation and the epoch line; false: stop training.
   bool end_epoch(int64_t epoch, const EpochResult& r) {
     if (loss_is_bad(r.mean_loss) || r_.nan_step >= 0) return false;
@@ -130,7 +136,7 @@ class EpochLoop {
     std::string line = label_ + ": train loss " + fmt("%.4f", r.mean_loss) + ", " +
                        fmt("%.0f", static_cast<double>(r.images * s_.placement.env.world_size) / r.seconds) +
                        " img/s (" + fmt("%.1f", r.seconds) + " s, " + std::to_string(r.steps) + " steps)";
-    if (!f_.no_eval) {
+    if (evaluates_after(epoch)) {
       const double eval_start_s = clock_.elapsed_s();
       EvalOptions eval_options;
       eval_options.hflip = f_.tta_flip;

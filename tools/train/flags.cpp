@@ -284,6 +284,14 @@ void add_flags(CLI::App& app, Flags& f) {
       ->default_str("false")
       ->group(g_train);
   app.add_option(
+         "--eval-every", f.eval_every,
+         "evaluate after every N-th epoch and after the last (PyTorch Lightning's "
+         "check_val_every_n_epoch); --target-accuracy then stops at the first evaluated epoch reaching it")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->excludes("--no-eval")
+      ->group(g_train);
+  app.add_option(
          "--target-accuracy", f.target_accuracy,
          "stop at the first epoch whose test accuracy reaches this (0..1, or a percentage: 94 = 0.94) "
          "and print the time to it: wall time from the first step (data loading and evaluation "

@@ -47,6 +47,7 @@ struct Flags {
   int pad = 2;
   double random_erase = 0.0;
   bool no_eval = false;
+  int64_t eval_every = 1;        // evaluate after every N-th epoch (and the last)
   double target_accuracy = 0.0;  // > 0: stop at the first evaluation reaching it (time to accuracy), 0..1
   double ema = -1.0;             // >= 0: the EMA decay (--ema [DECAY]); < 0: no EMA
   std::string ema_buffers = "copy";

@@ -2,8 +2,8 @@
 
 namespace liftoff::tools {
 
-RunProgress::RunProgress(const RunShape& shape, bool evaluates, const TrainClock& clock)
-    : plan_(shape), evaluates_(evaluates), clock_(clock) {}
+RunProgress::RunProgress(const RunShape& shape, int64_t eval_every, const TrainClock& clock)
+    : plan_(shape), eval_every_(eval_every), clock_(clock) {}
 
 std::string RunProgress::epoch_label(int64_t epoch) const {
   return "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(plan_.epochs());
@@ -20,8 +20,12 @@ double RunProgress::eta_s(int64_t global_step, int64_t epoch) const {
   if (first_step_ < 0 || timed_steps <= 0) return -1.0;
   const double per_step = (clock_.training_s() - first_step_end_s_) / static_cast<double>(timed_steps);
   double eta = per_step * static_cast<double>(plan_.total_steps() - global_step);
-  if (evaluates_ && last_evaluation_s_ >= 0) {
-    eta += last_evaluation_s_ * static_cast<double>(plan_.epochs() - epoch);
+  if (eval_every_ > 0 && last_evaluation_s_ >= 0) {
+    int64_t evaluations_left = 0;  // after epochs epoch .. epochs - 1 (0-based), the last always
+    for (int64_t e = epoch; e < plan_.epochs(); ++e) {
+      evaluations_left += (e + 1) % eval_every_ == 0 || e + 1 == plan_.epochs();
+    }
+    eta += last_evaluation_s_ * static_cast<double>(evaluations_left);
   }
   return eta;
 }

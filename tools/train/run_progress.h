@@ -28,8 +28,9 @@ class TrainClock {
 
 class RunProgress {
  public:
-  // evaluates: an evaluation follows each epoch (its measured time goes into the estimate).
-  RunProgress(const RunShape& shape, bool evaluates, const TrainClock& clock);
+  // eval_every: an evaluation follows every N-th epoch and the last (0: none); its measured time goes into
+  // the estimate.
+  RunProgress(const RunShape& shape, int64_t eval_every, const TrainClock& clock);
   // "epoch 2/3", out of the epochs the run goes through.
   std::string epoch_label(int64_t epoch) const;
   // After every optimizer step (cheap): remembers when the first one of this process ended.
@@ -46,7 +47,7 @@ class RunProgress {
 
  private:
   RunPlan plan_;
-  bool evaluates_;
+  int64_t eval_every_;
   const TrainClock& clock_;
   ProgressLine line_;
   int64_t first_step_ = -1;  // global step at the end of this process's first step
