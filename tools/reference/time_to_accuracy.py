@@ -74,6 +74,7 @@ def main():
     p.add_argument("--ema", type=float, default=-1.0, help="EMA decay (< 0: off)")
     p.add_argument("--ema-buffers", default="copy", choices=["copy", "average"])
     p.add_argument("--tta-flip", action="store_true")
+    p.add_argument("--eval-every", type=int, default=1, help="evaluate after every N-th epoch and the last")
     p.add_argument("--drop-last", action="store_true", help="drop each epoch's last, smaller batch")
     p.add_argument("--target-accuracy", type=float, default=94.0, help="0..1 or a percentage")
     p.add_argument("--seed", type=int, default=0)
@@ -140,6 +141,8 @@ def main():
                 ema.update_parameters(model)
         torch.cuda.synchronize()
         train_s += time.perf_counter() - e0
+        if (epoch + 1) % args.eval_every != 0 and epoch + 1 != args.epochs:
+            continue
         accuracy = evaluate()
         wall = time.perf_counter() - t0
         print(f"epoch {epoch + 1}/{args.epochs}: accuracy {100 * accuracy:.2f}% (wall {wall:.2f} s, "
