@@ -9,6 +9,7 @@
 #include "ops/binary/binary.h"
 #include "ops/cast/cast.h"
 #include "ops/flip/flip.h"
+#include "ops/pad/pad.h"
 #include "ops/scale/scale.h"
 #include "runtime/autocast.h"
 #include "runtime/autograd.h"
@@ -49,14 +50,32 @@ int64_t count_correct(const Tensor& output, const Tensor& labels) {
   return correct;
 }
 
-// Test-time flip averaging: the mean of the f32 logits of the batch and of its horizontal mirror.
-Tensor flip_averaged_output(Module& model, const Tensor& input) {
-  LIFTOFF_CHECK(input.dim() == 4, ShapeError,
-                "evaluate: flip averaging (--tta-flip) needs image batches [N, C, H, W], got ",
-                shape_str(input.shape()));
+// The f32 logits of one view, averaged with its horizontal mirror's under hflip.
+Tensor view_output(Module& model, const Tensor& input, bool hflip) {
   const Tensor plain = cast(model.forward(input), DType::f32);
-  const Tensor mirrored = cast(model.forward(flip(input, {3})), DType::f32);
-  return scale(add(plain, mirrored), 0.5);
+  if (!hflip) return plain;
+  return scale(add(plain, cast(model.forward(flip(input, {3})), DType::f32)), 0.5);
+}
+
+// [N, C, H, W] moved by one pixel along H and W (+1: down-right, -1: up-left), the edge replicated into
+// the row and column that open.
+Tensor shifted_by_one(const Tensor& input, int direction) {
+  const Tensor widened = pad(input, {1, 1, 1, 1}, "replicate");
+  return direction > 0 ? pad(widened, {0, -2, 0, -2}) : pad(widened, {-2, 0, -2, 0});
+}
+
+// Test-time augmentation (EvalOptions::hflip, ::shift): the weighted mean of the views' f32 logits.
+Tensor test_time_output(Module& model, const Tensor& input, const EvalOptions& options) {
+  if (!options.hflip && !options.shift) return cast(model.forward(input), DType::f32);
+  LIFTOFF_CHECK(input.dim() == 4, ShapeError, "evaluate: test-time ",
+                options.shift ? "translation (--tta-shift)" : "flip averaging (--tta-flip)",
+                " needs image batches [N, C, H, W], got ", shape_str(input.shape()),
+                "; leave the flag out for this data");
+  const Tensor centred = view_output(model, input, options.hflip);
+  if (!options.shift) return centred;
+  const Tensor moved = add(view_output(model, shifted_by_one(input, +1), options.hflip),
+                           view_output(model, shifted_by_one(input, -1), options.hflip));
+  return add(scale(centred, 0.5), scale(moved, 0.25));
 }
 
 }  // namespace
@@ -278,8 +297,7 @@ EvalResult Trainer::evaluate_pass(BatchSource& source, const EvalOptions& option
   Batch batch;
   while (source.next(batch)) {
     const MicroBatch mb{batch.input, batch.labels};
-    const Tensor output =
-        options.hflip ? flip_averaged_output(model, mb.input) : cast(model.forward(mb.input), DType::f32);
+    const Tensor output = test_time_output(model, mb.input, options);
     const int64_t n = output.size(0);
     loss_total += loss_fn(output, mb).item() * static_cast<double>(n);
     correct += count_correct(output, mb.labels);

@@ -50,6 +50,9 @@ struct EvalOptions {
   // Test-time flip averaging: the logits of each image and of its horizontal mirror are averaged before the
   // loss and the top-1 (inputs [N, C, H, W]; a second forward per batch).
   bool hflip = false;
+  // Test-time translation: also the batch shifted by one pixel down-right and up-left (edges replicated),
+  // each view (with its mirror under hflip) weighted 1/4 and the unshifted view 1/2 (inputs [N, C, H, W]).
+  bool shift = false;
   // With TrainerOptions::ema: evaluate the averaged weights (the model's own are back afterwards).
   bool use_ema = true;
 };

@@ -67,6 +67,8 @@ check "... and stops at epoch 2's" grep -q "time to 0.01% test accuracy: .* (epo
 "${evaluated[@]}" --epochs 3 --eval-every 2 >"$work/t5.log" 2>&1
 check "--eval-every 2 evaluates the last epoch (3)" grep -q "^epoch 3/3.*| test" "$work/t5.log"
 check "... and not epoch 1" bash -c "! grep -q '^epoch 1/3.*| test' '$work/t5.log'"
+"${evaluated[@]}" --epochs 1 --tta-flip --tta-shift >"$work/t6.log" 2>&1
+check "--tta-flip --tta-shift evaluates the averaged views" grep -q "| test (flip-averaged, shift-averaged) loss" "$work/t6.log"
 
 # 6. kill -USR1 prints every thread's stack, named and symbolised, and the run goes on to a normal end.
 "$TRAIN" --device cpu --threads 2 --data synthetic --synthetic-size 4096 --model simple_cnn --batch 32 --epochs 3 \

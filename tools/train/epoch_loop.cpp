@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "runtime/device.h"
 #include "tools/common/signals.h"
@@ -32,6 +33,15 @@ RunShape run_shape(const Flags& f, const TrainSetup& s, const ResumePoint& resum
   shape.skip_micro_batches = resume.skip_micro_batches;
   shape.start_step = s.trainer->global_step();
   return shape;
+}
+
+// " (EMA, flip-averaged, shift-averaged)" and its shorter forms: what the evaluation averaged.
+std::string test_time_label(bool ema, bool flip, bool shift) {
+  std::string parts = ema ? "EMA" : "";
+  for (const auto& [on, name] : {std::pair{flip, "flip-averaged"}, std::pair{shift, "shift-averaged"}}) {
+    if (on) parts += (parts.empty() ? "" : ", ") + std::string(name);
+  }
+  return parts.empty() ? "" : " (" + parts + ")";
 }
 
 class EpochLoop {
@@ -140,16 +150,14 @@ class EpochLoop {
       const double eval_start_s = clock_.elapsed_s();
       EvalOptions eval_options;
       eval_options.hflip = f_.tta_flip;
+      eval_options.shift = f_.tta_shift;
       const EvalResult e = trainer_.evaluate(s_.test_batches(), eval_options);
       const double eval_s = clock_.elapsed_s() - eval_start_s;
       clock_.add_evaluation(eval_s);
       progress_.evaluated(eval_s);
       logs_.on_evaluation(epoch, e, eval_s);
       r_.last_accuracy = e.accuracy;
-      line += std::string(" | test") +
-              (s_.ema        ? (f_.tta_flip ? " (EMA, flip-averaged)" : " (EMA)")
-               : f_.tta_flip ? " (flip-averaged)"
-                             : "") +
+      line += std::string(" | test") + test_time_label(s_.ema != nullptr, f_.tta_flip, f_.tta_shift) +
               " loss " + fmt("%.4f", e.mean_loss) + ", accuracy " + fmt("%.2f", 100.0 * e.accuracy) + "% (" +
               fmt("%.1f", e.seconds) + " s)";
     }

@@ -315,6 +315,11 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_flag("--tta-flip", f.tta_flip,
                "evaluate each test image and its horizontal mirror and average the logits")
       ->group(g_train);
+  app.add_flag(
+         "--tta-shift", f.tta_shift,
+         "evaluate each test image also moved one pixel down-right and up-left (edges replicated), "
+         "weighing the shifted views 1/4 each and the image 1/2 (each with its mirror under --tta-flip)")
+      ->group(g_train);
   app.add_option("--timing-warmup", f.timing_warmup,
                  "optimizer steps left out of the steady-state images/s (start-up, algorithm search)")
       ->capture_default_str()

@@ -52,6 +52,7 @@ struct Flags {
   double ema = -1.0;             // >= 0: the EMA decay (--ema [DECAY]); < 0: no EMA
   std::string ema_buffers = "copy";
   bool tta_flip = false;
+  bool tta_shift = false;
   int64_t timing_warmup = 5;
   std::string amp = "off";
   std::string cuda_graphs = "auto";

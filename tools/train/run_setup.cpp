@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "models/nn/zoo.h"
 #include "ops/common/layout.h"
@@ -174,14 +175,22 @@ void print_run_header(const Flags& f, const TrainSetup& s, const ResumePoint& re
       lr_note.empty() ? "" : (lr_note + "; ").c_str(), f.schedule.c_str(),
       f.warmup > 0 ? (", warm-up " + std::to_string(f.warmup)).c_str() : "", f.wd, f.amp.c_str(),
       activation_layout(f, s.device));
-  if (s.ema || f.tta_flip) {
-    std::printf(
-        "  evaluation:%s%s\n",
-        s.ema ? str_cat(" EMA of the weights (decay ", f.ema, ", batch-norm statistics ",
-                        f.ema_buffers == "average" ? "averaged" : "the model's", ", updated in the step)")
-                    .c_str()
-              : "",
-        f.tta_flip ? (s.ema ? "; flip averaging (image + mirror)" : " flip averaging (image + mirror)") : "");
+  std::vector<std::string> evaluation;
+  if (s.ema) {
+    evaluation.push_back(str_cat("EMA of the weights (decay ", f.ema, ", batch-norm statistics ",
+                                 f.ema_buffers == "average" ? "averaged" : "the model's",
+                                 ", updated in the step)"));
+  }
+  if (f.tta_flip) evaluation.push_back("flip averaging (image + mirror)");
+  if (f.tta_shift)
+    evaluation.push_back("shift averaging (image 1/2, one pixel down-right and up-left 1/4 each)");
+  if (f.eval_every > 1 && !f.no_eval) {
+    evaluation.push_back(str_cat("after every ", f.eval_every, " epochs and the last"));
+  }
+  if (!evaluation.empty()) {
+    std::string text;
+    for (const std::string& part : evaluation) text += (text.empty() ? " " : "; ") + part;
+    std::printf("  evaluation:%s\n", text.c_str());
   }
   if (s.schedule && !s.schedule->note().empty()) std::printf("  note: %s\n", s.schedule->note().c_str());
   if (s.device.is_cuda()) {

@@ -1,9 +1,11 @@
 // ModelEma (models/train/ema.h) and the Trainer's use of it: the recurrence after each step, evaluation with
-// the averaged weights (the model's own back afterwards), flip averaging at evaluation, checkpoint pieces.
+// the averaged weights (the model's own back afterwards), flip and shift averaging at evaluation, checkpoint
+// pieces.
 #include "models/train/ema.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "data/batch_iterator.h"
@@ -182,6 +184,56 @@ TEST(EvaluateFlip, AveragesTheLogitsOfImageAndMirror) {
   EXPECT_EQ(flipped.images, 30);
   EXPECT_NEAR(flipped.mean_loss, loss_sum / static_cast<double>(n), 1e-6);
   EXPECT_NE(flipped.mean_loss, plain.mean_loss);  // the mirror really changed something
+}
+
+// x [N, C, H, W] moved by (dy, dx) pixels, the nearest edge pixel copied into what opens; by index on the
+// host.
+Tensor shifted_by_hand(const Tensor& x, int dy, int dx) {
+  const std::vector<float> in = x.to_vector<float>();
+  std::vector<float> out(in.size());
+  const int64_t planes = x.size(0) * x.size(1), h = x.size(2), w = x.size(3);
+  for (int64_t p = 0; p < planes; ++p) {
+    for (int64_t i = 0; i < h; ++i) {
+      for (int64_t j = 0; j < w; ++j) {
+        const int64_t si = std::clamp<int64_t>(i - dy, 0, h - 1), sj = std::clamp<int64_t>(j - dx, 0, w - 1);
+        out[static_cast<size_t>((p * h + i) * w + j)] = in[static_cast<size_t>((p * h + si) * w + sj)];
+      }
+    }
+  }
+  return Tensor::from_vector<float>(out, x.shape());
+}
+
+TEST(EvaluateShift, WeighsTheCentredViewHalfAndEachOnePixelShiftQuarter) {
+  auto net = make_net();
+  SGD sgd(net->parameters(), 0.1);
+  Trainer trainer(*net, sgd, nullptr, TrainerOptions{});
+  InOrderBatches test = batches_of(30, 10, 5);
+  EvalOptions options;
+  options.hflip = true;
+  options.shift = true;
+  const EvalResult shifted = trainer.evaluate(test, options);
+  EvalOptions flip_only;
+  flip_only.hflip = true;
+  const EvalResult flipped = trainer.evaluate(test, flip_only);
+  NoGradGuard no_grad;
+  net->eval();
+  const auto mirrored_mean = [&](const Tensor& x) {
+    return scale(add(net->forward(x), net->forward(flip(x, {3}))), 0.5);
+  };
+  double loss_sum = 0.0;
+  Batch b;
+  test.start_epoch(0);
+  while (test.next(b)) {
+    const Tensor logits =
+        add(scale(mirrored_mean(b.input), 0.5), scale(add(mirrored_mean(shifted_by_hand(b.input, 1, 1)),
+                                                          mirrored_mean(shifted_by_hand(b.input, -1, -1))),
+                                                      0.25));
+    loss_sum += cross_entropy(logits, b.labels).item() * static_cast<double>(b.labels.size(0));
+  }
+  net->train();
+  EXPECT_EQ(shifted.images, 30);
+  EXPECT_NEAR(shifted.mean_loss, loss_sum / 30.0, 1e-6);
+  EXPECT_NE(shifted.mean_loss, flipped.mean_loss);  // the shifted views really changed something
 }
 
 TEST(EmaCheckpoint, RoundTripsAndRefusesWhatDoesNotFit) {
