@@ -74,6 +74,8 @@ def main():
     p.add_argument("--ema", type=float, default=-1.0, help="EMA decay (< 0: off)")
     p.add_argument("--ema-buffers", default="copy", choices=["copy", "average"])
     p.add_argument("--tta-flip", action="store_true")
+    p.add_argument("--tta-shift", action="store_true",
+                   help="also the image moved one pixel down-right and up-left (edges replicated): 1/2, 1/4, 1/4")
     p.add_argument("--eval-every", type=int, default=1, help="evaluate after every N-th epoch and the last")
     p.add_argument("--drop-last", action="store_true", help="drop each epoch's last, smaller batch")
     p.add_argument("--target-accuracy", type=float, default=94.0, help="0..1 or a percentage")
@@ -103,6 +105,10 @@ def main():
     amp_dtype = torch.bfloat16 if args.amp == "bf16" else None
     te_in = ((te_x.float() / 255 - MEAN) / STD).contiguous(memory_format=mf)
 
+    def view(net, x):  # one test-time view's logits, averaged with its mirror's under --tta-flip
+        logits = net(x).float()
+        return 0.5 * (logits + net(x.flip(3)).float()) if args.tta_flip else logits
+
     def evaluate():
         net = ema.module if ema is not None else model
         if ema is not None and args.ema_buffers == "copy":
@@ -113,9 +119,10 @@ def main():
         with torch.no_grad(), torch.autocast("cuda", dtype=amp_dtype, enabled=amp_dtype is not None):
             for i in range(0, len(te_in), 1000):
                 x = te_in[i:i + 1000]
-                logits = net(x).float()
-                if args.tta_flip:
-                    logits = 0.5 * (logits + net(x.flip(3)).float())
+                logits = view(net, x)
+                if args.tta_shift:
+                    wide = F.pad(x, (1, 1, 1, 1), mode="replicate")
+                    logits = 0.5 * logits + 0.25 * (view(net, wide[:, :, :-2, :-2]) + view(net, wide[:, :, 2:, 2:]))
                 correct += (logits.argmax(1) == te_y[i:i + 1000]).sum()
         net.train()
         return correct.item() / len(te_in)  # .item() synchronises
