@@ -289,7 +289,6 @@ void add_flags(CLI::App& app, Flags& f) {
          "check_val_every_n_epoch); --target-accuracy then stops at the first evaluated epoch reaching it")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
-      ->excludes("--no-eval")
       ->group(g_train);
   app.add_option(
          "--target-accuracy", f.target_accuracy,
