@@ -3,8 +3,8 @@
 # (tools/reference/time_to_accuracy.py: same model, epochs, batch, LR and its scaling, bf16 autocast,
 # channels_last, cudnn.benchmark, label smoothing, one-cycle, EMA and flip averaging) on the same seeds.
 # Goal: every seed >= 94.0%, median wall <= 5 s, PyTorch's median / ours >= 8.
-# Knobs: TTA_CANDIDATES (names, default "A B C"), TTA_SEEDS (default "1 2 3 4 5"), TTA_TORCH (candidates
-# PyTorch runs, default "A"; "" for none), TTA_TORCH_SEEDS (its seeds, default TTA_SEEDS), TTA_EXTRA (extra train flags, e.g. --no-profile).
+# Knobs: TTA_CANDIDATES (names, default "C L M"), TTA_SEEDS (default "1 2 3 4 5"), TTA_TORCH (candidates
+# PyTorch runs, default "L"; "" for none), TTA_TORCH_SEEDS (its seeds, default TTA_SEEDS), TTA_EXTRA (extra train flags, e.g. --no-profile).
 tta_recipe() {
   local common="--amp bf16 --label-smoothing 0.1 --wd 5e-4 --lr 0.2"
   local r20="--model resnet20 $common" r18="--model resnet18 $common"
@@ -22,6 +22,13 @@ tta_recipe() {
     # ResNet-18 at 28 px runs ~0.6 s an epoch at batch 512: 5 epochs fit the 5 s goal with evaluation.
     J) echo "${r18/--lr 0.2/--lr 0.1} --batch 512 --epochs 5 --ema 0.99 --tta-flip" ;;
     K) echo "${r18/--lr 0.2/--lr 0.1} --batch 256 --epochs 5 --ema 0.99 --tta-flip" ;;
+    # C with the image's one-pixel shifts averaged at evaluation (--tta-shift, session 18); M: two epochs
+    # fewer; N: label smoothing 0.2; O: evaluated at epochs 7 and 14 only (--eval-every: one-cycle reaches
+    # 94% in its last epochs, so the earlier evaluations only cost time).
+    L) echo "$r20 --batch 512 --lr-scale linear --epochs 14 --ema 0.99 --tta-flip --tta-shift" ;;
+    M) echo "$r20 --batch 512 --lr-scale linear --epochs 12 --ema 0.99 --tta-flip --tta-shift" ;;
+    N) echo "${r20/--label-smoothing 0.1/--label-smoothing 0.2} --batch 512 --lr-scale linear --epochs 14 --ema 0.99 --tta-flip --tta-shift" ;;
+    O) echo "$r20 --batch 512 --lr-scale linear --epochs 14 --ema 0.99 --tta-flip --tta-shift --eval-every 7" ;;
     *) echo "" ;;
   esac
 }
@@ -34,7 +41,7 @@ tta_summary() {
 }
 tta_drop_last=""
 /tmp/bin/train --help 2>/dev/null | grep -q -- "--drop-last" && tta_drop_last="--drop-last"  # ours drops by default then
-for cand in ${TTA_CANDIDATES:-A B C}; do
+for cand in ${TTA_CANDIDATES:-C L M}; do
   R=$(tta_recipe "$cand")
   [ -n "$R" ] || { note "tta: unknown candidate $cand"; continue; }
   log="$OUT/tta_$cand.log"
@@ -56,7 +63,7 @@ for cand in ${TTA_CANDIDATES:-A B C}; do
   done
   tta_summary "$cand liftoff" "/tmp/tta_$cand.txt"
 done
-for cand in ${TTA_TORCH-A}; do
+for cand in ${TTA_TORCH-L}; do
   R=$(tta_recipe "$cand")
   [ -n "$R" ] || continue
   # The reference takes train's recipe flags under the same names.

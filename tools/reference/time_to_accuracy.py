@@ -8,9 +8,10 @@ epochs with momentum held (Liftoff's onecycle does not cycle it), label smoothin
 (--lr-scale, reference batch 256), and PyTorch's fast paths: cudnn.benchmark, autocast bf16, channels_last.
 Options Liftoff has: EMA of the weights (torch.optim.swa_utils.AveragedModel with get_ema_multi_avg_fn: one
 fused _foreach_lerp_ per step; --ema-buffers copy keeps the model's batch-norm statistics, average averages
-them too, use_buffers=True) and flip averaging at evaluation (logits of image and mirror averaged).
+them too, use_buffers=True), flip averaging at evaluation (logits of image and mirror averaged), shift averaging
+(--tta-shift: the image 1/2, its one-pixel shifts down-right and up-left, edges replicated, 1/4 each).
 
-Evaluates after every epoch and stops at the first that reaches the target. Prints per epoch, then one line:
+Evaluates after every epoch (--eval-every N: every N-th and the last) and stops at the first that reaches the target. Prints per epoch, then one line:
   RESULT accuracy=<a> epochs=<n> wall_s=<s> train_s=<s> target=<t> reached=<0|1>
 wall_s: from the first step, data loading (augmentation) and evaluation included (Liftoff's wall figure);
 train_s: the epochs' training time alone (device synchronised at each epoch end, evaluation left out).
