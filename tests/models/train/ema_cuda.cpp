@@ -1,8 +1,10 @@
 // ModelEma on CUDA inside the Trainer's captured step: the average is updated by every replay (the same
 // values as eager steps, bit for bit under deterministic algorithms), evaluations with the average between
-// epochs leave the captured step valid, and flip-averaged evaluation runs on the device.
+// epochs leave the captured step valid, and flip- and shift-averaged evaluation runs on the device (as on the
+// CPU).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
 
 #include "data/batch_iterator.h"
@@ -88,6 +90,32 @@ TEST(EmaCuda, CapturedStepUpdatesTheAverageAsEagerStepsDo) {
     EXPECT_EQ(graphed.flip_loss, eager.flip_loss);
     EXPECT_NE(graphed.flip_loss, graphed.eval_loss);
   }
+}
+
+// Flip and shift averaging on the device give the CPU's figures (same weights, f32).
+TEST(EvaluateCuda, ShiftAndFlipAveragingMatchTheCpu) {
+  LIFTOFF_REQUIRE_CUDA();
+  EvalOptions views;
+  views.hflip = true;
+  views.shift = true;
+  EvalResult on[2];
+  for (int i = 0; i < 2; ++i) {
+    const Device device = i == 0 ? Device::cpu() : Device::cuda(0);
+    auto model = make_model("resnet20", 1, 10, 12, 7);  // the same seed: the same weights
+    model->to(device);
+    SGD sgd(model->parameters(), 0.05);
+    Trainer trainer(*model, sgd, nullptr, TrainerOptions{});
+    InOrderOptions data;
+    data.batch = 50;
+    data.shuffle = false;
+    data.augment = false;
+    data.device = device;
+    InOrderBatches batches(make_synthetic_dataset(100, 1, 12, 12, 10, 5), data);
+    on[i] = trainer.evaluate(batches, views);
+  }
+  EXPECT_EQ(on[1].images, 100);
+  EXPECT_NEAR(on[1].mean_loss, on[0].mean_loss, 1e-4 * std::abs(on[0].mean_loss) + 1e-5);
+  EXPECT_NEAR(on[1].accuracy, on[0].accuracy, 0.011);  // a near tie may flip one image of 100
 }
 
 }  // namespace
