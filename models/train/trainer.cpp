@@ -64,20 +64,6 @@ Tensor shifted_by_one(const Tensor& input, int direction) {
   return direction > 0 ? pad(widened, {0, -2, 0, -2}) : pad(widened, {-2, 0, -2, 0});
 }
 
-// Test-time augmentation (EvalOptions::hflip, ::shift): the weighted mean of the views' f32 logits.
-Tensor test_time_output(Module& model, const Tensor& input, const EvalOptions& options) {
-  if (!options.hflip && !options.shift) return cast(model.forward(input), DType::f32);
-  LIFTOFF_CHECK(input.dim() == 4, ShapeError, "evaluate: test-time ",
-                options.shift ? "translation (--tta-shift)" : "flip averaging (--tta-flip)",
-                " needs image batches [N, C, H, W], got ", shape_str(input.shape()),
-                "; leave the flag out for this data");
-  const Tensor centred = view_output(model, input, options.hflip);
-  if (!options.shift) return centred;
-  const Tensor moved = add(view_output(model, shifted_by_one(input, +1), options.hflip),
-                           view_output(model, shifted_by_one(input, -1), options.hflip));
-  return add(scale(centred, 0.5), scale(moved, 0.25));
-}
-
 }  // namespace
 
 namespace {
@@ -268,6 +254,19 @@ double Trainer::running_loss() const {
   return loss_sum_.item() / static_cast<double>(loss_count_);
 }
 
+Tensor test_time_logits(Module& model, const Tensor& input, const EvalOptions& options) {
+  if (!options.hflip && !options.shift) return cast(model.forward(input), DType::f32);
+  LIFTOFF_CHECK(input.dim() == 4, ShapeError, "evaluate: test-time ",
+                options.shift ? "translation (--tta-shift)" : "flip averaging (--tta-flip)",
+                " needs image batches [N, C, H, W], got ", shape_str(input.shape()),
+                "; leave the flag out for this data");
+  const Tensor centred = view_output(model, input, options.hflip);
+  if (!options.shift) return centred;
+  const Tensor moved = add(view_output(model, shifted_by_one(input, +1), options.hflip),
+                           view_output(model, shifted_by_one(input, -1), options.hflip));
+  return add(scale(centred, 0.5), scale(moved, 0.25));
+}
+
 EvalResult Trainer::evaluate(BatchSource& source, const EvalOptions& options) {
   ModelEma* ema = options.use_ema ? options_.ema : nullptr;
   if (ema == nullptr) return evaluate_pass(source, options);
@@ -297,7 +296,7 @@ EvalResult Trainer::evaluate_pass(BatchSource& source, const EvalOptions& option
   Batch batch;
   while (source.next(batch)) {
     const MicroBatch mb{batch.input, batch.labels};
-    const Tensor output = test_time_output(model, mb.input, options);
+    const Tensor output = test_time_logits(model, mb.input, options);
     const int64_t n = output.size(0);
     loss_total += loss_fn(output, mb).item() * static_cast<double>(n);
     correct += count_correct(output, mb.labels);

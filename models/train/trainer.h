@@ -57,6 +57,10 @@ struct EvalOptions {
   bool use_ema = true;
 };
 
+// The f32 logits of `model` for `input` with EvalOptions' test-time views averaged (hflip, shift; the model
+// as it is: no EMA swap, no grad or autocast set here). Trainer::evaluate and the evaluate tool use it.
+Tensor test_time_logits(Module& model, const Tensor& input, const EvalOptions& options);
+
 class Trainer {
  public:
   // schedule may be null (constant learning rate). The model and optimizer must outlive the trainer.

@@ -1,5 +1,6 @@
 // evaluate: a train checkpoint on a data set (by default its own test set): loss, accuracy, per-class
-// accuracy and the confusion matrix, on the CPU or a CUDA GPU.
+// accuracy and the confusion matrix, on the CPU or a CUDA GPU. By default it scores what train's evaluations
+// scored: the EMA of the weights where the run kept one, the run's test-time views, and on CUDA its --amp.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -7,11 +8,15 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "models/train/amp.h"
+#include "models/train/trainer.h"
 #include "ops/cast/cast.h"
 #include "ops/cross_entropy/cross_entropy.h"
+#include "runtime/autocast.h"
 #include "runtime/autograd.h"
 #include "runtime/device_select.h"
 #include "tools/common/cli.h"
@@ -23,7 +28,9 @@ using namespace liftoff;
 
 struct Options {
   std::string checkpoint;
-  std::string data, data_dir, split = "test", device = "auto", json;
+  std::string data, data_dir, split = "test", device = "auto", json, weights = "auto";
+  // Test-time views; unset: as the run evaluated (train's --tta-flip / --tta-shift).
+  std::optional<bool> tta_flip, tta_shift;
   int64_t batch = 256;
   int workers = 2;
 };
@@ -34,14 +41,14 @@ struct Evaluation {
   std::vector<std::vector<int64_t>> confusion;  // [true class][predicted class]
 };
 
-Evaluation evaluate(Module& model, BatchSource& source, int64_t classes) {
+Evaluation evaluate(Module& model, BatchSource& source, int64_t classes, const EvalOptions& views) {
   Evaluation e;
   e.confusion.assign(static_cast<size_t>(classes), std::vector<int64_t>(static_cast<size_t>(classes), 0));
   NoGradGuard no_grad;
   source.start_epoch(0);
   Batch batch;
   while (source.next(batch)) {
-    const Tensor logits = cast(model.forward(batch.input), DType::f32);
+    const Tensor logits = test_time_logits(model, batch.input, views);
     const int64_t n = logits.size(0);
     e.loss_sum += cross_entropy(logits, batch.labels).item() * static_cast<double>(n);
     const std::vector<float> scores = logits.contiguous().to_vector<float>();
@@ -60,12 +67,23 @@ double ratio(int64_t a, int64_t b) {
   return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0;
 }
 
+// "image + mirror + one-pixel shifts" and its shorter forms.
+std::string views_text(const EvalOptions& views) {
+  return std::string("image") + (views.hflip ? " + mirror" : "") + (views.shift ? " + one-pixel shifts" : "");
+}
+
 nlohmann::json to_json(const Options& o, const tools::TrainedCheckpoint& ckpt, const tools::DataFacts& facts,
-                       const Device& device, const Evaluation& e) {
+                       const Device& device, const tools::TrainedModel& trained, const EvalOptions& views,
+                       const Evaluation& e) {
   nlohmann::json j;
   j["checkpoint"] = ckpt.state.path;
   j["model"] = ckpt.flags.model;
   j["step"] = ckpt.state.step;
+  j["weights"] = trained.ema_weights ? "ema" : "model";
+  j["weights_text"] = trained.weights;
+  j["views"] = views_text(views);
+  j["tta_flip"] = views.hflip;
+  j["tta_shift"] = views.shift;
   j["data"] = ckpt.flags.data;
   j["split"] = o.split;
   j["device"] = device.str();
@@ -94,6 +112,8 @@ void print_text(const nlohmann::json& j) {
               j["model"].get<std::string>().c_str(), static_cast<long long>(j["step"].get<int64_t>()),
               j["data"].get<std::string>().c_str(), j["split"].get<std::string>().c_str(),
               static_cast<long long>(j["images"].get<int64_t>()), j["device"].get<std::string>().c_str());
+  std::printf("weights: %s | views: %s\n", j["weights_text"].get<std::string>().c_str(),
+              j["views"].get<std::string>().c_str());
   std::printf("loss %.4f, accuracy %.2f%%\n\nper class:\n", j["loss"].get<double>(),
               100.0 * j["accuracy"].get<double>());
   const auto names = j["classes"].get<std::vector<std::string>>();
@@ -126,9 +146,17 @@ int run(const Options& o) {
   use_device(device.device);
   tools::TrainData data = tools::make_train_data(ckpt.flags, device.device);
   const tools::DataFacts facts = tools::facts_of(data);
-  const auto model = tools::build_trained_model(ckpt, facts, device.device);
-  const Evaluation e = evaluate(*model, o.split == "train" ? *data.train : *data.test, facts.classes);
-  const nlohmann::json j = to_json(o, ckpt, facts, device.device, e);
+  const tools::TrainedModel trained =
+      tools::build_trained_model(ckpt, facts, device.device, tools::parse_weights_choice(o.weights));
+  EvalOptions views;
+  views.hflip = o.tta_flip.value_or(ckpt.flags.tta_flip);
+  views.shift = o.tta_shift.value_or(ckpt.flags.tta_shift);
+  // On CUDA in the run's precision, as train evaluated (the CPU keeps f32).
+  const AutocastGuard autocast(device.device.is_cuda() ? amp_compute_dtype(parse_amp(ckpt.flags.amp))
+                                                       : DType::f32);
+  const Evaluation e =
+      evaluate(*trained.model, o.split == "train" ? *data.train : *data.test, facts.classes, views);
+  const nlohmann::json j = to_json(o, ckpt, facts, device.device, trained, views, e);
   if (o.json == "-") {
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
@@ -167,8 +195,22 @@ int main(int argc, char** argv) {
   app.add_option("-j,--workers", o.workers, "loader threads")
       ->capture_default_str()
       ->check(liftoff::tools::in_range(int64_t{1}, int64_t{256}));
+  app.add_option("--weights", o.weights,
+                 "auto | ema | model: the checkpoint's EMA of the weights (train --ema) or the last step's "
+                 "(auto: the EMA where the checkpoint holds one, as train's evaluations used)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "ema", "model"}));
+  CLI::Option* flip =
+      app.add_flag("--tta-flip,!--no-tta-flip", o.tta_flip,
+                   "average each image's logits with its mirror's (default: as the run evaluated)");
+  CLI::Option* shift = app.add_flag(
+      "--tta-shift,!--no-tta-shift", o.tta_shift,
+      "also average its one-pixel shifts down-right and up-left (default: as the run evaluated)");
   app.add_option("--json", o.json, "also write the results as JSON to this file ('-': only JSON, on stdout)");
   if (const int code = liftoff::tools::parse_command_line(app, argc, argv); code >= 0) return code;
+  // CLI11 fills an optional flag even when it is absent: absent means "as the run evaluated".
+  if (flip->count() == 0) o.tta_flip.reset();
+  if (shift->count() == 0) o.tta_shift.reset();
   try {
     return run(o);
   } catch (const liftoff::ValueError& e) {

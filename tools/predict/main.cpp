@@ -27,7 +27,7 @@ namespace fs = std::filesystem;
 struct Options {
   std::string checkpoint;
   std::vector<std::string> inputs;
-  std::string device = "auto", format = "csv";
+  std::string device = "auto", format = "csv", weights = "auto";
   int64_t top_k = 5, batch = 64;
 };
 
@@ -151,8 +151,9 @@ int run(const Options& o) {
   // Checkpoints of older builds do not store their data facts: the training data set gives them.
   const tools::DataFacts facts =
       ckpt.has_facts ? ckpt.facts : tools::facts_of(tools::make_train_data(ckpt.flags, Device::cpu()));
-  const auto model = tools::build_trained_model(ckpt, facts, device.device);
-  print(predict(*model, files, facts, o, device.device), facts, o.format);
+  const tools::TrainedModel trained =
+      tools::build_trained_model(ckpt, facts, device.device, tools::parse_weights_choice(o.weights));
+  print(predict(*trained.model, files, facts, o, device.device), facts, o.format);
   return 0;
 }
 
@@ -176,6 +177,11 @@ int main(int argc, char** argv) {
   app.add_option("--batch,--batch-size", o.batch, "images per forward pass")
       ->capture_default_str()
       ->check(liftoff::tools::in_range(int64_t{1}, int64_t{4096}));
+  app.add_option("--weights", o.weights,
+                 "auto | ema | model: the checkpoint's EMA of the weights (train --ema) or the last step's "
+                 "(auto: the EMA where the checkpoint holds one, as train's evaluations used)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "ema", "model"}));
   if (const int code = liftoff::tools::parse_command_line(app, argc, argv); code >= 0) return code;
   try {
     return run(o);

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "models/nn/zoo.h"
+#include "models/train/ema.h"
 #include "tools/train/resume_config.h"
 
 namespace liftoff::tools {
@@ -76,14 +77,39 @@ TrainedCheckpoint read_trained_checkpoint(const std::string& file_or_dir,
   return out;
 }
 
-std::unique_ptr<Module> build_trained_model(const TrainedCheckpoint& ckpt, const DataFacts& facts,
-                                            Device device) {
-  std::unique_ptr<Module> model =
-      make_model(ckpt.flags.model, facts.channels, facts.classes, facts.height, ckpt.flags.seed);
-  restore_model(ckpt.state, ckpt.flags.model, *model);
-  model->to(device);
-  model->eval();
-  return model;
+WeightsChoice parse_weights_choice(const std::string& text) {
+  if (text == "auto") return WeightsChoice::automatic;
+  if (text == "ema") return WeightsChoice::ema;
+  if (text == "model") return WeightsChoice::model;
+  throw ValueError(str_cat("--weights: '", text, "' is not one of auto, ema, model"));
+}
+
+bool holds_ema(const CheckpointState& state) {
+  return std::any_of(state.extra.begin(), state.extra.end(),
+                     [](const auto& entry) { return entry.first.rfind("ema.", 0) == 0; });
+}
+
+TrainedModel build_trained_model(const TrainedCheckpoint& ckpt, const DataFacts& facts, Device device,
+                                 WeightsChoice weights) {
+  TrainedModel out;
+  out.model = make_model(ckpt.flags.model, facts.channels, facts.classes, facts.height, ckpt.flags.seed);
+  restore_model(ckpt.state, ckpt.flags.model, *out.model);
+  out.model->to(device);
+  out.model->eval();
+  const bool has_ema = holds_ema(ckpt.state);
+  LIFTOFF_CHECK(has_ema || weights != WeightsChoice::ema, ValueError, "--weights ema: checkpoint '",
+                ckpt.state.path, "' holds no EMA of the weights (its run had no --ema); use --weights model");
+  out.weights = "the last step's weights";
+  if (!has_ema || weights == WeightsChoice::model) return out;
+  // The average goes into the model's own tensors (restore_ema checks every name, shape and dtype first).
+  const double decay = ckpt.flags.ema >= 0 ? ckpt.flags.ema : EmaOptions{}.decay;
+  ModelEma ema(*out.model, {decay, ckpt.flags.ema_buffers == "average"});
+  restore_ema(ckpt.state, &ema);
+  ema.swap_with_model();
+  out.ema_weights = true;
+  out.weights =
+      ckpt.flags.ema >= 0 ? str_cat("EMA of the weights (decay ", ckpt.flags.ema, ")") : "EMA of the weights";
+  return out;
 }
 
 }  // namespace liftoff::tools

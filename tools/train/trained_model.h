@@ -35,9 +35,24 @@ struct TrainedCheckpoint {
 TrainedCheckpoint read_trained_checkpoint(const std::string& file_or_dir,
                                           const std::map<std::string, std::string>& overrides);
 
-// The checkpoint's model for these data facts, with its weights (restore_model's checks), on `device`, in
-// eval mode.
-std::unique_ptr<Module> build_trained_model(const TrainedCheckpoint& ckpt, const DataFacts& facts,
-                                            Device device);
+// Which of a checkpoint's weights a tool uses: automatic takes the EMA of the weights where the checkpoint
+// holds one (what train's evaluations scored), else the last step's; ema insists on the average (ValueError
+// naming the file when there is none); model takes the last step's.
+enum class WeightsChoice { automatic, ema, model };
+// "auto" | "ema" | "model" (ValueError otherwise).
+WeightsChoice parse_weights_choice(const std::string& text);
+// Whether the checkpoint stores an EMA of the weights (train --ema).
+bool holds_ema(const CheckpointState& state);
+
+struct TrainedModel {
+  std::unique_ptr<Module> model;  // on the device, in eval mode
+  bool ema_weights = false;       // it holds the checkpoint's EMA average
+  std::string weights;  // for the user: "EMA of the weights (decay 0.99)" or "the last step's weights"
+};
+
+// The checkpoint's model for these data facts, with the chosen weights (restore_model's and restore_ema's
+// checks), on `device`, in eval mode.
+TrainedModel build_trained_model(const TrainedCheckpoint& ckpt, const DataFacts& facts, Device device,
+                                 WeightsChoice weights = WeightsChoice::automatic);
 
 }  // namespace liftoff::tools
