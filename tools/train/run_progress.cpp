@@ -21,10 +21,11 @@ double RunProgress::eta_s(int64_t global_step, int64_t epoch) const {
   const double per_step = (clock_.training_s() - first_step_end_s_) / static_cast<double>(timed_steps);
   double eta = per_step * static_cast<double>(plan_.total_steps() - global_step);
   if (eval_every_ > 0 && last_evaluation_s_ >= 0) {
-    int64_t evaluations_left = 0;  // after epochs epoch .. epochs - 1 (0-based), the last always
-    for (int64_t e = epoch; e < plan_.epochs(); ++e) {
-      evaluations_left += (e + 1) % eval_every_ == 0 || e + 1 == plan_.epochs();
-    }
+    // After epochs epoch .. epochs - 1 (0-based): the multiples of eval_every among their numbers epoch + 1
+    // .. epochs, and the last one when it is not a multiple.
+    const int64_t epochs = plan_.epochs();
+    const int64_t evaluations_left =
+        epochs / eval_every_ - epoch / eval_every_ + (epochs % eval_every_ != 0 && epoch < epochs ? 1 : 0);
     eta += last_evaluation_s_ * static_cast<double>(evaluations_left);
   }
   return eta;
