@@ -1,7 +1,7 @@
 # Stage "tta" of scripts/device_call.sh: time to 94% test accuracy on Fashion-MNIST (issue 23), data loading
 # and evaluation included, for 2-3 candidate recipes x 5 seeds, then PyTorch's best equivalent recipe
 # (tools/reference/time_to_accuracy.py: same model, epochs, batch, LR and its scaling, bf16 autocast,
-# channels_last, cudnn.benchmark, label smoothing, one-cycle, EMA and flip averaging) on the same seeds.
+# channels_last, cudnn.benchmark, label smoothing, one-cycle, EMA, flip and shift averaging, --eval-every) on the same seeds.
 # Goal: every seed >= 94.0%, median wall <= 5 s, PyTorch's median / ours >= 8.
 # Knobs: TTA_CANDIDATES (names, default "C L M"), TTA_SEEDS (default "1 2 3 4 5"), TTA_TORCH (candidates
 # PyTorch runs, default "L"; "" for none), TTA_TORCH_SEEDS (its seeds, default TTA_SEEDS), TTA_EXTRA (extra train flags, e.g. --no-profile).

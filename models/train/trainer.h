@@ -48,7 +48,7 @@ struct EvalResult {
 
 struct EvalOptions {
   // Test-time flip averaging: the logits of each image and of its horizontal mirror are averaged before the
-  // loss and the top-1 (inputs [N, C, H, W]; a second forward per batch).
+  // loss and the top-1 (inputs [N, C, H, W]; two forwards per view).
   bool hflip = false;
   // Test-time translation: also the batch shifted by one pixel down-right and up-left (edges replicated),
   // each view (with its mirror under hflip) weighted 1/4 and the unshifted view 1/2 (inputs [N, C, H, W]).

@@ -63,20 +63,26 @@ check "... the same top class as the CSV's rank-1 row for that file" json "$work
 # 3. A run with --ema and test-time views: evaluate scores what train's evaluation scored (the EMA of the
 #    weights, image + mirror) unless told otherwise; predict takes the same weights.
 "$BIN/train" --device cpu --threads 2 --data synthetic --synthetic-size 256 --model simple_cnn --batch 32 \
-  --epochs 1 --workers 1 --no-profile --ema 0.9 --tta-flip --checkpoint-dir "$work/ema" >"$work/ema.log" 2>&1
-check "a run with --ema --tta-flip exits 0" test $? -eq 0
-train_loss=$(sed -n 's/.*test (EMA, flip-averaged) loss \([0-9.]*\),.*/\1/p' "$work/ema.log" | tail -1)
+  --epochs 1 --workers 1 --no-profile --ema 0.9 --tta-flip --tta-shift --checkpoint-dir "$work/ema" \
+  >"$work/ema.log" 2>&1
+check "a run with --ema --tta-flip --tta-shift exits 0" test $? -eq 0
+train_loss=$(sed -n 's/.*test (EMA, flip-averaged, shift-averaged) loss \([0-9.]*\),.*/\1/p' "$work/ema.log" | tail -1)
 "$BIN/evaluate" "$work/ema" --device cpu >"$work/ema_e.log" 2>&1
-check "evaluate uses the EMA and the mirror by default" grep -q "weights: EMA of the weights (decay 0.9) | views: image + mirror$" "$work/ema_e.log"
+check "evaluate uses the EMA, the mirror and the shifts by default" \
+  grep -q "weights: EMA of the weights (decay 0.9) | views: image + mirror + one-pixel shifts$" "$work/ema_e.log"
 check "... and gets train's last test loss ($train_loss)" grep -q "^loss $train_loss," "$work/ema_e.log"
-"$BIN/evaluate" "$work/ema" --device cpu --weights model --no-tta-flip --json - >"$work/ema_m.json" 2>&1
-check "--weights model --no-tta-flip: the last step's weights, the image alone" json "$work/ema_m.json" \
-  "j['weights'] == 'model' and j['views'] == 'image' and abs(j['loss'] - $train_loss) > 1e-4"
+"$BIN/evaluate" "$work/ema" --device cpu --weights model --no-tta-shift --tta-flip --no-tta-flip --json - \
+  >"$work/ema_m.json" 2>&1
+check "--weights model, the last of --tta-flip/--no-tta-flip: the last step's weights, the image alone" \
+  json "$work/ema_m.json" "j['weights'] == 'model' and j['views'] == 'image' and abs(j['loss'] - $train_loss) > 1e-4"
 "$BIN/evaluate" "$work/pf" --device cpu --weights ema >"$work/x0.log" 2>&1
 check "--weights ema on a run without --ema exits 2" test $? -eq 2
 check "... naming the file and the way out" grep -q "holds no EMA of the weights.*use --weights model" "$work/x0.log"
-"$BIN/predict" "$work/ema" "$one" --device cpu --weights model -k 1 >"$work/pm.csv" 2>&1
-check "predict --weights model exits 0" test $? -eq 0
+"$BIN/predict" "$work/ema" "$work/png/test" --device cpu -k 3 >"$work/pd.csv" 2>&1
+"$BIN/predict" "$work/ema" "$work/png/test" --device cpu -k 3 --weights ema >"$work/pe.csv" 2>&1
+"$BIN/predict" "$work/ema" "$work/png/test" --device cpu -k 3 --weights model >"$work/pm.csv" 2>&1
+check "predict uses the EMA by default" cmp -s "$work/pd.csv" "$work/pe.csv"
+check "... which --weights model leaves out" bash -c "! cmp -s '$work/pd.csv' '$work/pm.csv'"
 
 # 4. Errors: one line naming what is wrong, the right exit code.
 "$BIN/predict" "$work/pf" "$work/nowhere.png" >"$work/x1.log" 2>&1

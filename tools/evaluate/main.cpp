@@ -31,6 +31,7 @@ struct Options {
   std::string data, data_dir, split = "test", device = "auto", json, weights = "auto";
   // Test-time views; unset: as the run evaluated (train's --tta-flip / --tta-shift).
   std::optional<bool> tta_flip, tta_shift;
+  bool flip_flag = false, shift_flag = false;  // the flags as parsed
   int64_t batch = 256;
   int workers = 2;
 };
@@ -200,17 +201,20 @@ int main(int argc, char** argv) {
                  "(auto: the EMA where the checkpoint holds one, as train's evaluations used)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "ema", "model"}));
+  // Plain bools (an optional<bool> flag counts its occurrences in CLI11); the last of --x / --no-x wins.
   CLI::Option* flip =
-      app.add_flag("--tta-flip,!--no-tta-flip", o.tta_flip,
-                   "average each image's logits with its mirror's (default: as the run evaluated)");
-  CLI::Option* shift = app.add_flag(
-      "--tta-shift,!--no-tta-shift", o.tta_shift,
-      "also average its one-pixel shifts down-right and up-left (default: as the run evaluated)");
+      app.add_flag("--tta-flip,!--no-tta-flip", o.flip_flag,
+                   "average each image's logits with its mirror's (default: as the run evaluated)")
+          ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  CLI::Option* shift =
+      app.add_flag("--tta-shift,!--no-tta-shift", o.shift_flag,
+                   "also average its one-pixel shifts down-right and up-left (default: as the run evaluated)")
+          ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--json", o.json, "also write the results as JSON to this file ('-': only JSON, on stdout)");
   if (const int code = liftoff::tools::parse_command_line(app, argc, argv); code >= 0) return code;
-  // CLI11 fills an optional flag even when it is absent: absent means "as the run evaluated".
-  if (flip->count() == 0) o.tta_flip.reset();
-  if (shift->count() == 0) o.tta_shift.reset();
+  // Absent means "as the run evaluated".
+  if (flip->count() > 0) o.tta_flip = o.flip_flag;
+  if (shift->count() > 0) o.tta_shift = o.shift_flag;
   try {
     return run(o);
   } catch (const liftoff::ValueError& e) {

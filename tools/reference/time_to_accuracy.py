@@ -82,6 +82,8 @@ def main():
     p.add_argument("--target-accuracy", type=float, default=94.0, help="0..1 or a percentage")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
+    if args.eval_every < 1:
+        p.error(f"--eval-every must be >= 1, got {args.eval_every}")
     target = args.target_accuracy / 100.0 if args.target_accuracy > 1.0 else args.target_accuracy
 
     dev = torch.device("cuda")
