@@ -1,5 +1,7 @@
 #include "models/train/ema.h"
 
+#include <algorithm>
+
 #include "ops/ema/ema.h"
 #include "runtime/autocast.h"
 
@@ -49,6 +51,18 @@ const Tensor* find_extra(const CheckpointState& state, const std::string& name) 
 
 void capture_ema(const ModelEma& ema, CheckpointState& state) {
   for (const auto& [name, t] : ema.named_averages()) state.extra.emplace_back(kEmaPrefix + name, t);
+}
+
+bool holds_ema(const CheckpointState& state) {
+  return std::any_of(state.extra.begin(), state.extra.end(),
+                     [](const auto& entry) { return entry.first.rfind(kEmaPrefix, 0) == 0; });
+}
+
+bool holds_buffer_averages(const CheckpointState& state, const Module& model) {
+  const NamedTensors buffers = model.named_buffers();
+  return std::any_of(buffers.begin(), buffers.end(), [&](const auto& buffer) {
+    return find_extra(state, kEmaPrefix + buffer.first) != nullptr;
+  });
 }
 
 void restore_ema(const CheckpointState& state, ModelEma* ema) {

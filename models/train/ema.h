@@ -55,5 +55,9 @@ void capture_ema(const ModelEma& ema, CheckpointState& state);
 // one (ema null), a checkpoint that holds averages is refused too (resume with --ema), since dropping them
 // would silently restart the average.
 void restore_ema(const CheckpointState& state, ModelEma* ema);
+// Whether the checkpoint holds an EMA of the weights, and whether that EMA averaged buffers of `model` too
+// (EmaOptions::average_buffers): what a tool that only reads the checkpoint needs to rebuild the ModelEma.
+bool holds_ema(const CheckpointState& state);
+bool holds_buffer_averages(const CheckpointState& state, const Module& model);
 
 }  // namespace liftoff

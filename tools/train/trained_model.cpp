@@ -84,11 +84,6 @@ WeightsChoice parse_weights_choice(const std::string& text) {
   throw ValueError(str_cat("--weights: '", text, "' is not one of auto, ema, model"));
 }
 
-bool holds_ema(const CheckpointState& state) {
-  return std::any_of(state.extra.begin(), state.extra.end(),
-                     [](const auto& entry) { return entry.first.rfind("ema.", 0) == 0; });
-}
-
 TrainedModel build_trained_model(const TrainedCheckpoint& ckpt, const DataFacts& facts, Device device,
                                  WeightsChoice weights) {
   TrainedModel out;
@@ -103,16 +98,9 @@ TrainedModel build_trained_model(const TrainedCheckpoint& ckpt, const DataFacts&
   if (!has_ema || weights == WeightsChoice::model) return out;
   // The average goes into the model's own tensors (restore_ema checks every name, shape and dtype first).
   const double decay = ckpt.flags.ema >= 0 ? ckpt.flags.ema : EmaOptions{}.decay;
-  // --ema-buffers average stores the floating buffers' averages too; a checkpoint without stored flags shows
-  // it only by those entries.
-  const NamedTensors buffers = out.model->named_buffers();
-  const bool averaged_buffers =
-      ckpt.flags.ema_buffers == "average" ||
-      std::any_of(buffers.begin(), buffers.end(), [&](const auto& buffer) {
-        return std::any_of(ckpt.state.extra.begin(), ckpt.state.extra.end(),
-                           [&](const auto& entry) { return entry.first == "ema." + buffer.first; });
-      });
-  ModelEma ema(*out.model, {decay, averaged_buffers});
+  // A checkpoint without stored flags shows --ema-buffers average only by its entries.
+  ModelEma ema(*out.model,
+               {decay, ckpt.flags.ema_buffers == "average" || holds_buffer_averages(ckpt.state, *out.model)});
   restore_ema(ckpt.state, &ema);
   ema.swap_with_model();
   out.ema_weights = true;

@@ -41,8 +41,6 @@ TrainedCheckpoint read_trained_checkpoint(const std::string& file_or_dir,
 enum class WeightsChoice { automatic, ema, model };
 // "auto" | "ema" | "model" (ValueError otherwise).
 WeightsChoice parse_weights_choice(const std::string& text);
-// Whether the checkpoint stores an EMA of the weights (train --ema).
-bool holds_ema(const CheckpointState& state);
 
 struct TrainedModel {
   std::unique_ptr<Module> model;  // on the device, in eval mode

@@ -242,8 +242,15 @@ TEST(EmaCheckpoint, RoundTripsAndRefusesWhatDoesNotFit) {
   for (const auto& [name, t] : ema.named_averages()) t.copy_(add(t.detach(), 1.5));
   CheckpointState state;
   state.path = "ckpt.safetensors";
+  EXPECT_FALSE(holds_ema(state));
   capture_ema(ema, state);
   ASSERT_EQ(state.extra.size(), ema.named_averages().size());
+  EXPECT_TRUE(holds_ema(state));
+  EXPECT_TRUE(holds_buffer_averages(state, *net));  // made with average_buffers
+  CheckpointState weights_only;
+  capture_ema(ModelEma(*net, {0.9, false}), weights_only);
+  EXPECT_TRUE(holds_ema(weights_only));
+  EXPECT_FALSE(holds_buffer_averages(weights_only, *net));
   EXPECT_EQ(state.extra.front().first, "ema." + ema.named_averages().front().first);
 
   auto other_net = make_net();
