@@ -29,6 +29,15 @@ tta_recipe() {
     M) echo "$r20 --batch 512 --lr-scale linear --epochs 12 --ema 0.99 --tta-flip --tta-shift" ;;
     N) echo "${r20/--label-smoothing 0.1/--label-smoothing 0.2} --batch 512 --lr-scale linear --epochs 14 --ema 0.99 --tta-flip --tta-shift" ;;
     O) echo "$r20 --batch 512 --lr-scale linear --epochs 14 --ema 0.99 --tta-flip --tta-shift --eval-every 7" ;;
+    # P, Q: the shorter runs evaluated twice (the 5 s goal leaves ~11 epochs at 0.43 s each).
+    P) echo "$r20 --batch 512 --lr-scale linear --epochs 12 --ema 0.99 --tta-flip --tta-shift --eval-every 6" ;;
+    Q) echo "$r20 --batch 512 --lr-scale linear --epochs 10 --ema 0.99 --tta-flip --tta-shift --eval-every 5" ;;
+    # R-U (session 19): more accuracy per second. ResNet-18 at LR 0.1 for 5-6 epochs; label smoothing 0.2 at 12
+    # epochs; ResNet-32 for 10; each evaluated once, at the end.
+    R) echo "${r18/--lr 0.2/--lr 0.1} --batch 512 --epochs 6 --ema 0.99 --tta-flip --tta-shift --eval-every 6" ;;
+    S) echo "${r18/--lr 0.2/--lr 0.1} --batch 512 --epochs 5 --ema 0.99 --tta-flip --tta-shift --eval-every 5" ;;
+    T) echo "${r20/--label-smoothing 0.1/--label-smoothing 0.2} --batch 512 --lr-scale linear --epochs 12 --ema 0.99 --tta-flip --tta-shift --eval-every 12" ;;
+    U) echo "${r20/resnet20/resnet32} --batch 512 --lr-scale linear --epochs 10 --ema 0.99 --tta-flip --tta-shift --eval-every 10" ;;
     *) echo "" ;;
   esac
 }

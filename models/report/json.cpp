@@ -222,6 +222,12 @@ void describe_report(Io& io, R& r) {
   io.when_present("cuda_graphs", [&](auto& later) {  // absent in reports written before graphs existed
     later.object("cuda_graphs", [&](auto& sub) { describe_graphs(sub, r.graphs); });
   });
+  io.when_present("startup", [&](auto& later) {  // absent in reports written before session 19
+    later.object("startup", [&](auto& sub) {
+      sub("algorithm_searches", r.algorithm_searches);
+      sub("algorithm_search_seconds", r.algorithm_search_seconds);
+    });
+  });
   io.object("nvml", [&](auto& sub) { describe_nvml(sub, r.gpu); });
   io.object("memory", [&](auto& sub) { describe_memory(sub, r); });
   io.object("cpu", [&](auto& sub) { describe_cpu(sub, r); });

@@ -180,6 +180,10 @@ struct RunReport {
   // DDP: every rank's mean step time (index = rank), filled on rank 0 after the run; a straggler shows here.
   std::vector<double> rank_step_ms;
   GraphReport graphs;
+  // One-off start-up costs inside the run (runtime/profile/algorithm_search.h): cuDNN's algorithm searches,
+  // each new convolution shape and direction's first use (warm-up steps, an evaluation's first batches).
+  int64_t algorithm_searches = 0;
+  double algorithm_search_seconds = 0.0;
   GpuUtilization gpu;  // NVML, over the measured steps
 
   std::optional<int64_t> device_memory_peak_allocated;  // caching allocator

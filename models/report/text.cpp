@@ -84,6 +84,15 @@ void graph_lines(const RunReport& r, std::ostringstream& o) {
   }
 }
 
+// Why a short run's first steps are slow: the searches ran inside them.
+void startup_line(const RunReport& r, std::ostringstream& o) {
+  if (r.algorithm_searches == 0) return;
+  o << "  start-up: " << r.algorithm_searches << " cuDNN algorithm searches took "
+    << fmt("%.2f", r.algorithm_search_seconds)
+    << " s (each convolution shape and direction on its first use: the warm-up steps, an evaluation's "
+       "first batches; once per process)\n";
+}
+
 void rank_line(const std::vector<double>& step_ms, std::ostringstream& o) {
   if (step_ms.size() <= 1) return;
   o << "  ranks: step ms";
@@ -163,6 +172,7 @@ std::string RunReport::render_table() const {
   stage_rows(*this, o);
   throughput_lines(*this, o);
   graph_lines(*this, o);
+  startup_line(*this, o);
   rank_line(rank_step_ms, o);
   nvml_line(*this, o);
   memory_line(*this, o);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <functional>
@@ -24,6 +25,7 @@
 #include "runtime/cuda/context.h"
 #include "runtime/determinism.h"
 #include "runtime/error.h"
+#include "runtime/profile/algorithm_search.h"
 
 namespace liftoff::cuda {
 
@@ -466,10 +468,12 @@ Ready<D> prepare(cudnnHandle_t handle, int device, DType dtype, const Conv2dShap
                  const Buffers& buffers) {
   DirectionPlan<typename D::Algo>& d = D::of(plan);
   if (!d.choice.found) {
+    const auto began = std::chrono::steady_clock::now();
     find_legacy<D>(handle, device, dtype, g, plan.tensors, d, buffers);
     d.choice.graph = graph_plan_for(
         D::kDirection, handle, device, g, dtype, buffers, d.choice.workspace_bytes,
         [&](void* scratch) { run_legacy<D>(handle, dtype, plan.tensors, d, buffers, scratch); });
+    record_algorithm_search(std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
   }
   return Ready<D>{plan.tensors, d};
 }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "runtime/error.h"
+#include "runtime/profile/algorithm_search.h"
 #include "tools/train/format.h"
 
 namespace liftoff::tools {
@@ -96,6 +97,9 @@ RunReport collect_report(const Flags& f, TrainSetup& s) {
   report.config.model_flops_per_image = s.trainer->model_flops_per_image();
   if (s.data.skips) s.data.skips->fill(report.loader);
   if (!f.profile) report.graphs = graphs;
+  const AlgorithmSearchTotals searches = algorithm_search_totals();
+  report.algorithm_searches = searches.searches;
+  report.algorithm_search_seconds = searches.seconds;
   // Every rank's step time on rank 0 (a collective: all ranks profile or none do, since flags are shared).
   if (s.group && f.profile) report.rank_step_ms = all_gather_value(*s.group, report.step_ms_mean);
   return report;

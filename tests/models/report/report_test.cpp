@@ -218,6 +218,19 @@ TEST(Report, GraphStatusIsInTheReportTheVerdictSees) {
       << r.verdict.evidence;
 }
 
+// The start-up's algorithm searches: a line when there were any, kept by the JSON.
+TEST(Report, StartupSearchesAreNamedWhenThereWereAny) {
+  RunReport r = build_report(recorded_config(), recorded_measurements());
+  EXPECT_EQ(r.render_table().find("start-up:"), std::string::npos) << r.render_table();
+  r.algorithm_searches = 21;
+  r.algorithm_search_seconds = 0.734;
+  EXPECT_NE(r.render_table().find("start-up: 21 cuDNN algorithm searches took 0.73 s"), std::string::npos)
+      << r.render_table();
+  const RunReport back = RunReport::from_json(r.to_json(), "mem");
+  EXPECT_EQ(back.algorithm_searches, 21);
+  EXPECT_DOUBLE_EQ(back.algorithm_search_seconds, 0.734);
+}
+
 // --- files -----------------------------------------------------------------------------------------------
 
 std::string temp_path(const std::string& name) {

@@ -1,0 +1,28 @@
+#include "runtime/profile/algorithm_search.h"
+
+#include <mutex>
+
+namespace liftoff {
+namespace {
+std::mutex& totals_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+AlgorithmSearchTotals& totals() {
+  static AlgorithmSearchTotals value;
+  return value;
+}
+}  // namespace
+
+void record_algorithm_search(double seconds) {
+  std::lock_guard<std::mutex> lock(totals_mutex());
+  ++totals().searches;
+  totals().seconds += seconds;
+}
+
+AlgorithmSearchTotals algorithm_search_totals() {
+  std::lock_guard<std::mutex> lock(totals_mutex());
+  return totals();
+}
+
+}  // namespace liftoff
