@@ -1,6 +1,7 @@
 #include "models/train/trainer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <utility>
 
@@ -8,8 +9,10 @@
 #include "models/train/ema.h"
 #include "ops/binary/binary.h"
 #include "ops/cast/cast.h"
+#include "ops/compare/compare.h"
 #include "ops/flip/flip.h"
 #include "ops/pad/pad.h"
+#include "ops/reduce/reduce.h"
 #include "ops/scale/scale.h"
 #include "runtime/autocast.h"
 #include "runtime/autograd.h"
@@ -32,22 +35,19 @@ DType autocast_dtype_for(AmpMode mode) {
   return mode == AmpMode::off ? DType::f32 : amp_compute_dtype(mode);
 }
 
-// Top-1 hits of [N, classes] outputs against i64 class indices [N] (host read: evaluation only); 0 for
-// outputs of another form (a regression loss, say), whose accuracy is not defined.
-int64_t count_correct(const Tensor& output, const Tensor& labels) {
+// Top-1 hits of [N, classes] outputs against i64 class indices [N], as an f64 0-d tensor on the outputs'
+// device (no host read: evaluation sums them over its batches and reads once); undefined for outputs of
+// another form (a regression loss, say), whose accuracy is not defined.
+Tensor count_correct(const Tensor& output, const Tensor& labels) {
   if (output.dim() != 2 || labels.dim() != 1 || labels.dtype() != DType::i64 ||
       labels.size(0) != output.size(0))
-    return 0;
-  const int64_t n = output.size(0);
-  const int64_t classes = output.size(1);
-  const std::vector<float> host = output.contiguous().to_vector<float>();
-  const std::vector<int64_t> truth = labels.to_vector<int64_t>();
-  int64_t correct = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const float* row = host.data() + i * classes;
-    correct += (std::max_element(row, row + classes) - row) == truth[static_cast<size_t>(i)] ? 1 : 0;
-  }
-  return correct;
+    return Tensor();
+  return sum(cast(eq(argmax(output, 1), labels), DType::f64));
+}
+
+// a + b, where an undefined a counts as zero.
+Tensor accumulate(const Tensor& total, const Tensor& value) {
+  return total.defined() ? add(total, value) : value;
 }
 
 // The f32 logits of one view, averaged with its horizontal mirror's under hflip.
@@ -291,18 +291,22 @@ EvalResult Trainer::evaluate_pass(BatchSource& source, const EvalOptions& option
   model.eval();
   source.start_epoch(0);
   const LossFn loss_fn = options_.loss ? options_.loss : cross_entropy_loss(0.0);
-  double loss_total = 0.0;
-  int64_t correct = 0;
+  // Summed on the device and read once at the end: a host read per batch would stop the host from
+  // queueing the next batch's forwards while the device runs this one's.
+  Tensor loss_sum, correct_sum;
   Batch batch;
   while (source.next(batch)) {
     const MicroBatch mb{batch.input, batch.labels};
     const Tensor output = test_time_logits(model, mb.input, options);
     const int64_t n = output.size(0);
-    loss_total += loss_fn(output, mb).item() * static_cast<double>(n);
-    correct += count_correct(output, mb.labels);
+    loss_sum = accumulate(loss_sum, scale(cast(loss_fn(output, mb), DType::f64), static_cast<double>(n)));
+    const Tensor hits = count_correct(output, mb.labels);
+    if (hits.defined()) correct_sum = accumulate(correct_sum, hits);
     result.images += n;
   }
   model.train();
+  double loss_total = loss_sum.defined() ? loss_sum.item() : 0.0;
+  int64_t correct = correct_sum.defined() ? static_cast<int64_t>(std::llround(correct_sum.item())) : 0;
   if (options_.group) {
     const EvalTotals totals = all_reduce_eval(*options_.group, {correct, result.images, loss_total});
     correct = totals.correct;

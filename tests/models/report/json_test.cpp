@@ -245,6 +245,10 @@ constexpr const char* kGolden = R"json({
     "streams": 2,
     "streams_reason": ""
   },
+  "startup": {
+    "algorithm_searches": 21,
+    "algorithm_search_seconds": 0.75
+  },
   "nvml": {
     "available": true,
     "reason": "",
@@ -326,6 +330,8 @@ RunReport golden_report() {
   RunReport r = build_report(recorded_config(), m);
   r.created_utc = "2025-06-01T12:00:00Z";
   r.rank_step_ms = {20.0, 25.5};
+  r.algorithm_searches = 21;
+  r.algorithm_search_seconds = 0.75;
   return r;
 }
 
@@ -363,7 +369,9 @@ TEST(ReportJson, ReportsWrittenBeforeAFieldExistedStillRead) {
   j["memory"].erase("device_steady_peak_allocated");
   j["loader"].erase("h2d_issue_ms_per_batch");
   j["steps"].erase("throughput_s");
+  j.erase("startup");
   RunReport r = RunReport::from_json(j.dump(), "old.json");
+  EXPECT_EQ(r.algorithm_searches, 0);
   EXPECT_EQ(r.throughput_seconds, 0.0);
   EXPECT_EQ(r.images_per_second, 6400.0);
   EXPECT_TRUE(r.rank_step_ms.empty());
