@@ -74,6 +74,9 @@ constexpr Entry kTable[] = {
     choice_knob(
         Knob::conv_timing, "LIFTOFF_CONV_TIMING", "auto", "auto|graph|eager",
         "how cuDNN candidates are timed: auto replays them in a graph before a capture, else eagerly"),
+    text_knob(Knob::conv_cache, "LIFTOFF_CONV_CACHE", "auto: $XDG_CACHE_HOME/liftoff, else ~/.cache/liftoff",
+              "folder keeping the cuDNN algorithms chosen per convolution shape between runs (a later run "
+              "restores them instead of searching); off: search in every run"),
     choice_knob(
         Knob::depthwise, "LIFTOFF_DEPTHWISE", "auto", "auto|cudnn",
         "channels-last depthwise convolutions on CUDA: auto runs Liftoff's own kernels, cudnn cuDNN's"),

@@ -27,6 +27,7 @@ enum class Knob {
   graph_log,
   conv_engines,
   conv_timing,
+  conv_cache,
   depthwise,
   conv_layout,
   cudnn_library,

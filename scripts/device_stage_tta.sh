@@ -4,7 +4,9 @@
 # channels_last, cudnn.benchmark, label smoothing, one-cycle, EMA, flip and shift averaging, --eval-every) on the same seeds.
 # Goal: every seed >= 94.0%, median wall <= 5 s, PyTorch's median / ours >= 8.
 # Knobs: TTA_CANDIDATES (names, default "C L M"), TTA_SEEDS (default "1 2 3 4 5"), TTA_TORCH (candidates
-# PyTorch runs, default "L"; "" for none), TTA_TORCH_SEEDS (its seeds, default TTA_SEEDS), TTA_EXTRA (extra train flags, e.g. --no-profile).
+# PyTorch runs, default "L"; "" for none), TTA_TORCH_SEEDS (its seeds, default TTA_SEEDS), TTA_EXTRA (extra train flags, e.g. --no-profile),
+# TTA_STORE (cold: each run searches its convolution algorithms, as a first run; warm: restored from the store
+# a one-epoch run of the recipe wrote, as a user's later runs).
 tta_recipe() {
   local common="--amp bf16 --label-smoothing 0.1 --wd 5e-4 --lr 0.2"
   local r20="--model resnet20 $common" r18="--model resnet18 $common"
@@ -56,8 +58,17 @@ for cand in ${TTA_CANDIDATES:-C L M}; do
   log="$OUT/tta_$cand.log"
   echo "#### candidate $cand: $R" >>"$log"
   : >"/tmp/tta_$cand.txt"
+  if [ "${TTA_STORE:-cold}" = warm ]; then
+    # A user's second run: the convolution algorithms come from the store an earlier run of the recipe wrote
+    # (one epoch, another seed, not timed).
+    export LIFTOFF_CONV_CACHE=/tmp/tta_store_$cand
+    # shellcheck disable=SC2086
+    /tmp/bin/train --device cuda --data-dir "$DATA" $R --epochs 1 --seed 99 >/dev/null 2>&1
+  fi
   for seed in ${TTA_SEEDS:-1 2 3 4 5}; do
-    echo "#### liftoff $cand seed $seed" >>"$log"
+    echo "#### liftoff $cand seed $seed (algorithm store: ${TTA_STORE:-cold})" >>"$log"
+    # cold: every run searches (a fresh, empty store), as a first run on a machine does.
+    [ "${TTA_STORE:-cold}" = warm ] || export LIFTOFF_CONV_CACHE=$(mktemp -d)
     # shellcheck disable=SC2086
     timeout 120 /tmp/bin/train --device cuda --data-dir "$DATA" $R --seed "$seed" --target-accuracy 94 \
       ${TTA_EXTRA:-} >"/tmp/tta_run.log" 2>&1
@@ -70,7 +81,8 @@ for cand in ${TTA_CANDIDATES:-C L M}; do
     echo "${acc:-0} $wall $train" >>"/tmp/tta_$cand.txt"
     note "tta $cand seed $seed liftoff rc=$rc: accuracy ${acc:-?}% | time to 94%: wall $wall s, training alone $train s"
   done
-  tta_summary "$cand liftoff" "/tmp/tta_$cand.txt"
+  unset LIFTOFF_CONV_CACHE
+  tta_summary "$cand liftoff (${TTA_STORE:-cold})" "/tmp/tta_$cand.txt"
 done
 for cand in ${TTA_TORCH-L}; do
   R=$(tta_recipe "$cand")

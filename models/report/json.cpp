@@ -226,6 +226,8 @@ void describe_report(Io& io, R& r) {
     later.object("startup", [&](auto& sub) {
       sub("algorithm_searches", r.algorithm_searches);
       sub("algorithm_search_seconds", r.algorithm_search_seconds);
+      sub("algorithms_restored", r.algorithms_restored);
+      sub("algorithm_store", r.algorithm_store);
     });
   });
   io.object("nvml", [&](auto& sub) { describe_nvml(sub, r.gpu); });

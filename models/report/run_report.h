@@ -184,6 +184,8 @@ struct RunReport {
   // each new convolution shape and direction's first use (warm-up steps, an evaluation's first batches).
   int64_t algorithm_searches = 0;
   double algorithm_search_seconds = 0.0;
+  int64_t algorithms_restored = 0;  // choices restored from the store on disk instead (no search)
+  std::string algorithm_store;      // that store's file ("" when none was used)
   GpuUtilization gpu;  // NVML, over the measured steps
 
   std::optional<int64_t> device_memory_peak_allocated;  // caching allocator

@@ -84,13 +84,21 @@ void graph_lines(const RunReport& r, std::ostringstream& o) {
   }
 }
 
-// Why a short run's first steps are slow: the searches ran inside them.
+// Why a short run's first steps are slow: the searches ran inside them (or were restored from the store).
 void startup_line(const RunReport& r, std::ostringstream& o) {
-  if (r.algorithm_searches == 0) return;
-  o << "  start-up: " << r.algorithm_searches << " cuDNN algorithm searches took "
-    << fmt("%.2f", r.algorithm_search_seconds)
-    << " s (each convolution shape and direction on its first use: the warm-up steps, an evaluation's "
-       "first batches; once per process)\n";
+  if (r.algorithm_searches == 0 && r.algorithms_restored == 0) return;
+  o << "  start-up: ";
+  if (r.algorithm_searches > 0) {
+    o << r.algorithm_searches << " cuDNN algorithm searches took " << fmt("%.2f", r.algorithm_search_seconds)
+      << " s (each convolution shape and direction on its first use: the warm-up steps, an evaluation's "
+         "first batches)";
+  }
+  if (r.algorithms_restored > 0) {
+    o << (r.algorithm_searches > 0 ? "; " : "") << r.algorithms_restored
+      << " cuDNN algorithm choices restored from an earlier run's store (no search)";
+  }
+  if (!r.algorithm_store.empty()) o << "; store " << r.algorithm_store << " (LIFTOFF_CONV_CACHE)";
+  o << "\n";
 }
 
 void rank_line(const std::vector<double>& step_ms, std::ostringstream& o) {

@@ -328,7 +328,8 @@ SearchResult search(Direction direction, cudnnHandle_t handle, int device, const
   }
 
   float best_ms = baseline_ms;
-  for (Desc& config : configs) {
+  for (size_t index = 0; index < configs.size(); ++index) {
+    Desc& config = configs[index];
     if (result.candidates >= max_candidates) break;
     try {
       int64_t engine = -1;
@@ -349,6 +350,7 @@ SearchResult search(Direction direction, cudnnHandle_t handle, int device, const
         best_ms = ms;
         result.plan = std::move(candidate);
         result.plan_ms = ms;
+        result.config_index = static_cast<int>(index);
       }
     } catch (const Error& e) {
       // An engine that fails to run is skipped (a failed candidate leaves the stream usable).
@@ -362,8 +364,37 @@ SearchResult search(Direction direction, cudnnHandle_t handle, int device, const
   return result;
 }
 
+std::shared_ptr<GraphPlan> rebuild(Direction direction, cudnnHandle_t handle, const Conv2dShape& g,
+                                   DType dtype, int config_index, int64_t engine, size_t max_workspace,
+                                   int max_candidates) {
+  try {
+    auto graph = std::make_shared<OperationGraph>(make_graph(direction, handle, g, dtype));
+    std::vector<Desc> configs = heuristic_engine_configs(graph->graph, CUDNN_HEUR_MODE_A, 4 * max_candidates);
+    if (config_index < 0 || static_cast<size_t>(config_index) >= configs.size()) return nullptr;
+    Desc& config = configs[static_cast<size_t>(config_index)];
+    int64_t found_engine = -1;
+    if (!acceptable_engine(config, &found_engine) || found_engine != engine) return nullptr;
+    Desc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+    plan.set_desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config)
+        .set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+    if (cudnnBackendFinalize(plan.get()) != CUDNN_STATUS_SUCCESS) return nullptr;
+    int64_t ws_bytes = 0, count = 0;
+    LIFTOFF_CUDNN_CHECK(cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                                 CUDNN_TYPE_INT64, 1, &count, &ws_bytes));
+    if (ws_bytes < 0 || static_cast<size_t>(ws_bytes) > max_workspace) return nullptr;
+    return std::make_shared<GraphPlan>(graph, std::move(config), std::move(plan),
+                                       static_cast<size_t>(ws_bytes), engine);
+  } catch (const Error&) {
+    return nullptr;
+  }
+}
+
 size_t workspace_bytes(const GraphPlan& plan) {
   return plan.workspace();
+}
+
+int64_t engine_of(const GraphPlan& plan) {
+  return plan.engine();
 }
 
 std::string describe(const GraphPlan& plan) {

@@ -34,6 +34,7 @@ struct SearchResult {
   std::shared_ptr<GraphPlan> plan;  // null when no engine configuration finalized or all were slower
   float plan_ms = 0.0f;             // the chosen plan's median time
   int candidates = 0;               // configurations that finalized and ran
+  int config_index = -1;            // the chosen plan's position in cuDNN's heuristic list (for rebuild)
   std::string note;                 // why none was chosen, for LIFTOFF_CUDNN_LOG
 };
 
@@ -44,6 +45,14 @@ struct SearchResult {
 SearchResult search(Direction direction, cudnnHandle_t handle, int device, const Conv2dShape& g, DType dtype,
                     const Buffers& buffers, void* scratch, size_t scratch_bytes, float baseline_ms,
                     int max_candidates = 8);
+
+// The plan `search` chose, made again without timing: the configuration at `config_index` of the same
+// heuristic list, when it is still engine `engine` (the store's record, algorithm_store.h) and its workspace
+// fits `max_workspace`; null otherwise (the caller searches). Never throws.
+std::shared_ptr<GraphPlan> rebuild(Direction direction, cudnnHandle_t handle, const Conv2dShape& g,
+                                   DType dtype, int config_index, int64_t engine, size_t max_workspace,
+                                   int max_candidates = 8);
+int64_t engine_of(const GraphPlan& plan);  // cuDNN's global engine index
 
 // Median milliseconds of `run` on the device's compute stream (two warm-up runs, then seven timed).
 float time_ms(int device, const std::function<void()>& run);

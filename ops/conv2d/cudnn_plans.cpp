@@ -14,10 +14,12 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <variant>
 
+#include "ops/conv2d/algorithm_store.h"
 #include "runtime/capture.h"
 #include "runtime/config.h"
 #include "runtime/cuda/caching_allocator.h"
@@ -293,9 +295,29 @@ class ConvPlanCache final : public DeviceExtension {
     return plans_.size();
   }
 
+  // The device's algorithm store (made on first use; null when LIFTOFF_CONV_CACHE=off). Called with the
+  // cache locked (inside with_plan's fn).
+  AlgorithmStore* store(int device) {
+    if (!store_checked_) {
+      store_checked_ = true;
+      cudaDeviceProp prop{};
+      if (cudaGetDeviceProperties(&prop, device) == cudaSuccess) {
+        const std::string path = algorithm_store_path(str_cat(prop.name, " sm_", prop.major, prop.minor, " ",
+                                                              prop.multiProcessorCount, " SMs cuDNN ",
+                                                              static_cast<int64_t>(cudnnGetVersion())));
+        if (!path.empty()) store_ = std::make_unique<AlgorithmStore>(path);
+      } else {
+        cudaGetLastError();
+      }
+    }
+    return store_.get();
+  }
+
  private:
   std::mutex mutex_;
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;
+  bool store_checked_ = false;
+  std::unique_ptr<AlgorithmStore> store_;
 };
 
 // The search's scratch is its own allocation, returned as soon as the search ends: some algorithms ask for
@@ -416,7 +438,8 @@ constexpr size_t kGraphSearchWorkspace = size_t{64} << 20;
 std::shared_ptr<conv_graph::GraphPlan> graph_plan_for(Direction direction, cudnnHandle_t handle, int device,
                                                       const Conv2dShape& g, DType dtype,
                                                       const Buffers& buffers, size_t legacy_bytes,
-                                                      const std::function<void(void*)>& run_legacy) {
+                                                      const std::function<void(void*)>& run_legacy,
+                                                      int* config_index) {
   const ConvEngines engines = conv_engines();
   if (engines == ConvEngines::legacy || dtype == DType::f64 || deterministic_algorithms()) return nullptr;
   // Grouped convolutions (depthwise included) go through the search too: the graph's weight [K, C/groups,
@@ -434,6 +457,7 @@ std::shared_ptr<conv_graph::GraphPlan> graph_plan_for(Direction direction, cudnn
   }
   const conv_graph::SearchResult found = conv_graph::search(direction, handle, device, g, dtype, buffers,
                                                             scratch.get(), scratch.bytes(), legacy_ms);
+  *config_index = found.config_index;
   if (log_choices()) {
     const std::string graph =
         found.plan ? str_cat(conv_graph::describe(*found.plan), " ", found.plan_ms, " ms, kept") : found.note;
@@ -463,17 +487,92 @@ struct Ready {
 using AnyReady = std::variant<Ready<Forward>, Ready<BackwardData>, Ready<BackwardFilter>>;
 
 // With the cache locked: searches direction D on first use (legacy, then the graph API against it).
+// The store's key of one shape and direction: everything PlanKey holds, as text.
+std::string store_key(DType dtype, const Conv2dShape& g, Direction direction) {
+  return str_cat(dtype_name(dtype), g.channels_last ? " nhwc " : " nchw ", g.n, " ", g.c, " ", g.h, " ", g.w,
+                 " ", g.k, " ", g.r, " ", g.s, " s", g.stride, " p", g.padding, " d", g.dilation, " g",
+                 g.groups, deterministic_algorithms() ? " deterministic " : " ", "engines ",
+                 static_cast<int>(conv_engines()), " ", conv_graph::direction_name(direction));
+}
+
+// The store's record of a direction's choice: "legacy <algo> <math type> graph <heuristic index> <engine>"
+// (index -1: the legacy algorithm runs).
+template <class Algo>
+std::string choice_text(const DirectionPlan<Algo>& d, int graph_index) {
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  LIFTOFF_CUDNN_CHECK(cudnnGetConvolutionMathType(d.conv, &math));
+  return str_cat("legacy ", static_cast<int>(d.choice.algo), " ", static_cast<int>(math), " graph ",
+                 d.choice.graph ? graph_index : -1, " ",
+                 d.choice.graph ? conv_graph::engine_of(*d.choice.graph) : int64_t{-1});
+}
+
+// Makes the choice `text` records for direction D, checking it still applies (the algorithm's workspace
+// within today's cap, the graph plan's engine at the same place in cuDNN's list); false: search instead.
+template <class D>
+bool restore(cudnnHandle_t handle, DType dtype, const Conv2dShape& g, Plan& plan, const std::string& text) {
+  DirectionPlan<typename D::Algo>& d = D::of(plan);
+  std::istringstream in(text);
+  std::string legacy_word, graph_word;
+  int algo = -1, math = -1, index = -1;
+  int64_t engine = -1;
+  if (!(in >> legacy_word >> algo >> math >> graph_word >> index >> engine) || legacy_word != "legacy" ||
+      graph_word != "graph" || algo < 0 || algo >= D::kAlgoCount ||
+      (math != CUDNN_DEFAULT_MATH && math != CUDNN_TENSOR_OP_MATH &&
+       math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION && math != CUDNN_FMA_MATH)) {
+    return false;
+  }
+  const auto chosen = static_cast<typename D::Algo>(algo);
+  size_t bytes = 0;
+  LIFTOFF_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, static_cast<cudnnMathType_t>(math)));
+  std::shared_ptr<conv_graph::GraphPlan> graph;
+  bool ok = D::workspace_size(handle, plan.tensors, d.conv, chosen, &bytes) == CUDNN_STATUS_SUCCESS &&
+            bytes <= SearchWorkspace::workspace_limit(dtype);
+  if (ok && index >= 0) {
+    const size_t graph_bytes =
+        std::max(bytes, std::min(kGraphSearchWorkspace, SearchWorkspace::workspace_limit(dtype)));
+    graph = conv_graph::rebuild(D::kDirection, handle, g, dtype, index, engine, graph_bytes);
+    ok = graph != nullptr;
+  }
+  if (!ok) {
+    LIFTOFF_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, initial_math(dtype)));
+    return false;
+  }
+  d.choice.algo = chosen;
+  d.choice.workspace_bytes = bytes;
+  d.choice.graph = std::move(graph);
+  d.choice.found = true;
+  if (log_choices()) {
+    std::fprintf(stderr, "liftoff cudnn: %s %s: restored from the store (%s)\n",
+                 conv_graph::direction_name(D::kDirection), shape_text(g, dtype).c_str(), text.c_str());
+  }
+  return true;
+}
+
+// With the cache locked: on first use of direction D, the store's choice, else the search (legacy, then the
+// graph API against it), whose choice the store then keeps.
 template <class D>
 Ready<D> prepare(cudnnHandle_t handle, int device, DType dtype, const Conv2dShape& g, Plan& plan,
-                 const Buffers& buffers) {
+                 const Buffers& buffers, AlgorithmStore* store) {
   DirectionPlan<typename D::Algo>& d = D::of(plan);
   if (!d.choice.found) {
+    const std::string key = store != nullptr ? store_key(dtype, g, D::kDirection) : std::string();
+    const std::optional<std::string> kept = store != nullptr ? store->find(key) : std::nullopt;
+    if (kept && restore<D>(handle, dtype, g, plan, *kept)) {
+      record_algorithm_restored(store->path());
+      return Ready<D>{plan.tensors, d};
+    }
     const auto began = std::chrono::steady_clock::now();
     find_legacy<D>(handle, device, dtype, g, plan.tensors, d, buffers);
+    int graph_index = -1;
     d.choice.graph = graph_plan_for(
         D::kDirection, handle, device, g, dtype, buffers, d.choice.workspace_bytes,
-        [&](void* scratch) { run_legacy<D>(handle, dtype, plan.tensors, d, buffers, scratch); });
+        [&](void* scratch) { run_legacy<D>(handle, dtype, plan.tensors, d, buffers, scratch); },
+        &graph_index);
     record_algorithm_search(std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
+    if (store != nullptr) {
+      store->add(key, choice_text(d, graph_index));
+      record_algorithm_store(store->path());
+    }
   }
   return Ready<D>{plan.tensors, d};
 }
@@ -506,10 +605,12 @@ void run(int device, DType dtype, const Conv2dShape& g, const Call* calls, size_
   LIFTOFF_CHECK(count <= ready.size(), ValueError, "conv2d (CUDA): internal: ", count,
                 " convolutions in one run (at most 3)");
   cudnnHandle_t handle = cudnn_handle(device);
-  device_extension<ConvPlanCache>(device).with_plan(dtype, g, [&](Plan& plan) {
+  ConvPlanCache& cache = device_extension<ConvPlanCache>(device);
+  cache.with_plan(dtype, g, [&](Plan& plan) {
     for (size_t i = 0; i < count; ++i) {
       ready[i] = with_traits(calls[i].direction, [&](auto traits) -> AnyReady {
-        return prepare<decltype(traits)>(handle, device, dtype, g, plan, calls[i].buffers);
+        return prepare<decltype(traits)>(handle, device, dtype, g, plan, calls[i].buffers,
+                                         cache.store(device));
       });
     }
   });

@@ -63,8 +63,8 @@ const char* cudnnGetErrorString(cudnnStatus_t status) {
 void cudnnGetLastErrorString(char* message, size_t max_size) {
   if (max_size > 0) message[0] = '\0';
   if (!::liftoff::cuda::cudnn_loaded()) return;
-  static const auto fn = reinterpret_cast<void (*)(char*, size_t)>(
-      ::liftoff::cuda::cudnn_symbol("cudnnGetLastErrorString"));
+  static const auto fn =
+      reinterpret_cast<void (*)(char*, size_t)>(::liftoff::cuda::cudnn_symbol("cudnnGetLastErrorString"));
   fn(message, max_size);
 }
 
@@ -73,6 +73,8 @@ LIFTOFF_CUDNN_FORWARD(cudnnSetTensor4dDescriptor,
                       (cudnnTensorDescriptor_t tensorDesc, cudnnTensorFormat_t format,
                        cudnnDataType_t dataType, int n, int c, int h, int w),
                       (tensorDesc, format, dataType, n, c, h, w))
+LIFTOFF_CUDNN_FORWARD(cudnnGetConvolutionMathType,
+                      (cudnnConvolutionDescriptor_t desc, cudnnMathType_t* math_type), (desc, math_type))
 LIFTOFF_CUDNN_FORWARD(cudnnSetConvolutionMathType,
                       (cudnnConvolutionDescriptor_t convDesc, cudnnMathType_t mathType), (convDesc, mathType))
 LIFTOFF_CUDNN_FORWARD(cudnnSetConvolutionGroupCount, (cudnnConvolutionDescriptor_t convDesc, int groupCount),

@@ -20,6 +20,17 @@ void record_algorithm_search(double seconds) {
   totals().seconds += seconds;
 }
 
+void record_algorithm_restored(const std::string& store_path) {
+  std::lock_guard<std::mutex> lock(totals_mutex());
+  ++totals().restored;
+  totals().store = store_path;
+}
+
+void record_algorithm_store(const std::string& store_path) {
+  std::lock_guard<std::mutex> lock(totals_mutex());
+  totals().store = store_path;
+}
+
 AlgorithmSearchTotals algorithm_search_totals() {
   std::lock_guard<std::mutex> lock(totals_mutex());
   return totals();

@@ -100,6 +100,8 @@ RunReport collect_report(const Flags& f, TrainSetup& s) {
   const AlgorithmSearchTotals searches = algorithm_search_totals();
   report.algorithm_searches = searches.searches;
   report.algorithm_search_seconds = searches.seconds;
+  report.algorithms_restored = searches.restored;
+  report.algorithm_store = searches.store;
   // Every rank's step time on rank 0 (a collective: all ranks profile or none do, since flags are shared).
   if (s.group && f.profile) report.rank_step_ms = all_gather_value(*s.group, report.step_ms_mean);
   return report;

@@ -247,7 +247,9 @@ constexpr const char* kGolden = R"json({
   },
   "startup": {
     "algorithm_searches": 21,
-    "algorithm_search_seconds": 0.75
+    "algorithm_search_seconds": 0.75,
+    "algorithms_restored": 3,
+    "algorithm_store": "/home/user/.cache/liftoff/conv-algorithms-v1-GPU.tsv"
   },
   "nvml": {
     "available": true,
@@ -332,6 +334,8 @@ RunReport golden_report() {
   r.rank_step_ms = {20.0, 25.5};
   r.algorithm_searches = 21;
   r.algorithm_search_seconds = 0.75;
+  r.algorithms_restored = 3;
+  r.algorithm_store = "/home/user/.cache/liftoff/conv-algorithms-v1-GPU.tsv";
   return r;
 }
 

@@ -226,9 +226,21 @@ TEST(Report, StartupSearchesAreNamedWhenThereWereAny) {
   r.algorithm_search_seconds = 0.734;
   EXPECT_NE(r.render_table().find("start-up: 21 cuDNN algorithm searches took 0.73 s"), std::string::npos)
       << r.render_table();
+  r.algorithms_restored = 42;
+  r.algorithm_store = "/tmp/store.tsv";
+  EXPECT_NE(r.render_table().find("; 42 cuDNN algorithm choices restored from an earlier run's store (no "
+                                  "search); store /tmp/store.tsv (LIFTOFF_CONV_CACHE)"),
+            std::string::npos)
+      << r.render_table();
   const RunReport back = RunReport::from_json(r.to_json(), "mem");
   EXPECT_EQ(back.algorithm_searches, 21);
   EXPECT_DOUBLE_EQ(back.algorithm_search_seconds, 0.734);
+  EXPECT_EQ(back.algorithms_restored, 42);
+  EXPECT_EQ(back.algorithm_store, "/tmp/store.tsv");
+  // Every choice restored: no search figure, the restored count alone.
+  r.algorithm_searches = 0;
+  EXPECT_NE(r.render_table().find("start-up: 42 cuDNN algorithm choices restored"), std::string::npos)
+      << r.render_table();
 }
 
 // --- files -----------------------------------------------------------------------------------------------
