@@ -486,7 +486,6 @@ struct Ready {
 };
 using AnyReady = std::variant<Ready<Forward>, Ready<BackwardData>, Ready<BackwardFilter>>;
 
-// With the cache locked: searches direction D on first use (legacy, then the graph API against it).
 // The store's key of one shape and direction: everything PlanKey holds, as text.
 std::string store_key(DType dtype, const Conv2dShape& g, Direction direction) {
   return str_cat(dtype_name(dtype), g.channels_last ? " nhwc " : " nchw ", g.n, " ", g.c, " ", g.h, " ", g.w,
