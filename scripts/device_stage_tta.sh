@@ -83,6 +83,8 @@ for cand in ${TTA_CANDIDATES:-C L M}; do
     echo "${acc:-0} $wall $train" >>"/tmp/tta_$cand.txt"
     note "tta $cand seed $seed liftoff rc=$rc: accuracy ${acc:-?}% | time to 94%: wall $wall s, training alone $train s"
   done
+  # The warm store's choices come back (which heuristic place won tells how many candidates a search needs).
+  [ "${TTA_STORE:-cold}" = warm ] && cat /tmp/tta_store_"$cand"/*.tsv >"$OUT/store_$cand.tsv" 2>/dev/null
   unset LIFTOFF_CONV_CACHE
   tta_summary "$cand liftoff (${TTA_STORE:-cold})" "/tmp/tta_$cand.txt"
 done
