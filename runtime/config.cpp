@@ -138,6 +138,11 @@ constexpr Entry kTable[] = {
                   "local rank under Open MPI's mpirun"),
     rank_variable(Knob::ompi_local_size, "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_SIZE",
                   "processes on this machine under Open MPI's mpirun"),
+    process(text_knob(
+        Knob::xdg_cache_home, "XDG_CACHE_HOME", "HOME/.cache",
+        "the user's cache folder (the convolution algorithm store goes under it, LIFTOFF_CONV_CACHE)")),
+    process(text_knob(Knob::home, "HOME", "no cache folder: the algorithm store is off",
+                      "the user's home folder (its .cache when XDG_CACHE_HOME is unset)")),
 };
 
 constexpr size_t kCount = static_cast<size_t>(Knob::count_);

@@ -56,6 +56,8 @@ enum class Knob {
   ompi_world_size,
   ompi_local_rank,
   ompi_local_size,
+  xdg_cache_home,
+  home,
   count_,
 };
 

@@ -1,7 +1,6 @@
 #include "ops/conv2d/algorithm_store.h"
 
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <utility>
@@ -78,11 +77,11 @@ std::string algorithm_store_path(const std::string& identity) {
   if (setting == "off") return "";
   std::filesystem::path folder;
   if (setting.empty() || setting == "auto") {
-    const char* xdg = std::getenv("XDG_CACHE_HOME");
-    const char* home = std::getenv("HOME");
-    if (xdg != nullptr && *xdg != '\0') {
+    const std::string xdg = config::get_string(config::Knob::xdg_cache_home).value_or("");
+    const std::string home = config::get_string(config::Knob::home).value_or("");
+    if (!xdg.empty()) {
       folder = std::filesystem::path(xdg) / "liftoff";
-    } else if (home != nullptr && *home != '\0') {
+    } else if (!home.empty()) {
       folder = std::filesystem::path(home) / ".cache" / "liftoff";
     } else {
       return "";

@@ -71,17 +71,21 @@ TEST(AlgorithmStore, PathFollowsTheSetting) {
     EXPECT_EQ(algorithm_store_path("NVIDIA H100 80GB/HBM3 sm_90"),
               "/tmp/x/conv-algorithms-v1-NVIDIA_H100_80GB_HBM3_sm_90.tsv");
   }
+  config::ScopedSetting automatic(config::Knob::conv_cache, "auto");
   {
-    config::ScopedSetting automatic(config::Knob::conv_cache, "auto");
-    const char* was = std::getenv("XDG_CACHE_HOME");
-    const std::string saved = was != nullptr ? was : "";
-    setenv("XDG_CACHE_HOME", "/tmp/xdg", 1);
+    config::ScopedSetting xdg(config::Knob::xdg_cache_home, "/tmp/xdg");
+    config::ScopedSetting home(config::Knob::home, "/home/u");
     EXPECT_EQ(algorithm_store_path("A"), "/tmp/xdg/liftoff/conv-algorithms-v1-A.tsv");
-    if (was != nullptr) {
-      setenv("XDG_CACHE_HOME", saved.c_str(), 1);
-    } else {
-      unsetenv("XDG_CACHE_HOME");
-    }
+  }
+  {
+    config::ScopedSetting xdg(config::Knob::xdg_cache_home, std::nullopt);
+    config::ScopedSetting home(config::Knob::home, "/home/u");
+    EXPECT_EQ(algorithm_store_path("A"), "/home/u/.cache/liftoff/conv-algorithms-v1-A.tsv");
+  }
+  {
+    config::ScopedSetting xdg(config::Knob::xdg_cache_home, std::nullopt);
+    config::ScopedSetting home(config::Knob::home, std::nullopt);
+    EXPECT_EQ(algorithm_store_path("A"), "") << "no folder to name: the store is off";
   }
 }
 
