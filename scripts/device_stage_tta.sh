@@ -9,7 +9,7 @@
 # a one-epoch run of the recipe wrote, as a user's later runs).
 tta_recipe() {
   local common="--amp bf16 --label-smoothing 0.1 --wd 5e-4 --lr 0.2"
-  local r20="--model resnet20 $common" r18="--model resnet18 $common"
+  local r20="--model resnet20 $common" r18="--model resnet18 $common" r9="--model resnet9 $common"
   case "$1" in
     A) echo "$r20 --batch 512 --lr-scale linear --epochs 10 --ema 0.99 --tta-flip" ;;
     B) echo "$r20 --batch 1024 --lr-scale sqrt --epochs 14 --ema 0.98 --tta-flip" ;;
@@ -42,6 +42,12 @@ tta_recipe() {
     U) echo "${r20/resnet20/resnet32} --batch 512 --lr-scale linear --epochs 10 --ema 0.99 --tta-flip --tta-shift --eval-every 10" ;;
     # V: two epochs more than O (14 epochs reached 94% on 4 of 5 seeds in three calls), evaluated at 8 and 16.
     V) echo "$r20 --batch 512 --lr-scale linear --epochs 16 --ema 0.99 --tta-flip --tta-shift --eval-every 8" ;;
+    # W-Z (session 20): Page's ResNet-9 (8x ResNet-20's FLOPs in a third of its layers: a step of a few large
+    # convolutions instead of many small ones) for 5-10 epochs, evaluated twice or once.
+    W) echo "$r9 --batch 512 --lr-scale linear --epochs 8 --ema 0.99 --tta-flip --tta-shift --eval-every 4" ;;
+    X) echo "$r9 --batch 512 --lr-scale linear --epochs 6 --ema 0.99 --tta-flip --tta-shift --eval-every 6" ;;
+    Y) echo "$r9 --batch 512 --lr-scale linear --epochs 10 --ema 0.99 --tta-flip --tta-shift --eval-every 5" ;;
+    Z) echo "$r9 --batch 512 --lr-scale linear --epochs 5 --ema 0.99 --tta-flip --tta-shift --eval-every 5" ;;
     *) echo "" ;;
   esac
 }

@@ -98,8 +98,47 @@ Tensor ResNet::forward(const Tensor& x) {
   return fc_->forward(global_avg_pool2d(y));
 }
 
+ResNet9::ConvBn ResNet9::conv_bn(const std::string& name, int64_t in, int64_t out, Generator& gen) {
+  ConvBn layer{std::make_shared<Conv2d>(in, out, 3, 1, 1, false, gen), std::make_shared<BatchNorm2d>(out)};
+  auto sequence = std::make_shared<Sequential>();
+  sequence->push_back(layer.conv).push_back(layer.bn);
+  register_module(name, sequence);
+  return layer;
+}
+
+Tensor ResNet9::apply(const ConvBn& layer, const Tensor& x) {
+  return layer.bn->forward_relu(layer.conv->forward(x));
+}
+
+ResNet9::ResNet9(int64_t in_channels, int64_t classes, Generator& gen) {
+  prep_ = conv_bn("prep", in_channels, 64, gen);
+  layer1_ = conv_bn("layer1", 64, 128, gen);
+  res1a_ = conv_bn("res1a", 128, 128, gen);
+  res1b_ = conv_bn("res1b", 128, 128, gen);
+  layer2_ = conv_bn("layer2", 128, 256, gen);
+  layer3_ = conv_bn("layer3", 256, 512, gen);
+  res3a_ = conv_bn("res3a", 512, 512, gen);
+  res3b_ = conv_bn("res3b", 512, 512, gen);
+  fc_ = register_module("fc", std::make_shared<Linear>(512, classes, false, gen));
+}
+
+Tensor ResNet9::forward(const Tensor& x) {
+  LIFTOFF_CHECK(x.dim() == 4 && x.shape()[2] == x.shape()[3] && x.shape()[2] >= 8, ShapeError,
+                "ResNet9: expects square images of side >= 8 as [N, C, H, W] (three 2x2 max pools), got ",
+                shape_str(x.shape()), "; resize the images (--image-size) or pick a ResNet (any size)");
+  Tensor y = apply(prep_, x);
+  y = max_pool2d(apply(layer1_, y), 2, 2);
+  y = add(y, apply(res1b_, apply(res1a_, y)));
+  y = max_pool2d(apply(layer2_, y), 2, 2);
+  y = max_pool2d(apply(layer3_, y), 2, 2);
+  y = add(y, apply(res3b_, apply(res3a_, y)));
+  y = max_pool2d(y, y.shape()[2], y.shape()[2]);  // global max pool, as AdaptiveMaxPool2d(1)
+  // Page's output scale: the logits of a freshly initialised net stay small, so early steps are not wasted.
+  return scale(fc_->forward(flatten(y, 1)), 0.125);
+}
+
 std::vector<std::string> model_names() {
-  return {"simple_cnn", "strided_cnn", "resnet20", "resnet32",     "resnet44",
+  return {"simple_cnn", "strided_cnn", "resnet9",  "resnet20",     "resnet32", "resnet44",
           "resnet56",   "resnet18",    "resnet50", "mobilenet_v2", "vit_tiny"};
 }
 
@@ -111,6 +150,11 @@ std::unique_ptr<Module> make_model(const std::string& name, int64_t in_channels,
   Generator gen(seed);
   if (name == "simple_cnn") return std::make_unique<SimpleCNN>(in_channels, classes, image_size, gen);
   if (name == "strided_cnn") return std::make_unique<StridedCNN>(in_channels, classes, gen);
+  if (name == "resnet9") {
+    LIFTOFF_CHECK(image_size >= 8, ValueError, "resnet9: image_size must be >= 8 (three 2x2 max pools), got ",
+                  image_size);
+    return std::make_unique<ResNet9>(in_channels, classes, gen);
+  }
   const std::pair<const char*, int64_t> resnets[] = {
       {"resnet20", 3}, {"resnet32", 5}, {"resnet44", 7}, {"resnet56", 9}};
   for (const auto& [resnet, n] : resnets) {

@@ -90,14 +90,43 @@ class ResNet : public Module {
   bool fused_;
 };
 
-// The names make_model knows: simple_cnn, strided_cnn, resnet20, resnet32, resnet44, resnet56, resnet18,
-// resnet50, mobilenet_v2, vit_tiny.
+// David Page's ResNet-9 (Myrtle.ai's DAWNBench CIFAR-10 entry, 2018): few, wide layers, so a step is a
+// handful of large convolutions instead of many small ones (at 28 px ~8x ResNet-20's FLOPs in fewer kernels).
+// conv_bn(a, b) = Conv2d(a, b, 3, padding=1, bias=False) -> BatchNorm2d(b) -> ReLU. As PyTorch
+// (tools/reference/resnet_cifar.py, ResNet9):
+//   prep = conv_bn(in, 64)
+//   layer1 = conv_bn(64, 128) -> MaxPool2d(2);  x = x + res1b(res1a(x)), res1a/res1b = conv_bn(128, 128)
+//   layer2 = conv_bn(128, 256) -> MaxPool2d(2)
+//   layer3 = conv_bn(256, 512) -> MaxPool2d(2); x = x + res3b(res3a(x)), res3a/res3b = conv_bn(512, 512)
+//   global max pool (AdaptiveMaxPool2d(1)); flatten; fc = Linear(512, classes, bias=False); logits * 0.125
+// Each conv_bn is a Sequential ("<name>.0" the conv, "<name>.1" the batch norm). Needs an image side >= 8
+// (three 2x2 pools); inputs must be square.
+class ResNet9 : public Module {
+ public:
+  ResNet9(int64_t in_channels, int64_t classes, Generator& gen);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "ResNet9"; }
+
+ private:
+  struct ConvBn {
+    std::shared_ptr<Conv2d> conv;
+    std::shared_ptr<BatchNorm2d> bn;
+  };
+  ConvBn conv_bn(const std::string& name, int64_t in, int64_t out, Generator& gen);
+  static Tensor apply(const ConvBn& layer, const Tensor& x);
+
+  ConvBn prep_, layer1_, res1a_, res1b_, layer2_, layer3_, res3a_, res3b_;
+  std::shared_ptr<Linear> fc_;
+};
+
+// The names make_model knows: simple_cnn, strided_cnn, resnet9, resnet20, resnet32, resnet44, resnet56,
+// resnet18, resnet50, mobilenet_v2, vit_tiny.
 std::vector<std::string> model_names();
 
 // Builds a model by name, initialised from Generator(seed). image_size is the side of the (square) input;
-// simple_cnn needs it (>= 4), the ResNets accept any size (global pooling). Throws ValueError for an unknown
-// name (listing the known ones) or bad sizes. The torchvision-style models (resnet_imagenet.h, mobilenet.h,
-// vit.h) adapt to small images, with image_size < 64 counting as small:
+// simple_cnn needs it (>= 4), resnet9 >= 8, the ResNets accept any size (global pooling). Throws ValueError
+// for an unknown name (listing the known ones) or bad sizes. The torchvision-style models (resnet_imagenet.h,
+// mobilenet.h, vit.h) adapt to small images, with image_size < 64 counting as small:
 //   resnet18, resnet50: torchvision's ResNet-18/50; small: the CIFAR stem (3x3 conv, stride 1, no max pool),
 //     else the ImageNet stem (7x7/2 conv + 3x3/2 max pool).
 //   mobilenet_v2: torchvision's MobileNetV2 (width 1.0); small: the first conv strides 1 instead of 2.

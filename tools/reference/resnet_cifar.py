@@ -50,3 +50,29 @@ class ResNet(nn.Module):
 def resnet(depth, in_channels=1, classes=10):
     assert (depth - 2) % 6 == 0, "depth must be 6n+2"
     return ResNet((depth - 2) // 6, in_channels, classes)
+
+
+def conv_bn(c_in, c_out):
+    return nn.Sequential(nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out))
+
+
+class ResNet9(nn.Module):
+    """David Page's DAWNBench ResNet-9, as Liftoff's zoo builds it (models/nn/zoo.h: the same module names)."""
+
+    def __init__(self, in_channels=1, classes=10):
+        super().__init__()
+        self.prep = conv_bn(in_channels, 64)
+        self.layer1, self.res1a, self.res1b = conv_bn(64, 128), conv_bn(128, 128), conv_bn(128, 128)
+        self.layer2 = conv_bn(128, 256)
+        self.layer3, self.res3a, self.res3b = conv_bn(256, 512), conv_bn(512, 512), conv_bn(512, 512)
+        self.fc = nn.Linear(512, classes, bias=False)
+
+    def forward(self, x):
+        x = F.relu(self.prep(x))
+        x = F.max_pool2d(F.relu(self.layer1(x)), 2)
+        x = x + F.relu(self.res1b(F.relu(self.res1a(x))))
+        x = F.max_pool2d(F.relu(self.layer2(x)), 2)
+        x = F.max_pool2d(F.relu(self.layer3(x)), 2)
+        x = x + F.relu(self.res3b(F.relu(self.res3a(x))))
+        x = F.adaptive_max_pool2d(x, 1).flatten(1)
+        return self.fc(x) * 0.125

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from resnet_cifar import resnet  # noqa: E402
+from resnet_cifar import ResNet9, resnet  # noqa: E402
 from train_reference import MEAN, STD, augment, read_idx  # noqa: E402
 
 
@@ -94,6 +94,8 @@ def main():
     if args.model in ("resnet18", "resnet50"):  # the panel's twins (CIFAR stem at 28 px), as Liftoff's zoo
         import model_panel
         model = model_panel.make_model(args.model, 1, 10, 28)
+    elif args.model == "resnet9":
+        model = ResNet9(1, 10)
     else:
         model = resnet(int(args.model.replace("resnet", "")), 1, 10)
     model = model.to(dev).to(memory_format=mf)

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tests/common/gradcheck.h"
 
@@ -34,6 +37,30 @@ TEST(Zoo, StridedCnnParameterCountAndSizeIndependence) {
   const auto model = make_model("strided_cnn", 3, 5, 64, 2);
   EXPECT_EQ(model->forward(testing::random_tensor({2, 3, 64, 64}, 4, -1, 1, DType::f32)).shape(),
             (Shape{2, 5}));
+}
+
+// ResNet-9: 8 conv_bn layers (3x3 convs without bias + batch norm weight and bias) and fc without bias, as
+// tools/reference/resnet_cifar.py's ResNet9; its state dict names are PyTorch's.
+TEST(Zoo, ResNet9ParameterCountAndNamesMatchPyTorch) {
+  const std::pair<int64_t, int64_t> convs[] = {{1, 64},    {64, 128},  {128, 128}, {128, 128},
+                                               {128, 256}, {256, 512}, {512, 512}, {512, 512}};
+  int64_t expected = 512 * 10;
+  for (const auto& [in, out] : convs) expected += in * out * 9 + 2 * out;
+  const auto model = make_model("resnet9", 1, 10, 28, 0);
+  EXPECT_EQ(model->num_parameters(), expected);
+  EXPECT_EQ(expected, 6571968);
+  std::vector<std::string> names;
+  for (const auto& [name, tensor] : model->state_dict()) names.push_back(name);
+  for (const char* name :
+       {"prep.0.weight", "prep.1.running_mean", "res1b.1.bias", "res3a.0.weight", "fc.weight"})
+    EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
+  EXPECT_EQ(std::find(names.begin(), names.end(), "fc.bias"), names.end());
+}
+
+TEST(Zoo, ResNet9RefusesImagesItCannotPool) {
+  EXPECT_THROW(make_model("resnet9", 1, 10, 7, 0), ValueError);
+  const auto model = make_model("resnet9", 1, 10, 28, 0);
+  EXPECT_THROW(model->forward(testing::random_tensor({1, 1, 28, 24}, 1, -1, 1, DType::f32)), ShapeError);
 }
 
 TEST(Zoo, ForwardShapes) {
