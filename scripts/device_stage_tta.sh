@@ -48,6 +48,8 @@ tta_recipe() {
     X) echo "$r9 --batch 512 --lr-scale linear --epochs 6 --ema 0.99 --tta-flip --tta-shift --eval-every 6" ;;
     Y) echo "$r9 --batch 512 --lr-scale linear --epochs 10 --ema 0.99 --tta-flip --tta-shift --eval-every 5" ;;
     Z) echo "$r9 --batch 512 --lr-scale linear --epochs 5 --ema 0.99 --tta-flip --tta-shift --eval-every 5" ;;
+    # Y10: Y evaluated once, at the end (the 5-epoch evaluation only costs time).
+    Y10) echo "$r9 --batch 512 --lr-scale linear --epochs 10 --ema 0.99 --tta-flip --tta-shift --eval-every 10" ;;
     *) echo "" ;;
   esac
 }
