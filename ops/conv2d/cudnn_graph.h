@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -54,8 +55,11 @@ std::shared_ptr<GraphPlan> rebuild(Direction direction, cudnnHandle_t handle, co
                                    int max_candidates = 8);
 int64_t engine_of(const GraphPlan& plan);  // cuDNN's global engine index
 
-// Median milliseconds of `run` on the device's compute stream (two warm-up runs, then seven timed).
-float time_ms(int device, const std::function<void()>& run);
+// Median milliseconds of `run` on the device's compute stream: a warm-up run, one timed eager run, then (when
+// that run did not already lose to `give_up_above_ms`, see cudnn_graph.cpp) seven timed rounds, three for
+// runs over 0.25 ms. A candidate that lost returns its one eager time (larger than give_up_above_ms).
+float time_ms(int device, const std::function<void()>& run,
+              float give_up_above_ms = std::numeric_limits<float>::infinity());
 
 size_t workspace_bytes(const GraphPlan& plan);
 std::string describe(const GraphPlan& plan);  // "engine 12" (cuDNN's global engine index)

@@ -560,14 +560,25 @@ Ready<D> prepare(cudnnHandle_t handle, int device, DType dtype, const Conv2dShap
       record_algorithm_restored(store->path());
       return Ready<D>{plan.tensors, d};
     }
-    const auto began = std::chrono::steady_clock::now();
+    using Clock = std::chrono::steady_clock;
+    const auto began = Clock::now();
     find_legacy<D>(handle, device, dtype, g, plan.tensors, d, buffers);
+    const auto legacy_found = Clock::now();
     int graph_index = -1;
     d.choice.graph = graph_plan_for(
         D::kDirection, handle, device, g, dtype, buffers, d.choice.workspace_bytes,
         [&](void* scratch) { run_legacy<D>(handle, dtype, plan.tensors, d, buffers, scratch); },
         &graph_index);
-    record_algorithm_search(std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
+    const auto ended = Clock::now();
+    record_algorithm_search(std::chrono::duration<double>(ended - began).count());
+    if (log_choices()) {
+      std::fprintf(stderr,
+                   "liftoff cudnn: %s %s: searched in %.1f ms (legacy find %.1f ms, graph API %.1f ms)\n",
+                   conv_graph::direction_name(D::kDirection), shape_text(g, dtype).c_str(),
+                   std::chrono::duration<double, std::milli>(ended - began).count(),
+                   std::chrono::duration<double, std::milli>(legacy_found - began).count(),
+                   std::chrono::duration<double, std::milli>(ended - legacy_found).count());
+    }
     if (store != nullptr) {
       store->add(key, choice_text(d, graph_index));
       record_algorithm_store(store->path());
