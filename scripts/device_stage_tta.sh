@@ -3,8 +3,8 @@
 # (tools/reference/time_to_accuracy.py: same model, epochs, batch, LR and its scaling, bf16 autocast,
 # channels_last, cudnn.benchmark, label smoothing, one-cycle, EMA, flip and shift averaging, --eval-every) on the same seeds.
 # Goal: every seed >= 94.0%, median wall <= 5 s, PyTorch's median / ours >= 8.
-# Knobs: TTA_CANDIDATES (names, default "C L M"), TTA_SEEDS (default "1 2 3 4 5"), TTA_TORCH (candidates
-# PyTorch runs, default "L"; "" for none), TTA_TORCH_SEEDS (its seeds, default TTA_SEEDS), TTA_EXTRA (extra train flags, e.g. --no-profile),
+# Knobs: TTA_CANDIDATES (names, default "Y10": the recipe in the README), TTA_SEEDS (default "1 2 3 4 5"), TTA_TORCH (candidates
+# PyTorch runs, default "Y10"; "" for none), TTA_TORCH_SEEDS (its seeds, default TTA_SEEDS), TTA_EXTRA (extra train flags, e.g. --no-profile),
 # TTA_STORE (cold: each run searches its convolution algorithms, as a first run; warm: restored from the store
 # a one-epoch run of the recipe wrote, as a user's later runs).
 tta_recipe() {
@@ -62,7 +62,7 @@ tta_summary() {
 }
 tta_drop_last=""
 /tmp/bin/train --help 2>/dev/null | grep -q -- "--drop-last" && tta_drop_last="--drop-last"  # ours drops by default then
-for cand in ${TTA_CANDIDATES:-C L M}; do
+for cand in ${TTA_CANDIDATES:-Y10}; do
   R=$(tta_recipe "$cand")
   [ -n "$R" ] || { note "tta: unknown candidate $cand"; continue; }
   log="$OUT/tta_$cand.log"
@@ -96,7 +96,7 @@ for cand in ${TTA_CANDIDATES:-C L M}; do
   unset LIFTOFF_CONV_CACHE
   tta_summary "$cand liftoff (${TTA_STORE:-cold})" "/tmp/tta_$cand.txt"
 done
-for cand in ${TTA_TORCH-L}; do
+for cand in ${TTA_TORCH-Y10}; do
   R=$(tta_recipe "$cand")
   [ -n "$R" ] || continue
   # The reference takes train's recipe flags under the same names.
