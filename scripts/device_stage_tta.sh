@@ -42,7 +42,7 @@ tta_recipe() {
     U) echo "${r20/resnet20/resnet32} --batch 512 --lr-scale linear --epochs 10 --ema 0.99 --tta-flip --tta-shift --eval-every 10" ;;
     # V: two epochs more than O (14 epochs reached 94% on 4 of 5 seeds in three calls), evaluated at 8 and 16.
     V) echo "$r20 --batch 512 --lr-scale linear --epochs 16 --ema 0.99 --tta-flip --tta-shift --eval-every 8" ;;
-    # W-Z (session 20): Page's ResNet-9 (8x ResNet-20's FLOPs in a third of its layers: a step of a few large
+    # W-Z (session 20): Page's ResNet-9 (8.8x ResNet-20's FLOPs in 8 convolutions, not 21: a step of a few large
     # convolutions instead of many small ones) for 5-10 epochs, evaluated twice or once.
     W) echo "$r9 --batch 512 --lr-scale linear --epochs 8 --ema 0.99 --tta-flip --tta-shift --eval-every 4" ;;
     X) echo "$r9 --batch 512 --lr-scale linear --epochs 6 --ema 0.99 --tta-flip --tta-shift --eval-every 6" ;;
