@@ -152,8 +152,8 @@ struct Plan {
 };
 
 // Direction traits: what differs between the three directions of the legacy API (the plan's slot, the
-// workspace query, cudnnFind*AlgorithmEx and the execute call, each with the direction's argument order).
-// Buffers' roles: conv_graph::Buffers.
+// workspace query, cudnnFind*AlgorithmEx, cudnnGet*Algorithm_v7 and the execute call, each with the
+// direction's argument order). Buffers' roles: conv_graph::Buffers.
 struct Forward {
   using Algo = cudnnConvolutionFwdAlgo_t;
   using Perf = cudnnConvolutionFwdAlgoPerf_t;
@@ -168,6 +168,11 @@ struct Forward {
                    int* returned, Perf* perf, void* ws, size_t ws_bytes) {
     LIFTOFF_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, t.x, b.x, t.w, b.w, conv, t.y, b.y,
                                                                kAlgoCount, returned, perf, ws, ws_bytes));
+  }
+  static void guess(cudnnHandle_t h, const Descriptors& t, cudnnConvolutionDescriptor_t conv, int* returned,
+                    Perf* perf) {
+    LIFTOFF_CUDNN_CHECK(
+        cudnnGetConvolutionForwardAlgorithm_v7(h, t.x, t.w, conv, t.y, kAlgoCount, returned, perf));
   }
   static void execute(cudnnHandle_t h, const void* one, const void* zero, const Descriptors& t,
                       cudnnConvolutionDescriptor_t conv, Algo algo, const Buffers& b, void* ws,
@@ -192,6 +197,11 @@ struct BackwardData {
     LIFTOFF_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
         h, t.w, b.w, t.y, b.y, conv, t.x, b.x, kAlgoCount, returned, perf, ws, ws_bytes));
   }
+  static void guess(cudnnHandle_t h, const Descriptors& t, cudnnConvolutionDescriptor_t conv, int* returned,
+                    Perf* perf) {
+    LIFTOFF_CUDNN_CHECK(
+        cudnnGetConvolutionBackwardDataAlgorithm_v7(h, t.w, t.y, conv, t.x, kAlgoCount, returned, perf));
+  }
   static void execute(cudnnHandle_t h, const void* one, const void* zero, const Descriptors& t,
                       cudnnConvolutionDescriptor_t conv, Algo algo, const Buffers& b, void* ws,
                       size_t ws_bytes) {
@@ -214,6 +224,11 @@ struct BackwardFilter {
                    int* returned, Perf* perf, void* ws, size_t ws_bytes) {
     LIFTOFF_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
         h, t.x, b.x, t.y, b.y, conv, t.w, b.w, kAlgoCount, returned, perf, ws, ws_bytes));
+  }
+  static void guess(cudnnHandle_t h, const Descriptors& t, cudnnConvolutionDescriptor_t conv, int* returned,
+                    Perf* perf) {
+    LIFTOFF_CUDNN_CHECK(
+        cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, t.x, t.y, conv, t.w, kAlgoCount, returned, perf));
   }
   static void execute(cudnnHandle_t h, const void* one, const void* zero, const Descriptors& t,
                       cudnnConvolutionDescriptor_t conv, Algo algo, const Buffers& b, void* ws,
@@ -428,6 +443,39 @@ void run_legacy(cudnnHandle_t handle, DType dtype, const Descriptors& t,
              d.choice.workspace_bytes);
 }
 
+// Whether graph_plan_for times the graph API's engines against the legacy choice. Grouped convolutions
+// (depthwise included) go through it too: the graph's weight [K, C/groups, R, S] gives cuDNN the group count,
+// and its engines include the specialised depthwise kernels the legacy API does not pick (MobileNetV2's
+// depthwise layers took 3.9 ms of a 9.4 ms step with the legacy choices). Dilated ones stay on the legacy
+// API: not validated on the GPU through the graph.
+bool graph_engines_timed(const Conv2dShape& g, DType dtype, const Buffers& buffers) {
+  return conv_engines() != ConvEngines::legacy && dtype != DType::f64 && !deterministic_algorithms() &&
+         g.dilation == 1 && conv_graph::accepts(buffers);
+}
+
+// The legacy baseline when the graph API's engines are timed against it: cuDNN's first ranked guess within
+// the cap, run once to prove it works (else the full search). cudnnFind*AlgorithmEx times every algorithm,
+// slow ones included: ResNet-9's backward-data searches spent 170-350 ms each in it (1.5 s of a 2.05 s
+// start-up) for a baseline the graph engines then beat in 16 of 17 directions.
+template <class D>
+void guess_legacy(cudnnHandle_t handle, int device, DType dtype, const Conv2dShape& g, const Descriptors& t,
+                  DirectionPlan<typename D::Algo>& d, const Buffers& buffers) {
+  typename D::Perf perf[D::kAlgoCount];
+  int returned = 0;
+  try {
+    D::guess(handle, t, d.conv, &returned, perf);
+    take_best(perf, returned, SearchWorkspace::workspace_limit(dtype), d.conv, &d.choice,
+              conv_graph::direction_name(D::kDirection), g, dtype);
+    const SearchWorkspace ws(device, d.choice.workspace_bytes, dtype);
+    run_legacy<D>(handle, dtype, t, d, buffers, ws.get());
+    return;
+  } catch (const Error&) {
+    cudaGetLastError();  // a guess that does not run: the full search decides
+    d.choice = Choice<typename D::Algo>{};
+  }
+  find_legacy<D>(handle, device, dtype, g, t, d, buffers);
+}
+
 // The graph API's search scratch: the engines these convolutions get need a few MiB at most; a larger
 // scratch would only raise the run's peak memory (it is returned right after the search).
 constexpr size_t kGraphSearchWorkspace = size_t{64} << 20;
@@ -440,13 +488,8 @@ std::shared_ptr<conv_graph::GraphPlan> graph_plan_for(Direction direction, cudnn
                                                       const Buffers& buffers, size_t legacy_bytes,
                                                       const std::function<void(void*)>& run_legacy,
                                                       int* config_index) {
+  if (!graph_engines_timed(g, dtype, buffers)) return nullptr;
   const ConvEngines engines = conv_engines();
-  if (engines == ConvEngines::legacy || dtype == DType::f64 || deterministic_algorithms()) return nullptr;
-  // Grouped convolutions (depthwise included) go through the search too: the graph's weight [K, C/groups,
-  // R, S] gives cuDNN the group count, and its engines include the specialised depthwise kernels the legacy
-  // API does not pick (MobileNetV2's depthwise layers took 3.9 ms of a 9.4 ms step with the legacy
-  // choices). Dilated ones stay on the legacy API: not validated on the GPU through the graph.
-  if (g.dilation != 1) return nullptr;
   const SearchWorkspace scratch(
       device,
       std::max(legacy_bytes, std::min(kGraphSearchWorkspace, SearchWorkspace::workspace_limit(dtype))),
@@ -562,7 +605,11 @@ Ready<D> prepare(cudnnHandle_t handle, int device, DType dtype, const Conv2dShap
     }
     using Clock = std::chrono::steady_clock;
     const auto began = Clock::now();
-    find_legacy<D>(handle, device, dtype, g, plan.tensors, d, buffers);
+    if (graph_engines_timed(g, dtype, buffers)) {
+      guess_legacy<D>(handle, device, dtype, g, plan.tensors, d, buffers);
+    } else {
+      find_legacy<D>(handle, device, dtype, g, plan.tensors, d, buffers);
+    }
     const auto legacy_found = Clock::now();
     int graph_index = -1;
     d.choice.graph = graph_plan_for(
@@ -572,8 +619,7 @@ Ready<D> prepare(cudnnHandle_t handle, int device, DType dtype, const Conv2dShap
     const auto ended = Clock::now();
     record_algorithm_search(std::chrono::duration<double>(ended - began).count());
     if (log_choices()) {
-      std::fprintf(stderr,
-                   "liftoff cudnn: %s %s: searched in %.1f ms (legacy find %.1f ms, graph API %.1f ms)\n",
+      std::fprintf(stderr, "liftoff cudnn: %s %s: searched in %.1f ms (legacy %.1f ms, graph API %.1f ms)\n",
                    conv_graph::direction_name(D::kDirection), shape_text(g, dtype).c_str(),
                    std::chrono::duration<double, std::milli>(ended - began).count(),
                    std::chrono::duration<double, std::milli>(legacy_found - began).count(),

@@ -123,6 +123,28 @@ LIFTOFF_CUDNN_FORWARD(cudnnFindConvolutionForwardAlgorithmEx,
                        size_t workSpaceSizeInBytes),
                       (handle, xDesc, x, wDesc, w, convDesc, yDesc, y, requestedAlgoCount, returnedAlgoCount,
                        perfResults, workSpace, workSpaceSizeInBytes))
+// cuDNN's ranked guesses (no timing): the legacy baseline when graph-API engines are timed against it anyway.
+LIFTOFF_CUDNN_FORWARD(cudnnGetConvolutionForwardAlgorithm_v7,
+                      (cudnnHandle_t handle, const cudnnTensorDescriptor_t srcDesc,
+                       const cudnnFilterDescriptor_t filterDesc, const cudnnConvolutionDescriptor_t convDesc,
+                       const cudnnTensorDescriptor_t destDesc, const int requestedAlgoCount,
+                       int* returnedAlgoCount, cudnnConvolutionFwdAlgoPerf_t* perfResults),
+                      (handle, srcDesc, filterDesc, convDesc, destDesc, requestedAlgoCount, returnedAlgoCount,
+                       perfResults))
+LIFTOFF_CUDNN_FORWARD(cudnnGetConvolutionBackwardDataAlgorithm_v7,
+                      (cudnnHandle_t handle, const cudnnFilterDescriptor_t filterDesc,
+                       const cudnnTensorDescriptor_t diffDesc, const cudnnConvolutionDescriptor_t convDesc,
+                       const cudnnTensorDescriptor_t gradDesc, const int requestedAlgoCount,
+                       int* returnedAlgoCount, cudnnConvolutionBwdDataAlgoPerf_t* perfResults),
+                      (handle, filterDesc, diffDesc, convDesc, gradDesc, requestedAlgoCount,
+                       returnedAlgoCount, perfResults))
+LIFTOFF_CUDNN_FORWARD(cudnnGetConvolutionBackwardFilterAlgorithm_v7,
+                      (cudnnHandle_t handle, const cudnnTensorDescriptor_t srcDesc,
+                       const cudnnTensorDescriptor_t diffDesc, const cudnnConvolutionDescriptor_t convDesc,
+                       const cudnnFilterDescriptor_t gradDesc, const int requestedAlgoCount,
+                       int* returnedAlgoCount, cudnnConvolutionBwdFilterAlgoPerf_t* perfResults),
+                      (handle, srcDesc, diffDesc, convDesc, gradDesc, requestedAlgoCount, returnedAlgoCount,
+                       perfResults))
 LIFTOFF_CUDNN_FORWARD(cudnnFindConvolutionBackwardFilterAlgorithmEx,
                       (cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc, const void* x,
                        const cudnnTensorDescriptor_t dyDesc, const void* y,
