@@ -38,52 +38,6 @@ cudnnDataType_t data_type(DType dtype) {
   }
 }
 
-// A 4-D tensor of logical sizes (a, b, h, w) = (n, c, h, w) or (k, c, r, s); channels_last orders memory
-// with b innermost (NHWC / KRSC).
-Desc make_tensor(int64_t uid, DType dtype, int64_t a, int64_t b, int64_t h, int64_t w, bool channels_last) {
-  const int64_t dims[4] = {a, b, h, w};
-  int64_t strides[4];
-  if (channels_last) {
-    strides[0] = h * w * b;
-    strides[1] = 1;
-    strides[2] = w * b;
-    strides[3] = b;
-  } else {
-    strides[0] = b * h * w;
-    strides[1] = h * w;
-    strides[2] = w;
-    strides[3] = 1;
-  }
-  const cudnnDataType_t dt = data_type(dtype);
-  Desc t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-  t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt)
-      .set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims)
-      .set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides)
-      .set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid)
-      .set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &kAlignment);
-  t.finalize();
-  return t;
-}
-
-Desc make_convolution(const Conv2dShape& g) {
-  const cudnnDataType_t compute = CUDNN_DATA_FLOAT;  // f16/bf16 accumulate in f32; f32 may use TF32
-  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
-  const int64_t spatial = 2;
-  const int64_t dilation[2] = {g.dilation, g.dilation};
-  const int64_t stride[2] = {g.stride, g.stride};
-  const int64_t padding[2] = {g.padding, g.padding};
-  Desc c(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
-  c.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute)
-      .set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode)
-      .set(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &spatial)
-      .set(CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dilation)
-      .set(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, stride)
-      .set(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, padding)
-      .set(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, padding);
-  c.finalize();
-  return c;
-}
-
 // The graph of one direction and what it references (kept alive with the plan).
 struct OperationGraph {
   Desc x, w, y, conv, op, graph;
@@ -177,6 +131,52 @@ bool acceptable_engine(const Desc& config, int64_t* global_index) {
 }
 
 }  // namespace
+
+Desc make_tensor(int64_t uid, DType dtype, int64_t a, int64_t b, int64_t h, int64_t w, bool channels_last,
+                 bool is_virtual) {
+  const int64_t dims[4] = {a, b, h, w};
+  int64_t strides[4];
+  if (channels_last) {
+    strides[0] = h * w * b;
+    strides[1] = 1;
+    strides[2] = w * b;
+    strides[3] = b;
+  } else {
+    strides[0] = b * h * w;
+    strides[1] = h * w;
+    strides[2] = w;
+    strides[3] = 1;
+  }
+  const cudnnDataType_t dt = data_type(dtype);
+  Desc t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt)
+      .set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims)
+      .set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides)
+      .set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid)
+      .set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &kAlignment);
+  if (is_virtual) t.set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual);
+  t.finalize();
+  return t;
+}
+
+Desc make_convolution(const Conv2dShape& g) {
+  const cudnnDataType_t compute = CUDNN_DATA_FLOAT;  // f16/bf16 accumulate in f32; f32 may use TF32
+  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  const int64_t spatial = 2;
+  const int64_t dilation[2] = {g.dilation, g.dilation};
+  const int64_t stride[2] = {g.stride, g.stride};
+  const int64_t padding[2] = {g.padding, g.padding};
+  Desc c(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+  c.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute)
+      .set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode)
+      .set(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &spatial)
+      .set(CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dilation)
+      .set(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, stride)
+      .set(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, padding)
+      .set(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, padding);
+  c.finalize();
+  return c;
+}
 
 class GraphPlan {
  public:

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "ops/conv2d/kernels.h"
+#include "runtime/cuda/cudnn_backend.h"
 #include "runtime/dtype.h"
 
 namespace liftoff::cuda::conv_graph {
@@ -30,6 +31,15 @@ struct Buffers {
 };
 
 class GraphPlan;  // an execution plan with its descriptors (cudnn_graph.cpp)
+
+// The graph's building blocks, for graphs built around a convolution (this file's, and benches that add
+// operations to one, tools/bench/conv_bn_stats_bench.cpp). A finalized 4-D tensor of logical sizes
+// (a, b, h, w) = (n, c, h, w) or (k, c, r, s), 16-byte aligned; channels_last orders memory with b innermost
+// (NHWC / KRSC); is_virtual: an intermediate no buffer backs. f32, f16, bf16.
+BackendDesc make_tensor(int64_t uid, DType dtype, int64_t a, int64_t b, int64_t h, int64_t w,
+                        bool channels_last, bool is_virtual = false);
+// g's convolution (cross-correlation, f32 accumulation; f32 data may use TF32), finalized.
+BackendDesc make_convolution(const Conv2dShape& g);
 
 struct SearchResult {
   std::shared_ptr<GraphPlan> plan;  // null when no engine configuration finalized or all were slower

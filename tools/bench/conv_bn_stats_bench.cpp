@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "liftoff.h"
+#include "ops/conv2d/cudnn_graph.h"
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/cudnn_backend.h"
 #include "tools/bench/median_time.h"
@@ -36,28 +37,12 @@ struct ConvShape {
 };
 
 constexpr int64_t kX = 1, kW = 2, kY = 3, kSum = 4, kSqSum = 5, kSquare = 6;
-constexpr int64_t kAlignment = 16;
-
-cudnnDataType_t cudnn_type(DType dtype) {
-  if (dtype == DType::bf16) return CUDNN_DATA_BFLOAT16;
-  if (dtype == DType::f16) return CUDNN_DATA_HALF;
-  return CUDNN_DATA_FLOAT;
-}
-
-// A channels-last 4-D tensor of logical sizes [a, b, h, w] (b innermost in memory).
-BackendDesc tensor(int64_t uid, cudnnDataType_t type, int64_t a, int64_t b, int64_t h, int64_t w,
-                   bool is_virtual = false) {
-  const int64_t dims[4] = {a, b, h, w};
-  const int64_t strides[4] = {h * w * b, 1, w * b, b};
-  BackendDesc t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-  t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type)
-      .set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims)
-      .set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides)
-      .set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid)
-      .set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &kAlignment)
-      .set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual);
-  t.finalize();
-  return t;
+// The benched shape as conv2d's CUDA path describes it (channels-last, padding r / 2).
+Conv2dShape conv_shape(const ConvShape& s) {
+  const int64_t pad = s.r / 2, oh = (s.h + 2 * pad - s.r) / s.stride + 1;
+  Conv2dShape g{s.n, s.c, s.h, s.h, s.k, s.r, s.r, oh, oh, s.stride, pad};
+  g.channels_last = true;
+  return g;
 }
 
 // The convolution and its output statistics as one operation graph; the descriptors live as long as it.
@@ -67,26 +52,17 @@ struct FusedGraph {
 };
 
 void build(FusedGraph& fg, bool genstats, cudnnHandle_t handle, const ConvShape& s, DType dtype) {
-  const int64_t pad = s.r / 2, oh = (s.h + 2 * pad - s.r) / s.stride + 1;
-  const cudnnDataType_t io = cudnn_type(dtype), f32 = CUDNN_DATA_FLOAT;
+  using cuda::conv_graph::make_tensor;
+  const Conv2dShape g = conv_shape(s);
+  const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
   auto& p = fg.parts;
-  p.push_back(tensor(kX, io, s.n, s.c, s.h, s.h));
-  p.push_back(tensor(kW, io, s.k, s.c, s.r, s.r));
-  p.push_back(tensor(kY, io, s.n, s.k, oh, oh));
-  p.push_back(tensor(kSum, f32, 1, s.k, 1, 1));
-  p.push_back(tensor(kSqSum, f32, 1, s.k, 1, 1));
+  p.push_back(make_tensor(kX, dtype, g.n, g.c, g.h, g.w, true));
+  p.push_back(make_tensor(kW, dtype, g.k, g.c, g.r, g.s, true));
+  p.push_back(make_tensor(kY, dtype, g.n, g.k, g.oh, g.ow, true));
+  p.push_back(make_tensor(kSum, DType::f32, 1, g.k, 1, 1, true));
+  p.push_back(make_tensor(kSqSum, DType::f32, 1, g.k, 1, 1, true));
   const BackendDesc &x = p[0], &w = p[1], &y = p[2], &sum = p[3], &sqsum = p[4];
-  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
-  const int64_t dims = 2, one[2] = {1, 1}, stride[2] = {s.stride, s.stride}, padding[2] = {pad, pad};
-  BackendDesc conv(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
-  conv.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32)
-      .set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode)
-      .set(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims)
-      .set(CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, one)
-      .set(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, stride)
-      .set(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, padding)
-      .set(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, padding);
-  conv.finalize();
+  BackendDesc conv = cuda::conv_graph::make_convolution(g);
   const float alpha = 1.0f, beta = 0.0f;
   BackendDesc conv_op(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
   conv_op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, x)
@@ -111,7 +87,7 @@ void build(FusedGraph& fg, bool genstats, cudnnHandle_t handle, const ConvShape&
     ops.push_back(op.get());
     p.push_back(std::move(op));
   } else {
-    p.push_back(tensor(kSquare, f32, s.n, s.k, oh, oh, /*is_virtual=*/true));
+    p.push_back(make_tensor(kSquare, DType::f32, g.n, g.k, g.oh, g.ow, true, /*is_virtual=*/true));
     const BackendDesc& square = p.back();
     const cudnnPointwiseMode_t mul = CUDNN_POINTWISE_MUL;
     BackendDesc pw(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
@@ -129,16 +105,15 @@ void build(FusedGraph& fg, bool genstats, cudnnHandle_t handle, const ConvShape&
     reduction.set(CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &add)
         .set(CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32);
     reduction.finalize();
-    BackendDesc sum_op(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
-    sum_op.set_desc(CUDNN_ATTR_OPERATION_REDUCTION_XDESC, y)
-        .set_desc(CUDNN_ATTR_OPERATION_REDUCTION_YDESC, sum)
-        .set_desc(CUDNN_ATTR_OPERATION_REDUCTION_DESC, reduction);
-    sum_op.finalize();
-    BackendDesc sqsum_op(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
-    sqsum_op.set_desc(CUDNN_ATTR_OPERATION_REDUCTION_XDESC, square)
-        .set_desc(CUDNN_ATTR_OPERATION_REDUCTION_YDESC, sqsum)
-        .set_desc(CUDNN_ATTR_OPERATION_REDUCTION_DESC, reduction);
-    sqsum_op.finalize();
+    const auto reduce_into = [&](const BackendDesc& from, const BackendDesc& into) {
+      BackendDesc op(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
+      op.set_desc(CUDNN_ATTR_OPERATION_REDUCTION_XDESC, from)
+          .set_desc(CUDNN_ATTR_OPERATION_REDUCTION_YDESC, into)
+          .set_desc(CUDNN_ATTR_OPERATION_REDUCTION_DESC, reduction);
+      op.finalize();
+      return op;
+    };
+    BackendDesc sum_op = reduce_into(y, sum), sqsum_op = reduce_into(square, sqsum);
     ops.push_back(square_op.get());
     ops.push_back(sum_op.get());
     ops.push_back(sqsum_op.get());
@@ -191,8 +166,8 @@ Fused time_fused(bool genstats, const ConvShape& s, DType dtype, const Tensor& x
     best.note = str_cat("graph refused: ", e.what());
     return best;
   }
-  const int64_t pad = s.r / 2, oh = (s.h + 2 * pad - s.r) / s.stride + 1;
-  const Tensor y = Tensor::empty({s.n, s.k, oh, oh}, dtype, device, MemoryFormat::channels_last);
+  const Conv2dShape g = conv_shape(s);
+  const Tensor y = Tensor::empty({g.n, g.k, g.oh, g.ow}, dtype, device, MemoryFormat::channels_last);
   const Tensor sum = Tensor::zeros({s.k}, DType::f32, device),
                sqsum = Tensor::zeros({s.k}, DType::f32, device);
   std::vector<BackendDesc> configs;
@@ -248,7 +223,7 @@ Fused time_fused(bool genstats, const ConvShape& s, DType dtype, const Tensor& x
     // Reference sums of the output this engine wrote, in float64.
     const std::vector<float> values = y.to(DType::f32).contiguous().to_vector<float>();  // NCHW order
     std::vector<double> want_sum(s.k, 0.0), want_sq(s.k, 0.0);
-    const int64_t plane = oh * oh;
+    const int64_t plane = g.oh * g.ow;
     for (int64_t i = 0; i < static_cast<int64_t>(values.size()); ++i) {
       const int64_t channel = (i / plane) % s.k;
       want_sum[channel] += values[i];
