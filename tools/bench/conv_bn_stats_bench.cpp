@@ -1,12 +1,13 @@
 // conv_bn_stats_bench: would batch norm's statistics pass pay for itself inside the convolution? For
-// channels- last convolution shapes of the panel's models it times, in one process:
+// channels-last convolution shapes of the panel's models it times, in one process:
 //   conv      Liftoff's conv2d forward (the engine its search keeps),
 //   bn train  batch_norm2d in training mode on that output (statistics pass + normalize),
 //   bn eval   batch_norm2d in eval mode (the normalize alone), so train - eval is the statistics pass,
 // and, per fusion form, cuDNN's graph API asked for the convolution with the per-channel sum and sum of
 // squares of its output in the same graph: `genstats` (the GenStats operation) and `reduce` (two reduction
 // operations, one after a pointwise square). Every engine configuration the heuristics (modes A and fallback)
-// offer is finalized (the time includes any run-time compilation) and timed; the fastest that runs is
+// offer is finalized (`finalize`: the slowest one's time, run-time compilation included) and timed; the
+// fastest that runs is
 // reported with its sums' largest relative error against float64 sums of the same output read back. `saves` =
 // conv + (bn train - bn eval) - fused: what a step would gain per layer. Not run in CI (needs a GPU).
 //   conv_bn_stats_bench [--dtype bf16|f16|f32] [--reps 20] [--rounds 5]
