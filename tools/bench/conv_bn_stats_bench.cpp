@@ -7,9 +7,9 @@
 // squares of its output in the same graph: `genstats` (the GenStats operation) and `reduce` (two reduction
 // operations, one after a pointwise square). Every engine configuration the heuristics (modes A and fallback)
 // offer is finalized (`finalize`: the slowest one's time, run-time compilation included) and timed; the
-// fastest that runs is
-// reported with its sums' largest relative error against float64 sums of the same output read back. `saves` =
-// conv + (bn train - bn eval) - fused: what a step would gain per layer. Not run in CI (needs a GPU).
+// fastest that runs is reported with its sums' largest relative error against float64 sums of the same output
+// read back. `saves` = conv + (bn train - bn eval) - fused: what a step would gain per layer. Not run in CI
+// (needs a GPU).
 //   conv_bn_stats_bench [--dtype bf16|f16|f32] [--reps 20] [--rounds 5]
 #include <cudnn.h>
 #include <CLI/CLI.hpp>
