@@ -403,11 +403,11 @@ void take_best(const Perf* perf, int returned, size_t limit, cudnnConvolutionDes
     choice->workspace_bytes = perf[i].memory;
     choice->found = true;
     if (log_choices()) {
-      std::fprintf(stderr,
-                   "liftoff cudnn: %s %s: algo %d, %.3f ms, workspace %.1f MiB (searched with %.1f MiB)\n",
-                   direction, shape_text(g, dtype).c_str(), static_cast<int>(perf[i].algo),
-                   static_cast<double>(perf[i].time), static_cast<double>(perf[i].memory) / 1048576.0,
-                   static_cast<double>(limit) / 1048576.0);
+      // cudnnGet*_v7's guesses carry no time (cuDNN reports -1): say so rather than print it.
+      const std::string timing = perf[i].time >= 0 ? str_cat(perf[i].time, " ms") : "cuDNN's guess, untimed";
+      std::fprintf(stderr, "liftoff cudnn: %s %s: algo %d, %s, workspace %.1f MiB (cap %.1f MiB)\n",
+                   direction, shape_text(g, dtype).c_str(), static_cast<int>(perf[i].algo), timing.c_str(),
+                   static_cast<double>(perf[i].memory) / 1048576.0, static_cast<double>(limit) / 1048576.0);
     }
     return;
   }
