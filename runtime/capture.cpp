@@ -6,6 +6,7 @@ namespace {
 thread_local bool capturing_on_this_thread = false;
 thread_local int capture_device_on_this_thread = -1;
 thread_local bool warmup_on_this_thread = false;
+thread_local bool quick_tuning_on_this_thread = false;
 thread_local std::vector<std::shared_ptr<const void>>* retainer_on_this_thread = nullptr;
 }  // namespace
 
@@ -17,6 +18,16 @@ GraphWarmupScope::~GraphWarmupScope() {
 }
 bool graph_warmup_active() {
   return warmup_on_this_thread;
+}
+
+QuickTuningScope::QuickTuningScope(bool active) : previous_(quick_tuning_on_this_thread) {
+  if (active) quick_tuning_on_this_thread = true;
+}
+QuickTuningScope::~QuickTuningScope() {
+  quick_tuning_on_this_thread = previous_;
+}
+bool quick_tuning_active() {
+  return quick_tuning_on_this_thread;
 }
 
 bool graph_capture_active() {

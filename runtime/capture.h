@@ -39,6 +39,23 @@ class GraphWarmupScope {
 };
 bool graph_warmup_active();
 
+// Marks, on the calling thread, work whose shapes run once or rarely (an evaluation's last, smaller batch).
+// Code that tunes itself on first use then takes its first guess instead of timing candidates (cuDNN's ranked
+// algorithm rather than a search: ResNet-9's evaluation tail paid 65 ms of searches for 6 convolutions run
+// once), and the guess is provisional: the shape's first use outside such a scope tunes it. Nests; `active`
+// false leaves the current state.
+class QuickTuningScope {
+ public:
+  explicit QuickTuningScope(bool active);
+  ~QuickTuningScope();
+  QuickTuningScope(const QuickTuningScope&) = delete;
+  QuickTuningScope& operator=(const QuickTuningScope&) = delete;
+
+ private:
+  bool previous_;
+};
+bool quick_tuning_active();
+
 // Something whose state takes part in a captured step (DDP's all-reduce rounds, the profiler's marks, the
 // GradScaler's stage, the optimizer's gradients, the trainer's own counters). A step runner calls, in order:
 // begin_capture() before the capture starts; end_capture() when the captured work is complete, before the

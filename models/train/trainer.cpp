@@ -16,6 +16,7 @@
 #include "ops/scale/scale.h"
 #include "runtime/autocast.h"
 #include "runtime/autograd.h"
+#include "runtime/capture.h"
 
 namespace liftoff {
 
@@ -295,8 +296,13 @@ EvalResult Trainer::evaluate_pass(BatchSource& source, const EvalOptions& option
   // queueing the next batch's forwards while the device runs this one's.
   Tensor loss_sum, correct_sum;
   Batch batch;
+  int64_t full_rows = 0;
   while (source.next(batch)) {
     const MicroBatch mb{batch.input, batch.labels};
+    if (full_rows == 0) full_rows = mb.input.size(0);
+    // The last, smaller batch is a shape that runs once an evaluation: self-tuning ops guess rather than
+    // time.
+    const QuickTuningScope quick_tuning(mb.input.size(0) < full_rows);
     const Tensor output = test_time_logits(model, mb.input, options);
     const int64_t n = output.size(0);
     loss_sum = accumulate(loss_sum, scale(cast(loss_fn(output, mb), DType::f64), static_cast<double>(n)));

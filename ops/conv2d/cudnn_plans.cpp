@@ -114,6 +114,7 @@ std::atomic<int64_t>& graph_executions() {
 template <class Algo>
 struct Choice {
   bool found = false;
+  bool provisional = false;  // a first guess made under QuickTuningScope: searched on a later use outside it
   Algo algo{};
   size_t workspace_bytes = 0;
   std::shared_ptr<conv_graph::GraphPlan> graph;
@@ -591,16 +592,24 @@ bool restore(cudnnHandle_t handle, DType dtype, const Conv2dShape& g, Plan& plan
 }
 
 // With the cache locked: on first use of direction D, the store's choice, else the search (legacy, then the
-// graph API against it), whose choice the store then keeps.
+// graph API against it), whose choice the store then keeps. Under QuickTuningScope a shape the store does not
+// know takes cuDNN's first guess instead, provisionally (not stored; searched on its first use outside).
 template <class D>
 Ready<D> prepare(cudnnHandle_t handle, int device, DType dtype, const Conv2dShape& g, Plan& plan,
                  const Buffers& buffers, AlgorithmStore* store) {
   DirectionPlan<typename D::Algo>& d = D::of(plan);
+  const bool quick = quick_tuning_active();
+  if (d.choice.found && d.choice.provisional && !quick) d.choice = Choice<typename D::Algo>{};
   if (!d.choice.found) {
     const std::string key = store != nullptr ? store_key(dtype, g, D::kDirection) : std::string();
     const std::optional<std::string> kept = store != nullptr ? store->find(key) : std::nullopt;
     if (kept && restore<D>(handle, dtype, g, plan, *kept)) {
       record_algorithm_restored(store->path());
+      return Ready<D>{plan.tensors, d};
+    }
+    if (quick) {
+      guess_legacy<D>(handle, device, dtype, g, plan.tensors, d, buffers);
+      d.choice.provisional = true;
       return Ready<D>{plan.tensors, d};
     }
     using Clock = std::chrono::steady_clock;

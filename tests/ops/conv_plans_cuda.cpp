@@ -10,8 +10,10 @@
 
 #include "ops/conv2d/conv2d.h"
 #include "ops/conv2d/kernels.h"
+#include "runtime/capture.h"
 #include "runtime/config.h"
 #include "runtime/determinism.h"
+#include "runtime/profile/algorithm_search.h"
 #include "tests/common/cuda_test.h"
 #include "tests/common/gradcheck.h"
 
@@ -159,6 +161,31 @@ TEST(ConvPlansCuda, EngineSettingAndDeterminismArePartOfTheKey) {
   set_deterministic_algorithms(deterministic);
   EXPECT_EQ(flipped, 1);
   EXPECT_EQ(plans_added(base), 0);
+#endif
+}
+
+// Under QuickTuningScope (an evaluation's last, smaller batch) a new shape takes cuDNN's first guess in each
+// direction, computes the CPU's values, and is not searched; its first use outside the scope searches it.
+TEST(ConvPlansCuda, QuickTuningGuessesThenSearchesOnLaterUse) {
+  LIFTOFF_REQUIRE_CUDA();
+#if LIFTOFF_WITH_CUDA
+  const Conv odd{{3, 6, 9, 9}, {7, 6, 3, 3}, 1, 1, 1, 1, DType::bf16, true};  // a shape no other test uses
+  const AlgorithmSearchTotals before = algorithm_search_totals();
+  {
+    const QuickTuningScope quick(true);
+    EXPECT_EQ(plans_added(odd), 1);
+  }
+  const AlgorithmSearchTotals guessed = algorithm_search_totals();
+  EXPECT_EQ(guessed.searches, before.searches);
+  if (guessed.restored > before.restored) {
+    GTEST_SKIP() << "this machine's algorithm store already held the shape's choices (restored, not "
+                    "guessed): nothing provisional was left to search";
+  }
+  EXPECT_EQ(plans_added(odd), 0);  // the same plan, its three directions now searched
+  const AlgorithmSearchTotals searched = algorithm_search_totals();
+  EXPECT_EQ(searched.searches + searched.restored - guessed.searches - guessed.restored, 3);
+  EXPECT_EQ(plans_added(odd), 0);
+  EXPECT_EQ(algorithm_search_totals().searches, searched.searches);  // the search's choice stays
 #endif
 }
 

@@ -9,6 +9,7 @@
 #include "models/nn/layers.h"
 #include "models/train/optim.h"
 #include "models/train/trainer.h"
+#include "runtime/capture.h"
 #include "tests/common/gradcheck.h"
 
 namespace liftoff {
@@ -77,6 +78,35 @@ TEST(TailBatch, DropLastLeavesNoTailToPrepare) {
   const TailRun dropped = train_two_epochs(/*prepare=*/true, /*drop_last=*/true);
   EXPECT_EQ(dropped.prepared, 0);
   EXPECT_EQ(dropped.epoch_steps, (std::vector<int64_t>{3, 3}));  // 30 / 8: the 6 left over are not trained on
+}
+
+// Records, per forward, the batch's rows and whether self-tuning ops were told to guess (QuickTuningScope).
+class TuningProbe : public Module {
+ public:
+  explicit TuningProbe(Module& inner) : inner_(inner) {}
+  Tensor forward(const Tensor& x) override {
+    calls.push_back({x.size(0), quick_tuning_active()});
+    return inner_.forward(x);
+  }
+  std::vector<std::pair<int64_t, bool>> calls;
+
+ private:
+  Module& inner_;
+};
+
+// An evaluation's last, smaller batch runs once per evaluation: its convolutions take cuDNN's first guess
+// instead of a timed search (ResNet-9: 65 ms of a first run's 0.7 s of searches); every full batch tunes.
+TEST(TailBatch, EvaluationTailGuessesRatherThanTunes) {
+  auto model = make_bn_model();
+  TuningProbe probe(*model);
+  SGD sgd(model->parameters(), 0.1);
+  Trainer trainer(probe, sgd, nullptr, TrainerOptions{});
+  InOrderBatches test(make_synthetic_dataset(30, 1, 8, 8, 10, 5), batches_of(8, /*drop_last=*/false));
+  const EvalResult result = trainer.evaluate(test);
+  EXPECT_EQ(result.images, 30);
+  const std::vector<std::pair<int64_t, bool>> expected = {{8, false}, {8, false}, {8, false}, {6, true}};
+  EXPECT_EQ(probe.calls, expected);
+  EXPECT_FALSE(quick_tuning_active());  // the scope ended with the batch
 }
 
 }  // namespace
