@@ -8,14 +8,25 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 rm -rf .devrun && mkdir -p .devrun/data
+# Stripped and packed with xz -9e: half the size of `tar -cJ` on the unstripped files (the carry limit is 64 MiB).
+pack() {  # pack <bin-dir> <out.tar.xz> <names...>
+  local dir=$1 out=$2
+  shift 2
+  local staged
+  staged=$(mktemp -d)
+  for name in "$@"; do strip -o "$staged/$name" "$dir/$name"; done
+  tar -C "$staged" -cf - "$@" | xz -9e -T0 >"$out"
+  rm -rf "$staged"
+}
 if [ -n "${BINS:-}" ]; then
   # shellcheck disable=SC2086
-  tar -C "$build/bin" -cJf .devrun/bin.tar.xz $BINS
+  pack "$build/bin" .devrun/bin.tar.xz $BINS
 else
-  tar -C "$build/bin" -cJf .devrun/bin.tar.xz .
+  # shellcheck disable=SC2046
+  pack "$build/bin" .devrun/bin.tar.xz $(cd "$build/bin" && ls)
 fi
 if [ -n "${2:-}" ]; then
-  tar -C "$2/bin" -cJf .devrun/old.tar.xz train
+  pack "$2/bin" .devrun/old.tar.xz train
 fi
 cp -r ../shared .devrun/shared
 cp /usr/share/datasets/fashion-mnist/*.gz .devrun/data/
