@@ -599,7 +599,11 @@ Ready<D> prepare(cudnnHandle_t handle, int device, DType dtype, const Conv2dShap
                  const Buffers& buffers, AlgorithmStore* store) {
   DirectionPlan<typename D::Algo>& d = D::of(plan);
   const bool quick = quick_tuning_active();
-  if (d.choice.found && d.choice.provisional && !quick) d.choice = Choice<typename D::Algo>{};
+  // A guess is searched on its first eager use outside the scope; inside a capture (where a search cannot
+  // run) it keeps serving.
+  if (d.choice.found && d.choice.provisional && !quick && !graph_capture_active()) {
+    d.choice = Choice<typename D::Algo>{};
+  }
   if (!d.choice.found) {
     const std::string key = store != nullptr ? store_key(dtype, g, D::kDirection) : std::string();
     const std::optional<std::string> kept = store != nullptr ? store->find(key) : std::nullopt;
