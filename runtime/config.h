@@ -29,6 +29,7 @@ enum class Knob {
   conv_timing,
   conv_cache,
   depthwise,
+  bn_resident,
   conv_layout,
   cudnn_library,
   cudnn_workspace_mb,
