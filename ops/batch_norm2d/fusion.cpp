@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "ops/batch_norm2d/kernels.h"
 #include "ops/common/layout.h"
@@ -150,24 +151,23 @@ void defer_batch_norm_forward(const Tensor& y, const Tensor& x, const Tensor& we
                               const Tensor& running_mean, const Tensor& running_var, double momentum,
                               double eps, const Tensor& batches_tracked, const Tensor& save_mean,
                               const Tensor& save_invstd) {
-  // The statistics hold the running statistics through handles without the hook set below (detach() copies
-  // the storage as it is): the hook's owner does not own itself. Touching them first issues a previous
-  // forward's statistics that are still pending.
-  Tensor rm, rv;
-  if (running_mean.defined()) {
-    running_mean.raw_data();
-    running_var.raw_data();
-    rm = running_mean.detach();
-    rv = running_var.detach();
+  // The statistics hold these through handles without the hook set below (detach() copies the storage as it
+  // is): the hook's owner does not own itself. Touching them first issues a previous forward's statistics
+  // that are still pending.
+  // The running statistics and the batch count: each read issues the statistics (its storage's hook).
+  const std::vector<Tensor> hooked{running_mean, running_var, batches_tracked};
+  std::vector<Tensor> unhooked;
+  for (const Tensor& t : hooked) {
+    if (t.defined()) t.raw_data();
+    unhooked.push_back(t.defined() ? t.detach() : Tensor());
   }
-  auto stats = std::make_shared<PendingStatistics>(x, weight, bias, rm, rv, batches_tracked, momentum, eps,
-                                                   save_mean, save_invstd);
+  auto stats = std::make_shared<PendingStatistics>(x, weight, bias, unhooked[0], unhooked[1], unhooked[2],
+                                                   momentum, eps, save_mean, save_invstd);
   make_pending_output(y, std::make_shared<PendingBatchNorm>(y.detach(), x, weight, bias, save_mean,
                                                             save_invstd, Tensor(), true, stats));
   register_deferred_write(stats);
-  if (running_mean.defined()) {
-    running_mean.impl().storage.defer(stats);
-    running_var.impl().storage.defer(stats);
+  for (const Tensor& t : hooked) {
+    if (t.defined()) t.impl().storage.defer(stats);
   }
 }
 
