@@ -30,6 +30,7 @@ enum class Knob {
   conv_cache,
   depthwise,
   bn_resident,
+  wgrad_lane,
   conv_layout,
   cudnn_library,
   cudnn_workspace_mb,

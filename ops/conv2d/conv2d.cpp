@@ -5,6 +5,7 @@
 #include "ops/conv2d/kernels.h"
 #include "runtime/autocast.h"
 #include "runtime/autograd.h"
+#include "runtime/branches.h"
 #include "runtime/dispatch.h"
 #include "runtime/profile/flops.h"
 
@@ -116,12 +117,29 @@ Tensor conv2d(const Tensor& input, const Tensor& weight_in, const Tensor& bias_i
                         ", ", g.ow, "] ", dtype_name(dtype));
           const Tensor gy = gy_in.contiguous(format);
           const Device dev = gy.device();
+          // Everything is allocated on the compute stream, also what the side lane writes: its memory then
+          // returns to the compute stream's cache when freed, in that stream's order.
           const Tensor gx = needs[0] ? Tensor::empty({g.n, g.c, g.h, g.w}, dtype, dev, format) : Tensor();
           const Tensor gw = needs[1] ? Tensor::empty({g.k, g.cg(), g.r, g.s}, dtype, dev, format) : Tensor();
           const Tensor gb = needs[2] ? Tensor::empty({g.k}, dtype, dev) : Tensor();
-          LIFTOFF_DISPATCH(dev, conv2d_backward, x_saved, w_saved, gy, gx, gw, gb, g);
           // The weight's gradient in the weight's own layout (a KCRS parameter gets a KCRS gradient).
-          const Tensor gw_out = gw.defined() ? gw.contiguous(weight_format) : gw;
+          const bool convert = gw.defined() && !gw.is_contiguous(weight_format);
+          const Tensor gw_out = convert ? Tensor::empty(gw.shape(), dtype, dev, weight_format) : gw;
+          const auto weight_and_bias = [&] {
+            LIFTOFF_DISPATCH(dev, conv2d_backward, x_saved, w_saved, gy, Tensor(), gw, gb, g);
+            if (convert) gw_out.copy_(gw);
+            return std::vector<Tensor>{gw_out, gb};
+          };
+          // With the input's gradient needed too, the weight's goes to the backward's side lane when it
+          // runs one (runtime/branches.h): only the leaf reads it, the chain of input gradients goes on.
+          detail::BackwardSideLane* side = detail::active_side_lane();
+          if (needs[0] && (needs[1] || needs[2]) && side != nullptr) {
+            const std::vector<Tensor> wb = side->run({x_saved, w_saved, gy, gw}, weight_and_bias);
+            LIFTOFF_DISPATCH(dev, conv2d_backward, x_saved, w_saved, gy, gx, Tensor(), Tensor(), g);
+            return std::vector<Tensor>{gx, wb[0], wb[1]};
+          }
+          LIFTOFF_DISPATCH(dev, conv2d_backward, x_saved, w_saved, gy, gx, gw, gb, g);
+          if (convert) gw_out.copy_(gw);
           return std::vector<Tensor>{gx, gw_out, gb};
         });
   }
