@@ -4,6 +4,7 @@
 
 #include "ops/batch_norm2d/batch_norm2d.h"
 #include "ops/binary/binary.h"
+#include "ops/cast/cast.h"
 #include "ops/reduce/reduce.h"
 #include "ops/relu/relu.h"
 #include "ops/unary/unary.h"
@@ -178,7 +179,7 @@ TEST(BatchNormFusionCuda, AFoldedChainTakesTheStatisticsOnce) {
   const Tensor y = batch_norm2d(xd, wd, l.on_device(l.b), rm, rv, true, 0.1, 1e-5, tracked);
   const Tensor z = relu6(y + l.on_device(r));
   EXPECT_EQ(z.grad_fn()->name(), "batch_norm2d_relu6");
-  sum(z.to(DType::f32)).backward();
+  sum(cast(z, DType::f32)).backward();  // Tensor::to is a plain copy; cast() is differentiable
   const Tensor xc = l.x.detach().set_requires_grad(true), wc = l.w.detach().set_requires_grad(true);
   const Tensor yc = batch_norm2d(xc, wc, l.b, l.rm, l.rv, true);
   const Tensor zc = relu6(yc + r);

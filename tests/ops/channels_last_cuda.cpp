@@ -280,11 +280,16 @@ TEST(ChannelsLastCuda, BatchNormRunningStatsMatchCpu) {
 // Inputs of at most 2048 rows (N * H * W) take one launch a pass (ops/batch_norm2d/cuda_nhwc_resident.cuh):
 // one pass of rows, four predicated ones, the limit itself, a channel count the vectors do not divide, and
 // just over the limit (the split kernels), each with a residual add and ReLU6 folded in (weights of 3-5 put
-// outputs past the cap); the split kernels (LIFTOFF_BN_RESIDENT=off) pass the same checks.
+// outputs past the cap); the split kernels (LIFTOFF_BN_RESIDENT=off) pass the same checks. bf16 folds ReLU
+// instead: rounding an output near 6 to bf16 flips ReLU6's mask against the f32 reference, a whole
+// w * rstd * dy apart (seen on an H100 with either kernel), while rounding never flips a sign.
 TEST(ChannelsLastCuda, BatchNormResidentMatchesCpu) {
   LIFTOFF_REQUIRE_CUDA();
-  auto fn = [](const std::vector<Tensor>& t) {
+  auto capped = [](const std::vector<Tensor>& t) {
     return relu6(batch_norm2d(t[0], t[1], t[2], Tensor(), Tensor(), true) + t[3]);
+  };
+  auto uncapped = [](const std::vector<Tensor>& t) {
+    return relu(batch_norm2d(t[0], t[1], t[2], Tensor(), Tensor(), true) + t[3]);
   };
   for (const char* mode : {"auto", "off"}) {
     config::ScopedSetting setting(config::Knob::bn_resident, mode);
@@ -294,7 +299,7 @@ TEST(ChannelsLastCuda, BatchNormResidentMatchesCpu) {
       for (DType dt : {DType::f32, DType::bf16}) {
         const Tol tol = dt == DType::f32 ? Tol{1e-4, 1e-4, 5e-3} : Tol{3e-2, 3e-2, 5e-2};
         EXPECT_TRUE(channels_last_parity(
-            fn,
+            dt == DType::f32 ? capped : uncapped,
             {{rnd(shape, 50, -1, 3), dt}, {rnd({c}, 51, 3, 5)}, {rnd({c}, 52, -1, 3)}, {rnd(shape, 53), dt}},
             tol))
             << mode << " " << dtype_name(dt) << " " << shape_str(shape);
