@@ -1,7 +1,9 @@
 #include "runtime/autograd.h"
 
 #include <unordered_map>
+#include <unordered_set>
 
+#include "runtime/branches.h"
 #include "runtime/deferred.h"
 #include "runtime/error.h"
 #include "runtime/leaf_grad_batch.h"
@@ -58,6 +60,11 @@ std::optional<DType> AccumulateGrad::leaf_dtype() const {
   const std::shared_ptr<TensorImpl> leaf = leaf_.lock();
   if (!leaf) return std::nullopt;
   return leaf->dtype;
+}
+
+bool AccumulateGrad::has_grad_hooks() const {
+  const std::shared_ptr<TensorImpl> leaf = leaf_.lock();
+  return leaf && !leaf->grad_ready_hooks.empty();
 }
 
 bool GradMode::is_enabled() {
@@ -146,9 +153,11 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
   std::unordered_map<Node*, int> pending_inputs;
   std::vector<Node*> stack{root_node.get()};
   pending_inputs[root_node.get()] = 0;
+  bool hooks = false;
   while (!stack.empty()) {
     Node* node = stack.back();
     stack.pop_back();
+    hooks = hooks || node->has_grad_hooks();
     for (const auto& next : node->next) {
       if (!next) continue;
       if (pending_inputs.emplace(next.get(), 0).second) stack.push_back(next.get());
@@ -161,7 +170,18 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
   std::unordered_map<Node*, Tensor> grads;
   grads[root_node.get()] = seed;
   std::vector<std::shared_ptr<Node>> ready{root_node};
-  while (!ready.empty()) {
+  // Weight gradients may run on a side stream (runtime/branches.h); a node fed one waits in `after_join`.
+  detail::BackwardSideLane side(root.device(), /*allowed=*/!hooks);
+  std::unordered_set<Node*> fed_from_side;
+  std::vector<std::shared_ptr<Node>> after_join;
+  const auto join_side = [&] {
+    side.join();
+    for (auto& n : after_join) ready.push_back(std::move(n));
+    after_join.clear();
+    fed_from_side.clear();
+  };
+  while (!ready.empty() || !after_join.empty()) {
+    if (ready.empty()) join_side();
     std::shared_ptr<Node> node = std::move(ready.back());
     ready.pop_back();
     Tensor grad = std::move(grads[node.get()]);
@@ -170,6 +190,7 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
     if (grad.defined()) input_grads = node->apply(grad);
     grad = Tensor();
     if (!retain_graph) node->release();
+    if (side.wants_join()) join_side();
     for (size_t i = 0; i < node->next.size(); ++i) {
       const auto& next = node->next[i];
       if (!next) continue;
@@ -177,19 +198,31 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
         Tensor& slot = grads[next.get()];
         if (!slot.defined()) {
           slot = std::move(input_grads[i]);
-        } else if (const DType wide = leaf_sum_dtype(*next, slot.dtype(), input_grads[i].dtype());
-                   wide != slot.dtype() || wide != input_grads[i].dtype()) {
-          Tensor sum = owned_copy(slot.to(wide));
-          accumulate_into(sum, input_grads[i].to(wide));
-          slot = std::move(sum);
         } else {
-          slot = owned_copy(slot);
-          accumulate_into(slot, input_grads[i]);
+          // A sum reads both gradients on the compute stream.
+          if (side.pending(slot) || side.pending(input_grads[i])) join_side();
+          if (const DType wide = leaf_sum_dtype(*next, slot.dtype(), input_grads[i].dtype());
+              wide != slot.dtype() || wide != input_grads[i].dtype()) {
+            Tensor sum = owned_copy(slot.to(wide));
+            accumulate_into(sum, input_grads[i].to(wide));
+            slot = std::move(sum);
+          } else {
+            slot = owned_copy(slot);
+            accumulate_into(slot, input_grads[i]);
+          }
+        }
+        if (side.pending(slot)) fed_from_side.insert(next.get());
+      }
+      if (--pending_inputs[next.get()] == 0) {
+        if (fed_from_side.count(next.get()) != 0) {
+          after_join.push_back(next);
+        } else {
+          ready.push_back(next);
         }
       }
-      if (--pending_inputs[next.get()] == 0) ready.push_back(next);
     }
   }
+  side.join(/*last=*/true);
   leaf_grads.flush();
 }
 

@@ -23,6 +23,8 @@ class Node {
   virtual std::string name() const = 0;
   // A leaf's accumulator: the leaf's dtype, in which the gradients reaching it are summed.
   virtual std::optional<DType> leaf_dtype() const { return std::nullopt; }
+  // A leaf's accumulator whose leaf has gradient-ready hooks (they read .grad the moment it is set).
+  virtual bool has_grad_hooks() const { return false; }
   // One entry per op input: the node that receives that input's gradient, or null.
   std::vector<std::shared_ptr<Node>> next;
 };
@@ -51,6 +53,7 @@ class AccumulateGrad : public Node {
   std::vector<Tensor> apply(const Tensor& grad_output) override;
   std::string name() const override { return "AccumulateGrad"; }
   std::optional<DType> leaf_dtype() const override;
+  bool has_grad_hooks() const override;
 
  private:
   std::weak_ptr<TensorImpl> leaf_;

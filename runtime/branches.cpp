@@ -1,5 +1,6 @@
 #include "runtime/branches.h"
 
+#include <atomic>
 #include <deque>
 #include <exception>
 #include <mutex>
@@ -7,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/capture.h"
+#include "runtime/config.h"
 #include "runtime/error.h"
 #include "runtime/stream.h"
 
@@ -49,6 +52,9 @@ void begin_pool(const Stream& lane, int pool) {
 void end_pool(const Stream& lane) {
   cuda::CachingAllocator::get().end_private_pool(lane.device().index, cuda_stream(lane));
 }
+int lanes_prepared(Device device) {
+  return cuda::prepared_lanes(device.index);
+}
 BranchMemory device_memory(Device device) {
   BranchMemory m;
   cuda::DeviceGuard guard(device.index);
@@ -64,6 +70,9 @@ int capture_pool(const Stream&) {
 }
 void begin_pool(const Stream&, int) {}
 void end_pool(const Stream&) {}
+int lanes_prepared(Device) {
+  return 1;
+}
 BranchMemory device_memory(Device) {
   return {};
 }
@@ -187,6 +196,123 @@ void record_shared_state(const void* key) {
   const size_t index = b->next_event++;
   lane_event(b->device, index).record(Stream::lane(b->device, b->current));
   b->last_access[key] = {b->current, index};
+}
+
+namespace detail {
+namespace {
+thread_local BackwardSideLane* t_side_lane = nullptr;
+std::atomic<int64_t> g_side_lane_runs{0};
+
+// The side lane's fork and join events, per device, made once (like lane_event's).
+Event& side_lane_event(Device device, bool join) {
+  static std::mutex mutex;
+  static auto* events = new std::unordered_map<int, std::pair<Event, Event>>();  // leaked, as lane_event's
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = events->find(device.index);
+  if (it == events->end())
+    it = events->emplace(device.index, std::make_pair(Event(device), Event(device))).first;
+  return join ? it->second.second : it->second.first;
+}
+
+bool side_lane_wanted(Device device) {
+  const std::string mode = config::get_string(config::Knob::wgrad_lane).value_or("auto");
+  if (mode == "off" || !device.is_cuda() || t_active != nullptr || t_side_lane != nullptr) return false;
+  if (graph_capture_active()) return graph_capture_device() == device.index && lanes_prepared(device) >= 2;
+  if (mode != "on") return false;
+  prepare_lanes(device, 2);  // eager: made on first use
+  return true;
+}
+}  // namespace
+
+BackwardSideLane::BackwardSideLane(Device device, bool allowed) : device_(device) {
+  active_ = allowed && side_lane_wanted(device);
+  if (active_) t_side_lane = this;
+}
+
+BackwardSideLane::~BackwardSideLane() {
+  if (t_side_lane == this) t_side_lane = nullptr;
+  try {
+    join(true);
+  } catch (...) {  // unwinding already; the first error is the one that counts
+  }
+}
+
+std::vector<Tensor> BackwardSideLane::run(std::vector<Tensor> reads,
+                                          const std::function<std::vector<Tensor>()>& work) {
+  LIFTOFF_CHECK(active_, ValueError, "internal: BackwardSideLane::run on an inactive lane");
+  const Stream main = Stream::lane(device_, 0);
+  const Stream lane = Stream::lane(device_, 1);
+  Event& fork = side_lane_event(device_, false);
+  fork.record(main);
+  lane.wait(fork);
+  if (!pool_begun_) {
+    pool_ = capture_pool(main);
+    if (pool_ > 0) begin_pool(lane, pool_);  // the lane's temporaries come from the graph's pool
+    pool_begun_ = true;
+  }
+  forked_ = true;
+  g_side_lane_runs.fetch_add(1, std::memory_order_relaxed);
+  std::vector<Tensor> outputs;
+  set_active_lane(device_, 1);
+  try {
+    outputs = work();
+  } catch (...) {
+    set_active_lane(device_, 0);
+    throw;
+  }
+  set_active_lane(device_, 0);
+  for (Tensor& t : reads) {
+    if (!t.defined()) continue;
+    held_bytes_ += t.nbytes();
+    held_.push_back(std::move(t));
+  }
+  for (const Tensor& t : outputs) {
+    if (!t.defined()) continue;
+    pending_.push_back(&t.impl());
+    held_.push_back(t);
+  }
+  return outputs;
+}
+
+bool BackwardSideLane::pending(const Tensor& t) const {
+  if (!t.defined() || pending_.empty()) return false;
+  for (const void* p : pending_) {
+    if (p == &t.impl()) return true;
+  }
+  return false;
+}
+
+void BackwardSideLane::join(bool last) {
+  if (forked_) {
+    Event& joined = side_lane_event(device_, true);
+    joined.record(Stream::lane(device_, 1));
+    Stream::lane(device_, 0).wait(joined);
+    forked_ = false;
+  }
+  held_.clear();
+  pending_.clear();
+  held_bytes_ = 0;
+  if (last && pool_begun_) {
+    if (pool_ > 0) end_pool(Stream::lane(device_, 1));
+    pool_begun_ = false;
+  }
+}
+
+BackwardSideLane* active_side_lane() {
+  return t_side_lane;
+}
+
+int64_t side_lane_runs() {
+  return g_side_lane_runs.load(std::memory_order_relaxed);
+}
+}  // namespace detail
+
+void prepare_side_lane(Device device) noexcept {
+  try {
+    if (!device.is_cuda() || config::get_string(config::Knob::wgrad_lane).value_or("auto") == "off") return;
+    prepare_lanes(device, 2);
+  } catch (...) {  // the lane stays unprepared, so off
+  }
 }
 
 }  // namespace liftoff

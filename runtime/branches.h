@@ -19,10 +19,14 @@
 //   as in sequential code.
 // On a CPU device, and outside branches, everything here is a no-op: the branches simply run in order.
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <vector>
 
 #include "runtime/device.h"
+#include "runtime/tensor.h"
 
 namespace liftoff {
 
@@ -65,5 +69,60 @@ BranchMemory branch_memory(Device device);
 void order_shared_state(const void* key);
 // Records that the current branch has queued an access to `key`.
 void record_shared_state(const void* key);
+
+namespace detail {
+// A backward's side lane (runtime/autograd.cpp keeps one per backward): a convolution's weight gradient,
+// which only the leaf's .grad reads, runs on lane 1 while the compute stream goes on down the chain of input
+// gradients, so the small kernels of both share the GPU (in a captured step: two parallel graph paths).
+// - run() forks: the lane waits for the compute stream's work so far, then runs the work there. The tensors
+//   it reads stay alive until the next join (their memory would otherwise go back to the compute stream's
+//   cache and be reused there while the lane still reads it); the tensors it returns are pending until then.
+// - The engine must not let anything read a pending tensor before join(): it sets aside the nodes a pending
+//   gradient flows into and runs them after the join, and joins before a sum that involves one.
+// - join(): the compute stream waits for the lane and the held tensors are let go. The engine joins when the
+//   held tensors exceed kHeldBytes (peak memory stays near one stream's), when only set-aside nodes are
+//   left, and at the end of the backward (a capture must end joined).
+// Active when LIFTOFF_WGRAD_LANE allows it (auto: while this thread captures `device`'s graph; on: also
+// eagerly), `device` is CUDA, no concurrent branches run on this thread, and the lane is prepared (a capture
+// cannot create it). Inactive, it is a no-op and run() is never called.
+class BackwardSideLane {
+ public:
+  static constexpr size_t kHeldBytes = size_t{64} << 20;
+
+  // `allowed`: the caller's own conditions (no leaf of the backward has gradient hooks, which read .grad
+  // the moment it is set; DDP's all-reduce would otherwise wait for the end of the backward).
+  BackwardSideLane(Device device, bool allowed);
+  ~BackwardSideLane();  // joins if join(true) was not reached (an exception); never throws
+  BackwardSideLane(const BackwardSideLane&) = delete;
+  BackwardSideLane& operator=(const BackwardSideLane&) = delete;
+
+  bool active() const { return active_; }
+  // Runs `work` on the lane; `reads` stay alive until the join; the returned tensors are pending.
+  std::vector<Tensor> run(std::vector<Tensor> reads, const std::function<std::vector<Tensor>()>& work);
+  bool pending(const Tensor& t) const;
+  bool wants_join() const { return held_bytes_ > kHeldBytes; }
+  // The compute stream waits for the lane; `last` also ends the lane's part in a capture.
+  void join(bool last = false);
+
+ private:
+  Device device_;
+  bool active_ = false;
+  bool forked_ = false;  // work queued on the lane since the last join
+  int pool_ = 0;         // the capture's private pool, begun on the lane at its first use
+  bool pool_begun_ = false;
+  size_t held_bytes_ = 0;
+  std::vector<Tensor> held_;
+  std::vector<const void*> pending_;  // TensorImpl addresses (held_ keeps them from being reused)
+};
+
+// The side lane of the backward running on this thread, when active; null otherwise.
+BackwardSideLane* active_side_lane();
+// How many pieces of work side lanes have run in this process (tests check that the lane was taken).
+int64_t side_lane_runs();
+}  // namespace detail
+
+// Makes the backward's side lane ready on a CUDA device ahead of a capture (which cannot create it), unless
+// LIFTOFF_WGRAD_LANE=off; a failure leaves the lane off, the captured backward on one stream.
+void prepare_side_lane(Device device) noexcept;
 
 }  // namespace liftoff

@@ -80,6 +80,12 @@ constexpr Entry kTable[] = {
     choice_knob(
         Knob::depthwise, "LIFTOFF_DEPTHWISE", "auto", "auto|cudnn",
         "channels-last depthwise convolutions on CUDA: auto runs Liftoff's own kernels, cudnn cuDNN's"),
+    choice_knob(Knob::bn_resident, "LIFTOFF_BN_RESIDENT", "auto", "auto|off",
+                "channels-last training batch norm of at most 2048 rows (N*H*W) on CUDA: auto runs each pass "
+                "in one launch (rows held in registers), off the split reduction + elementwise kernels"),
+    choice_knob(Knob::wgrad_lane, "LIFTOFF_WGRAD_LANE", "auto", "auto|on|off",
+                "CUDA backward: weight gradients of convolutions on a second stream beside the input-gradient "
+                "chain; auto in captured steps, on in eager steps too, off on the compute stream"),
     choice_knob(Knob::conv_layout, "LIFTOFF_CONV_LAYOUT", "auto", "auto|input",
                 "layout of 4-D CUDA convolutions: auto (channels-last, f64 NCHW) or input (the input's own)"),
     text_knob(Knob::cudnn_library, "LIFTOFF_CUDNN_LIBRARY", "libcudnn.so.9, else libcudnn.so",

@@ -29,6 +29,8 @@ enum class Knob {
   conv_timing,
   conv_cache,
   depthwise,
+  bn_resident,
+  wgrad_lane,
   conv_layout,
   cudnn_library,
   cudnn_workspace_mb,

@@ -20,6 +20,13 @@ class DeferredWrite {
     pending_ = false;
     issue();
   }
+  // Marks the write done without issuing it, for a caller that does its work in a launch of its own (batch
+  // norm's statistics taken with the normalize pass); false when it was not pending.
+  bool claim() {
+    if (!pending_) return false;
+    pending_ = false;
+    return true;
+  }
 
  protected:
   virtual void issue() = 0;

@@ -207,6 +207,7 @@ std::optional<Tensor> GraphRunner::capture(const Step& step) {
       lanes = 1;
     }
   }
+  if (lanes == 1) prepare_side_lane(static_.front().input.device());  // weight gradients beside the chain
   const std::vector<CaptureParticipant*> participants = executor_.capture_participants();
   const auto abort_all = [&] {
     graph_->abort_capture();

@@ -105,8 +105,17 @@ Tensor batch_norm_impl(const Tensor& x_in, const Tensor& weight_in, const Tensor
   // own streams) take turns, in branch order.
   const bool updates_running = training && has_running;
   // On CUDA a plain batch norm defers its normalize pass, so that a following relu / residual add folds into
-  // it (fusion.h); the zoo's explicit batch_norm2d_relu calls run it at once.
-  epilogue.skip_normalize = x.device().is_cuda() && !relu && !residual_in.defined();
+  // it (fusion.h); the zoo's explicit batch_norm2d_relu calls run it at once. Where the whole training
+  // forward is one launch, its statistics wait for that launch too.
+  const bool plain = x.device().is_cuda() && !relu && !residual_in.defined();
+  if (plain && detail::batch_norm_defers_forward(x, training)) {
+    detail::defer_batch_norm_forward(y, x, weight, bias, running_mean, running_var, momentum, eps,
+                                     epilogue.batches_tracked, save_mean, save_invstd);
+    detail::record_batch_norm_node(y, x, weight, bias, Tensor(), save_mean, save_invstd, training, false,
+                                   kNoReluCap);
+    return y;
+  }
+  epilogue.skip_normalize = plain;
   if (updates_running) order_shared_state(running_mean.raw_data());
   LIFTOFF_DISPATCH(x.device(), batch_norm_forward, x, weight, bias, running_mean, running_var, training,
                    momentum, eps, epilogue, y, save_mean, save_invstd);

@@ -10,8 +10,9 @@
 #include <mutex>
 #include <type_traits>
 
-#include "ops/batch_norm2d/cuda_nhwc_kernels.cuh"
+#include "ops/batch_norm2d/cuda_nhwc_resident.cuh"
 #include "ops/batch_norm2d/kernels.h"
+#include "runtime/config.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/cuda_types.cuh"
@@ -109,6 +110,28 @@ void launch_nhwc_elementwise(int64_t channels, std::initializer_list<const void*
   }
 }
 
+// Whether a channels-last training batch norm of x runs each pass in one launch (cuda_nhwc_resident.cuh):
+// rows that fit a block's registers, f16/bf16/f32 (f64 keeps the split kernels), LIFTOFF_BN_RESIDENT not off.
+bool resident_fits(const Tensor& x) {
+  const bool enabled = config::get_string(config::Knob::bn_resident).value_or("auto") != "off";
+  return enabled && nhwc_layout(x) && x.dtype() != DType::f64 &&
+         x.size(0) * x.size(2) * x.size(3) <= kResidentMaxRows;
+}
+
+// Launches a resident kernel: launch(vec_tag, passes_tag), 16-byte vectors when C and the data allow, one
+// pass for up to kResidentThreads rows, else kResidentMaxPasses (predicated).
+template <class T, class Launch>
+void launch_resident(int64_t rows, int64_t channels, std::initializer_list<const void*> data,
+                     Launch&& launch) {
+  launch_nhwc_elementwise<T>(channels, data, [&](auto vec_tag) {
+    if (rows <= kResidentThreads) {
+      launch(vec_tag, std::integral_constant<int, 1>{});
+    } else {
+      launch(vec_tag, std::integral_constant<int, kResidentMaxPasses>{});
+    }
+  });
+}
+
 // Arrival counters of last_block_of_channel, one per channel: the stream's own set (runtime/cuda/context.h),
 // so concurrent branches never share them.
 unsigned* channel_counters(int device) {
@@ -198,6 +221,26 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
     running_stats_kernel<A, W><<<channel_blocks(channels), kFinalizeBlock, 0, stream>>>(
         rm, rv, channels, static_cast<A>(eps), sm, si);
     LIFTOFF_LAUNCH_CHECK();
+  } else if (resident_fits(x)) {
+    if constexpr (!std::is_same_v<T, double>) {
+      const T* xp = static_cast<const T*>(x.raw_data());
+      const T* residual =
+          epilogue.residual.defined() ? static_cast<const T*>(epilogue.residual.raw_data()) : nullptr;
+      // Deferred (skip_normalize): the statistics alone; the normalize pass comes with its epilogue later.
+      T* out = epilogue.skip_normalize ? nullptr : static_cast<T*>(y.raw_data());
+      const StatsFinalize<A, W> finalize{
+          static_cast<A>(count), static_cast<A>(eps), static_cast<A>(momentum), rm, rv, sm, si, tracked};
+      launch_resident<T>(count, channels, {xp, residual, out}, [&](auto vec_tag, auto passes_tag) {
+        constexpr int vec = decltype(vec_tag)::value, passes = decltype(passes_tag)::value;
+        forward_resident_nhwc_kernel<T, A, W, vec, passes>
+            <<<static_cast<unsigned>(channels / vec), kResidentThreads, 0, stream>>>(
+                xp, channels, count, static_cast<const W*>(weight.raw_data()),
+                static_cast<const W*>(bias.raw_data()), finalize, residual, epilogue.relu,
+                static_cast<A>(epilogue.relu_cap), out);
+        LIFTOFF_LAUNCH_CHECK();
+      });
+    }
+    return;  // normalized too, unless deferred
   } else if (nhwc_layout(x)) {
     const T* xp = static_cast<const T*>(x.raw_data());
     const StatsFinalize<A, W> finalize{
@@ -257,6 +300,18 @@ void backward_typed(const Tensor& x, const Tensor& grad_y, const Tensor& weight,
   T* gres = grad_residual.defined() ? static_cast<T*>(grad_residual.raw_data()) : nullptr;
   const T* xp = static_cast<const T*>(x.raw_data());
   const T* gyp = static_cast<const T*>(grad_y.raw_data());
+  if (nhwc && resident_fits(x)) {
+    if constexpr (!std::is_same_v<T, double>) {
+      launch_resident<T>(count, channels, {xp, gyp, mask, gx, gres}, [&](auto vec_tag, auto passes_tag) {
+        constexpr int vec = decltype(vec_tag)::value, passes = decltype(passes_tag)::value;
+        backward_resident_nhwc_kernel<T, A, W, vec, passes>
+            <<<static_cast<unsigned>(channels / vec), kResidentThreads, 0, stream>>>(
+                xp, gyp, mask, cap, sm, channels, count, finalize, gx, gres);
+        LIFTOFF_LAUNCH_CHECK();
+      });
+    }
+    return;
+  }
   if (nhwc) {
     launch_nhwc_reduction<T>(
         device, count, channels, /*cap_merge=*/false, {xp, gyp, mask}, [&](auto vec_tag, const NhwcGrid& g) {
@@ -321,6 +376,10 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
     forward_typed<decltype(t), decltype(w)>(x, weight, bias, running_mean, running_var, training, momentum,
                                             eps, epilogue, y, save_mean, save_invstd);
   });
+}
+
+bool batch_norm_one_launch(const Tensor& x) {
+  return resident_fits(x);
 }
 
 void batch_norm_apply(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& save_mean,

@@ -2,21 +2,78 @@
 
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "ops/batch_norm2d/kernels.h"
 #include "ops/common/layout.h"
 #include "runtime/autograd.h"
+#include "runtime/branches.h"
 #include "runtime/deferred.h"
 #include "runtime/dispatch.h"
 
 namespace liftoff {
 
 namespace {
-// The normalize pass of one batch-norm output, not issued yet.
+// The statistics of a training forward, not taken yet (where the whole forward is one launch:
+// cuda::batch_norm_one_launch). The first normalize pass issued takes them in its launch; reading the running
+// statistics first (this write is deferred on their storage too), the layer's next forward, or backward's
+// flush takes them alone. Either way they are taken once, before anyone can see them.
+class PendingStatistics final : public DeferredWrite {
+ public:
+  PendingStatistics(Tensor x, Tensor weight, Tensor bias, Tensor running_mean, Tensor running_var,
+                    Tensor batches_tracked, double momentum, double eps, Tensor save_mean, Tensor save_invstd)
+      : x_(std::move(x)),
+        weight_(std::move(weight)),
+        bias_(std::move(bias)),
+        running_mean_(std::move(running_mean)),
+        running_var_(std::move(running_var)),
+        batches_tracked_(std::move(batches_tracked)),
+        save_mean_(std::move(save_mean)),
+        save_invstd_(std::move(save_invstd)),
+        momentum_(momentum),
+        eps_(eps) {}
+
+  // Takes the statistics together with the normalize pass `epilogue` into out, unless they were taken
+  // already; true when it did (out is then written).
+  bool take_with(BnEpilogue epilogue, const Tensor& out) {
+    if (!claim()) return false;
+    launch(std::move(epilogue), out);
+    return true;
+  }
+
+ protected:
+  void issue() override {
+    BnEpilogue statistics_only;
+    statistics_only.skip_normalize = true;
+    launch(std::move(statistics_only), Tensor());
+  }
+
+ private:
+  void launch(BnEpilogue epilogue, const Tensor& out) {
+#if LIFTOFF_WITH_CUDA
+    epilogue.batches_tracked = batches_tracked_;
+    // As the front does around an eager forward: branches updating these running statistics take turns.
+    const bool updates_running = running_mean_.defined();
+    if (updates_running) order_shared_state(running_mean_.raw_data());
+    cuda::batch_norm_forward(x_, weight_, bias_, running_mean_, running_var_, true, momentum_, eps_, epilogue,
+                             out, save_mean_, save_invstd_);
+    if (updates_running) record_shared_state(running_mean_.raw_data());
+#endif
+    // Taken: nothing here is needed again (and x need not stay alive for the running statistics' hook).
+    x_ = weight_ = bias_ = running_mean_ = running_var_ = batches_tracked_ = save_mean_ = save_invstd_ =
+        Tensor();
+  }
+
+  Tensor x_, weight_, bias_, running_mean_, running_var_, batches_tracked_, save_mean_, save_invstd_;
+  double momentum_, eps_;
+};
+
+// The normalize pass of one batch-norm output, not issued yet (with the statistics, when `stats` is still
+// pending).
 class PendingBatchNorm final : public DeferredWrite {
  public:
   PendingBatchNorm(Tensor target, Tensor x, Tensor weight, Tensor bias, Tensor save_mean, Tensor save_invstd,
-                   Tensor residual, bool training)
+                   Tensor residual, bool training, std::shared_ptr<PendingStatistics> stats)
       : target(std::move(target)),
         x(std::move(x)),
         weight(std::move(weight)),
@@ -24,7 +81,8 @@ class PendingBatchNorm final : public DeferredWrite {
         save_mean(std::move(save_mean)),
         save_invstd(std::move(save_invstd)),
         residual(std::move(residual)),
-        training(training) {}
+        training(training),
+        stats(std::move(stats)) {}
 
   // Writes bn(x) (+ residual) (ReLU capped at relu_cap) into out.
   void normalize_into(const Tensor& out, bool relu, double relu_cap = kNoReluCap) const {
@@ -34,6 +92,7 @@ class PendingBatchNorm final : public DeferredWrite {
     epilogue.relu_cap = relu_cap;
     LIFTOFF_CHECK(x.device().is_cuda(), DeviceError,
                   "batch_norm2d: a deferred normalize pass must be on CUDA");
+    if (stats != nullptr && stats->take_with(epilogue, out)) return;
 #if LIFTOFF_WITH_CUDA
     cuda::batch_norm_apply(x, weight, bias, save_mean, save_invstd, epilogue, out);
 #endif
@@ -48,6 +107,7 @@ class PendingBatchNorm final : public DeferredWrite {
   const Tensor target;  // the output's memory, without the deferred hook
   const Tensor x, weight, bias, save_mean, save_invstd, residual;
   const bool training;
+  const std::shared_ptr<PendingStatistics> stats;  // null: the statistics were taken at the call
 
  protected:
   void issue() override {
@@ -74,7 +134,41 @@ void defer_batch_norm_output(const Tensor& y, const Tensor& x, const Tensor& wei
                              const Tensor& save_mean, const Tensor& save_invstd, bool training) {
   // The writer's handle shares the memory but not the hook (detach() copies the storage before defer()).
   make_pending_output(y, std::make_shared<PendingBatchNorm>(y.detach(), x, weight, bias, save_mean,
-                                                            save_invstd, Tensor(), training));
+                                                            save_invstd, Tensor(), training, nullptr));
+}
+
+bool batch_norm_defers_forward(const Tensor& x, bool training) {
+#if LIFTOFF_WITH_CUDA
+  return training && x.device().is_cuda() && cuda::batch_norm_one_launch(x);
+#else
+  (void)x;
+  (void)training;
+  return false;
+#endif
+}
+
+void defer_batch_norm_forward(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                              const Tensor& running_mean, const Tensor& running_var, double momentum,
+                              double eps, const Tensor& batches_tracked, const Tensor& save_mean,
+                              const Tensor& save_invstd) {
+  // The statistics hold these through handles without the hook set below (detach() copies the storage as it
+  // is): the hook's owner does not own itself. Touching them first issues a previous forward's statistics
+  // that are still pending.
+  // The running statistics and the batch count: each read issues the statistics (its storage's hook).
+  const std::vector<Tensor> hooked{running_mean, running_var, batches_tracked};
+  std::vector<Tensor> unhooked;
+  for (const Tensor& t : hooked) {
+    if (t.defined()) t.raw_data();
+    unhooked.push_back(t.defined() ? t.detach() : Tensor());
+  }
+  auto stats = std::make_shared<PendingStatistics>(x, weight, bias, unhooked[0], unhooked[1], unhooked[2],
+                                                   momentum, eps, save_mean, save_invstd);
+  make_pending_output(y, std::make_shared<PendingBatchNorm>(y.detach(), x, weight, bias, save_mean,
+                                                            save_invstd, Tensor(), true, stats));
+  register_deferred_write(stats);
+  for (const Tensor& t : hooked) {
+    if (t.defined()) t.impl().storage.defer(stats);
+  }
 }
 
 void record_batch_norm_node(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias,
@@ -149,7 +243,7 @@ Tensor fold_add_into_batch_norm(const Tensor& a, const Tensor& b, double alpha) 
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device(), op_memory_format(x));
   auto fused =
       std::make_shared<PendingBatchNorm>(out.detach(), x, pending->weight, pending->bias, pending->save_mean,
-                                         pending->save_invstd, residual, pending->training);
+                                         pending->save_invstd, residual, pending->training, pending->stats);
   detail::record_batch_norm_node(out, x, pending->weight, pending->bias, residual, pending->save_mean,
                                  pending->save_invstd, pending->training, false, kNoReluCap);
   return make_pending_output(out, std::move(fused));

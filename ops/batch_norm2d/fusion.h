@@ -28,6 +28,17 @@ namespace detail {
 // bn(x) with the statistics the forward saved.
 void defer_batch_norm_output(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias,
                              const Tensor& save_mean, const Tensor& save_invstd, bool training);
+// Whether the front defers a training forward of x whole, its statistics too: where the forward is one
+// launch (cuda::batch_norm_one_launch), taking the statistics at the call would cost a launch of its own.
+bool batch_norm_defers_forward(const Tensor& x, bool training);
+// y becomes the pending output of bn(x) in training mode whose statistics (save_mean / save_invstd, the
+// running statistics, batches_tracked) are taken in the launch of the first normalize pass issued (y's, or
+// that of bn(x) + residual folded from it), or alone when the running statistics are read before, at the
+// layer's next forward, or at backward's flush: once, before anyone can see them.
+void defer_batch_norm_forward(const Tensor& y, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                              const Tensor& running_mean, const Tensor& running_var, double momentum,
+                              double eps, const Tensor& batches_tracked, const Tensor& save_mean,
+                              const Tensor& save_invstd);
 // The autograd node of batch norm with an optional residual and ReLU capped at relu_cap (kNoReluCap of
 // ops/batch_norm2d/kernels.h: none) (backward: one batch-norm gradient pass with the ReLU mask taken from
 // `out`).

@@ -43,6 +43,10 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
                         const Tensor& running_var, bool training, double momentum, double eps,
                         const BnEpilogue& epilogue, const Tensor& y, const Tensor& save_mean,
                         const Tensor& save_invstd);
+// Whether a training forward of x runs in one launch, statistics, finalize and normalize with the epilogue
+// together (small channels-last inputs: ops/batch_norm2d/cuda_nhwc_resident.cuh); with skip_normalize it
+// then takes the statistics alone in one launch.
+bool batch_norm_one_launch(const Tensor& x);
 // The normalize pass alone, with the statistics a forward with skip_normalize saved.
 void batch_norm_apply(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& save_mean,
                       const Tensor& save_invstd, const BnEpilogue& epilogue, const Tensor& y);

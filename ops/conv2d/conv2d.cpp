@@ -5,6 +5,7 @@
 #include "ops/conv2d/kernels.h"
 #include "runtime/autocast.h"
 #include "runtime/autograd.h"
+#include "runtime/branches.h"
 #include "runtime/dispatch.h"
 #include "runtime/profile/flops.h"
 
@@ -83,12 +84,18 @@ Conv2dShape check_conv2d(const Tensor& x, const Tensor& weight, const Tensor& bi
 
 Tensor conv2d(const Tensor& input, const Tensor& weight_in, const Tensor& bias_in, int64_t stride,
               int64_t padding, int64_t dilation, int64_t groups) {
-  Conv2dShape g = check_conv2d(input, weight_in, bias_in, stride, padding, dilation, groups);
   DType half = DType::f32;
-  if (input.is_cuda() && input.dtype() == DType::f32 && autocast_enabled(&half)) {
+  // Autocast, as PyTorch's: any f32 operand sends all three to the half dtype (a bf16 activation meeting an
+  // f32 weight in a functional call included); f64 stays out of it.
+  const auto is = [](const Tensor& t, DType d) { return t.defined() && t.dtype() == d; };
+  const bool any_f32 = is(input, DType::f32) || is(weight_in, DType::f32) || is(bias_in, DType::f32);
+  const bool any_f64 = is(input, DType::f64) || is(weight_in, DType::f64) || is(bias_in, DType::f64);
+  if (input.defined() && weight_in.defined() && input.is_cuda() && any_f32 && !any_f64 &&
+      autocast_enabled(&half)) {
     return conv2d(cast(input, half), cast(weight_in, half),
                   bias_in.defined() ? cast(bias_in, half) : Tensor(), stride, padding, dilation, groups);
   }
+  Conv2dShape g = check_conv2d(input, weight_in, bias_in, stride, padding, dilation, groups);
   // Channels-last runs cuDNN in NHWC (its tensor-core kernels for f16/bf16): the weight goes KRSC (a small
   // copy unless it is channels-last already), the output and the input gradient stay NHWC. Under autocast an
   // NCHW input is converted here, once: the ops after it keep the layout (ops/common/layout.h).
@@ -116,12 +123,29 @@ Tensor conv2d(const Tensor& input, const Tensor& weight_in, const Tensor& bias_i
                         ", ", g.ow, "] ", dtype_name(dtype));
           const Tensor gy = gy_in.contiguous(format);
           const Device dev = gy.device();
+          // Everything is allocated on the compute stream, also what the side lane writes: its memory then
+          // returns to the compute stream's cache when freed, in that stream's order.
           const Tensor gx = needs[0] ? Tensor::empty({g.n, g.c, g.h, g.w}, dtype, dev, format) : Tensor();
           const Tensor gw = needs[1] ? Tensor::empty({g.k, g.cg(), g.r, g.s}, dtype, dev, format) : Tensor();
           const Tensor gb = needs[2] ? Tensor::empty({g.k}, dtype, dev) : Tensor();
-          LIFTOFF_DISPATCH(dev, conv2d_backward, x_saved, w_saved, gy, gx, gw, gb, g);
           // The weight's gradient in the weight's own layout (a KCRS parameter gets a KCRS gradient).
-          const Tensor gw_out = gw.defined() ? gw.contiguous(weight_format) : gw;
+          const bool convert = gw.defined() && !gw.is_contiguous(weight_format);
+          const Tensor gw_out = convert ? Tensor::empty(gw.shape(), dtype, dev, weight_format) : gw;
+          const auto weight_and_bias = [&] {
+            LIFTOFF_DISPATCH(dev, conv2d_backward, x_saved, w_saved, gy, Tensor(), gw, gb, g);
+            if (convert) gw_out.copy_(gw);
+            return std::vector<Tensor>{gw_out, gb};
+          };
+          // With the input's gradient needed too, the weight's goes to the backward's side lane when it
+          // runs one (runtime/branches.h): only the leaf reads it, the chain of input gradients goes on.
+          detail::BackwardSideLane* side = detail::active_side_lane();
+          if (needs[0] && (needs[1] || needs[2]) && side != nullptr) {
+            const std::vector<Tensor> wb = side->run({x_saved, w_saved, gy, gw}, weight_and_bias);
+            LIFTOFF_DISPATCH(dev, conv2d_backward, x_saved, w_saved, gy, gx, Tensor(), Tensor(), g);
+            return std::vector<Tensor>{gx, wb[0], wb[1]};
+          }
+          LIFTOFF_DISPATCH(dev, conv2d_backward, x_saved, w_saved, gy, gx, gw, gb, g);
+          if (convert) gw_out.copy_(gw);
           return std::vector<Tensor>{gx, gw_out, gb};
         });
   }

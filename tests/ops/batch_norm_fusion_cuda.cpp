@@ -4,6 +4,7 @@
 
 #include "ops/batch_norm2d/batch_norm2d.h"
 #include "ops/binary/binary.h"
+#include "ops/cast/cast.h"
 #include "ops/reduce/reduce.h"
 #include "ops/relu/relu.h"
 #include "ops/unary/unary.h"
@@ -116,6 +117,80 @@ TEST(BatchNormFusionCuda, ViewsAndEvaluationStayCorrect) {
   EXPECT_TRUE(testing::cuda_parity(
       eval, {rnd({4, 8, 3, 3}, 14), rnd({8}, 15, 0.5, 1.5), rnd({8}, 16), rnd({8}, 17), rnd({8}, 18, 0.5, 2)},
       {1e-4, 1e-4, DType::f32, /*check_grads=*/false}));
+}
+
+// ---- small channels-last inputs: the whole training forward deferred (statistics too) -------------------
+
+// A small channels-last input (at most 2048 rows) whose forward is one launch: its statistics wait for the
+// normalize pass (fusion.h). Values bf16 holds, so the CPU reference sees the same input.
+struct SmallLayer {
+  Tensor x = rnd({32, 16, 4, 4}, 30, -1, 3).to(DType::bf16).to(DType::f32);
+  Tensor w = rnd({16}, 31, 0.5, 1.5), b = rnd({16}, 32);
+  Tensor rm = rnd({16}, 33, -0.5, 0.5), rv = rnd({16}, 34, 0.5, 2);
+  Tensor on_device(const Tensor& t) const {
+    return t.dim() == 4 ? t.to(DType::bf16).to(Device::cuda()).contiguous(MemoryFormat::channels_last)
+                        : t.to(Device::cuda());
+  }
+};
+
+// Reading the running statistics before the output takes them (alone); the output still reads as bn(x).
+TEST(BatchNormFusionCuda, RunningStatisticsReadFirstAreUpToDate) {
+  LIFTOFF_REQUIRE_CUDA();
+  SmallLayer l;
+  const Tensor rm = l.on_device(l.rm), rv = l.on_device(l.rv);
+  const Tensor tracked = Tensor::zeros({}, DType::i64, Device::cuda());
+  const Tensor y =
+      batch_norm2d(l.on_device(l.x), l.on_device(l.w), l.on_device(l.b), rm, rv, true, 0.1, 1e-5, tracked);
+  const Tensor expected_y = batch_norm2d(l.x, l.w, l.b, l.rm, l.rv, true);
+  EXPECT_EQ(tracked.to_vector<int64_t>()[0], 1);  // the batch count read first issues them too
+  EXPECT_TRUE(testing::all_close(rm.to(Device::cpu()), l.rm, 1e-4, 1e-4));
+  EXPECT_TRUE(testing::all_close(rv.to(Device::cpu()), l.rv, 1e-4, 1e-4));
+  EXPECT_EQ(tracked.to_vector<int64_t>()[0], 1);
+  EXPECT_TRUE(testing::all_close(y.to(DType::f32).to(Device::cpu()), expected_y, 3e-2, 3e-2));
+  EXPECT_EQ(tracked.to_vector<int64_t>()[0], 1);
+}
+
+// An output dropped unread still advances the running statistics, once, before they are read; two forwards
+// in a row update them in order.
+TEST(BatchNormFusionCuda, DroppedOutputsStillAdvanceTheRunningStatistics) {
+  LIFTOFF_REQUIRE_CUDA();
+  SmallLayer l;
+  const Tensor x2 = rnd({32, 16, 4, 4}, 35, -2, 1).to(DType::bf16).to(DType::f32);
+  const Tensor rm = l.on_device(l.rm), rv = l.on_device(l.rv);
+  const Tensor tracked = Tensor::zeros({}, DType::i64, Device::cuda());
+  batch_norm2d(l.on_device(l.x), l.on_device(l.w), l.on_device(l.b), rm, rv, true, 0.1, 1e-5, tracked);
+  batch_norm2d(l.on_device(x2), l.on_device(l.w), l.on_device(l.b), rm, rv, true, 0.1, 1e-5, tracked);
+  batch_norm2d(l.x, l.w, l.b, l.rm, l.rv, true);
+  batch_norm2d(x2, l.w, l.b, l.rm, l.rv, true);
+  EXPECT_TRUE(testing::all_close(rm.to(Device::cpu()), l.rm, 1e-4, 1e-4));
+  EXPECT_TRUE(testing::all_close(rv.to(Device::cpu()), l.rv, 1e-4, 1e-4));
+  EXPECT_EQ(tracked.to_vector<int64_t>()[0], 2);
+}
+
+// bn(x) + r then relu6 folds into one launch with the statistics; the kept bn(x) reads right afterwards, the
+// running statistics advance once, and the gradients match the CPU's.
+TEST(BatchNormFusionCuda, AFoldedChainTakesTheStatisticsOnce) {
+  LIFTOFF_REQUIRE_CUDA();
+  SmallLayer l;
+  const Tensor r = rnd({32, 16, 4, 4}, 36, -2, 2).to(DType::bf16).to(DType::f32);
+  const Tensor rm = l.on_device(l.rm), rv = l.on_device(l.rv);
+  const Tensor tracked = Tensor::zeros({}, DType::i64, Device::cuda());
+  const Tensor xd = l.on_device(l.x).set_requires_grad(true), wd = l.on_device(l.w).set_requires_grad(true);
+  const Tensor y = batch_norm2d(xd, wd, l.on_device(l.b), rm, rv, true, 0.1, 1e-5, tracked);
+  const Tensor z = relu6(y + l.on_device(r));
+  EXPECT_EQ(z.grad_fn()->name(), "batch_norm2d_relu6");
+  sum(cast(z, DType::f32)).backward();  // Tensor::to is a plain copy; cast() is differentiable
+  const Tensor xc = l.x.detach().set_requires_grad(true), wc = l.w.detach().set_requires_grad(true);
+  const Tensor yc = batch_norm2d(xc, wc, l.b, l.rm, l.rv, true);
+  const Tensor zc = relu6(yc + r);
+  sum(zc).backward();
+  EXPECT_TRUE(testing::all_close(z.to(DType::f32).to(Device::cpu()), zc, 3e-2, 3e-2));
+  EXPECT_TRUE(testing::all_close(y.to(DType::f32).to(Device::cpu()), yc, 3e-2, 3e-2));
+  EXPECT_TRUE(testing::all_close(rm.to(Device::cpu()), l.rm, 1e-4, 1e-4));
+  EXPECT_TRUE(testing::all_close(rv.to(Device::cpu()), l.rv, 1e-4, 1e-4));
+  EXPECT_EQ(tracked.to_vector<int64_t>()[0], 1);
+  EXPECT_TRUE(testing::all_close(wd.grad().to(Device::cpu()), wc.grad(), 1e-1, 5e-2));
+  EXPECT_TRUE(testing::all_close(xd.grad().to(DType::f32).to(Device::cpu()), xc.grad(), 1e-1, 5e-2));
 }
 
 }  // namespace

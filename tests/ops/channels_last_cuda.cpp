@@ -6,12 +6,14 @@
 #include "ops/add/add.h"
 #include "ops/avg_pool2d/avg_pool2d.h"
 #include "ops/batch_norm2d/batch_norm2d.h"
+#include "ops/binary/binary.h"
 #include "ops/cast/cast.h"
 #include "ops/conv2d/conv2d.h"
 #include "ops/conv2d/kernels.h"
 #include "ops/global_avg_pool2d/global_avg_pool2d.h"
 #include "ops/max_pool2d/max_pool2d.h"
 #include "ops/relu/relu.h"
+#include "ops/unary/unary.h"
 #include "runtime/autocast.h"
 #include "runtime/autograd.h"
 #include "runtime/config.h"
@@ -273,6 +275,61 @@ TEST(ChannelsLastCuda, BatchNormRunningStatsMatchCpu) {
   EXPECT_TRUE(y.is_channels_last());
   EXPECT_TRUE(testing::all_close(rm_gpu.to(Device::cpu()), rm_cpu, 1e-5, 1e-5));
   EXPECT_TRUE(testing::all_close(rv_gpu.to(Device::cpu()), rv_cpu, 1e-5, 1e-5));
+}
+
+// Inputs of at most 2048 rows (N * H * W) take one launch a pass (ops/batch_norm2d/cuda_nhwc_resident.cuh):
+// one pass of rows, four predicated ones, the limit itself, a channel count the vectors do not divide, and
+// just over the limit (the split kernels), each with a residual add and ReLU6 folded in (weights of 3-5 put
+// outputs past the cap); the split kernels (LIFTOFF_BN_RESIDENT=off) pass the same checks. bf16 folds ReLU
+// instead: rounding an output near 6 to bf16 flips ReLU6's mask against the f32 reference, a whole
+// w * rstd * dy apart (seen on an H100 with either kernel), while rounding never flips a sign.
+TEST(ChannelsLastCuda, BatchNormResidentMatchesCpu) {
+  LIFTOFF_REQUIRE_CUDA();
+  auto capped = [](const std::vector<Tensor>& t) {
+    return relu6(batch_norm2d(t[0], t[1], t[2], Tensor(), Tensor(), true) + t[3]);
+  };
+  auto uncapped = [](const std::vector<Tensor>& t) {
+    return relu(batch_norm2d(t[0], t[1], t[2], Tensor(), Tensor(), true) + t[3]);
+  };
+  for (const char* mode : {"auto", "off"}) {
+    config::ScopedSetting setting(config::Knob::bn_resident, mode);
+    for (const Shape& shape : {Shape{8, 24, 6, 6}, Shape{128, 40, 2, 2}, Shape{32, 16, 8, 8},
+                               Shape{5, 13, 5, 5}, Shape{33, 16, 8, 8}}) {
+      const int64_t c = shape[1];
+      for (DType dt : {DType::f32, DType::bf16}) {
+        const Tol tol = dt == DType::f32 ? Tol{1e-4, 1e-4, 5e-3} : Tol{3e-2, 3e-2, 5e-2};
+        EXPECT_TRUE(channels_last_parity(
+            dt == DType::f32 ? capped : uncapped,
+            {{rnd(shape, 50, -1, 3), dt}, {rnd({c}, 51, 3, 5)}, {rnd({c}, 52, -1, 3)}, {rnd(shape, 53), dt}},
+            tol))
+            << mode << " " << dtype_name(dt) << " " << shape_str(shape);
+      }
+    }
+  }
+}
+
+// The one-launch statistics update the running statistics and count the batch as the CPU does.
+TEST(ChannelsLastCuda, BatchNormResidentRunningStatsMatchCpu) {
+  LIFTOFF_REQUIRE_CUDA();
+  const Device cuda = Device::cuda();
+  for (const Shape& shape : {Shape{128, 40, 2, 2}, Shape{16, 16, 9, 9}}) {
+    const int64_t c = shape[1];
+    const Tensor x = rnd(shape, 60, -1, 3, false).to(DType::bf16).to(DType::f32);
+    const Tensor w = rnd({c}, 61, 0.5, 1.5, false), b = rnd({c}, 62, -1, 1, false);
+    const Tensor rm_cpu = rnd({c}, 63, -0.5, 0.5, false), rv_cpu = rnd({c}, 64, 0.5, 2, false);
+    const Tensor rm_gpu = rm_cpu.to(cuda), rv_gpu = rv_cpu.to(cuda);
+    const Tensor tracked = Tensor::zeros({}, DType::i64, cuda);
+    batch_norm2d(x, w, b, rm_cpu, rv_cpu, true);
+    for (DType dt : {DType::bf16, DType::f32}) {
+      const Tensor rm = rm_gpu.clone(), rv = rv_gpu.clone();
+      const Tensor y = batch_norm2d(x.to(dt).to(cuda).contiguous(kCl), w.to(cuda), b.to(cuda), rm, rv, true,
+                                    0.1, 1e-5, tracked);
+      EXPECT_TRUE(y.is_channels_last()) << shape_str(shape);
+      EXPECT_TRUE(testing::all_close(rm.to(Device::cpu()), rm_cpu, 1e-4, 1e-4)) << shape_str(shape);
+      EXPECT_TRUE(testing::all_close(rv.to(Device::cpu()), rv_cpu, 1e-4, 1e-4)) << shape_str(shape);
+    }
+    EXPECT_EQ(tracked.to_vector<int64_t>()[0], 2) << shape_str(shape);
+  }
 }
 
 // bf16 activations with f32 running statistics (autocast's layout) through the statistics grid whose splits
