@@ -327,6 +327,24 @@ struct NhwcRows {
   int64_t channels, rows;
 };
 
+// The normalize pass's epilogue on VEC values at offset i: + residual, then ReLU capped at `cap`
+// (relu_capped), stored to y. Shared by the split normalize kernel and the one-launch (resident) forward.
+template <typename T, typename A, int VEC>
+__device__ __forceinline__ void store_with_epilogue(A (&out)[VEC], const T* residual, bool relu, A cap, T* y,
+                                                    int64_t i) {
+  if (residual != nullptr) {
+    A rv[VEC];
+    load_vec<T, A, VEC>(residual + i, rv);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) out[j] += rv[j];
+  }
+  if (relu) {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) out[j] = relu_capped(out[j], cap);
+  }
+  store_vec<T, A, VEC>(y + i, out);
+}
+
 // y = x * scale[c] + shift[c] (+ residual) (ReLU capped at cap), VEC consecutive channels per thread (C % VEC
 // == 0; VEC > 1 needs 16-byte aligned data).
 template <class T, class W, class A, int VEC>
@@ -348,17 +366,7 @@ __global__ void normalize_nhwc_kernel(const T* x, const A* mean, const A* invstd
     load_vec<T, A, VEC>(x + i, xv);
 #pragma unroll
     for (int j = 0; j < VEC; ++j) out[j] = xv[j] * scale[j] + shift[j];
-    if (residual != nullptr) {
-      A rv[VEC];
-      load_vec<T, A, VEC>(residual + i, rv);
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) out[j] += rv[j];
-    }
-    if (relu) {
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) out[j] = relu_capped(out[j], cap);
-    }
-    store_vec<T, A, VEC>(y + i, out);
+    store_with_epilogue<T, A, VEC>(out, residual, relu, cap, y, i);
   }
 }
 

@@ -114,17 +114,7 @@ __global__ void __launch_bounds__(kResidentThreads)
     A out[VEC];
 #pragma unroll
     for (int j = 0; j < VEC; ++j) out[j] = convert<A>(v[p].v[j]) * m2[j] + mean[j];
-    if (residual != nullptr) {
-      A rv[VEC];
-      load_vec<T, A, VEC>(residual + i, rv);
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) out[j] += rv[j];
-    }
-    if (relu) {
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) out[j] = relu_capped(out[j], cap);
-    }
-    store_vec<T, A, VEC>(y + i, out);
+    store_with_epilogue<T, A, VEC>(out, residual, relu, cap, y, i);
   }
 }
 
