@@ -58,6 +58,19 @@ bool autocast_enabled(DType* dtype) {
   return autocast_on;
 }
 
+bool autocast_applies(const std::vector<Tensor>& operands, DType* dtype) {
+  if (!autocast_enabled(dtype) || operands.empty() || !operands[0].defined() || !operands[0].is_cuda()) {
+    return false;
+  }
+  bool any_f32 = false;
+  for (const Tensor& t : operands) {
+    if (!t.defined()) continue;
+    if (t.dtype() == DType::f64) return false;
+    any_f32 = any_f32 || t.dtype() == DType::f32;
+  }
+  return any_f32;
+}
+
 void advance_weight_version() {
   weight_version.fetch_add(1, std::memory_order_relaxed);
 }

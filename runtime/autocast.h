@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "runtime/tensor.h"
 
@@ -27,6 +28,11 @@ class AutocastGuard {
 
 // True (and the half dtype in *dtype) when autocast is on for this thread.
 bool autocast_enabled(DType* dtype = nullptr);
+// For an op whose floating operands must share one dtype (a convolution's input, weight and bias): true
+// (and the half dtype in *dtype) when autocast is on, the first operand is on CUDA, some operand is f32 and
+// none is f64, as PyTorch's autocast decides (a bf16 activation meeting an f32 weight included). Undefined
+// operands (an absent bias) are ignored.
+bool autocast_applies(const std::vector<Tensor>& operands, DType* dtype);
 
 // Marks every cached half weight stale (call after each optimizer step).
 void advance_weight_version();

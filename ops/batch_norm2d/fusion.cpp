@@ -151,10 +151,10 @@ void defer_batch_norm_forward(const Tensor& y, const Tensor& x, const Tensor& we
                               const Tensor& running_mean, const Tensor& running_var, double momentum,
                               double eps, const Tensor& batches_tracked, const Tensor& save_mean,
                               const Tensor& save_invstd) {
-  // The statistics hold these through handles without the hook set below (detach() copies the storage as it
-  // is): the hook's owner does not own itself. Touching them first issues a previous forward's statistics
-  // that are still pending.
-  // The running statistics and the batch count: each read issues the statistics (its storage's hook).
+  // The running statistics and the batch count get a hook: a read of any of them issues the statistics.
+  // Touching them first issues a previous forward's statistics still pending; the statistics then hold them
+  // through handles without the hook (detach() copies the storage as it is), so the hook's owner does not
+  // own itself.
   const std::vector<Tensor> hooked{running_mean, running_var, batches_tracked};
   std::vector<Tensor> unhooked;
   for (const Tensor& t : hooked) {

@@ -85,13 +85,7 @@ Conv2dShape check_conv2d(const Tensor& x, const Tensor& weight, const Tensor& bi
 Tensor conv2d(const Tensor& input, const Tensor& weight_in, const Tensor& bias_in, int64_t stride,
               int64_t padding, int64_t dilation, int64_t groups) {
   DType half = DType::f32;
-  // Autocast, as PyTorch's: any f32 operand sends all three to the half dtype (a bf16 activation meeting an
-  // f32 weight in a functional call included); f64 stays out of it.
-  const auto is = [](const Tensor& t, DType d) { return t.defined() && t.dtype() == d; };
-  const bool any_f32 = is(input, DType::f32) || is(weight_in, DType::f32) || is(bias_in, DType::f32);
-  const bool any_f64 = is(input, DType::f64) || is(weight_in, DType::f64) || is(bias_in, DType::f64);
-  if (input.defined() && weight_in.defined() && input.is_cuda() && any_f32 && !any_f64 &&
-      autocast_enabled(&half)) {
+  if (weight_in.defined() && autocast_applies({input, weight_in, bias_in}, &half)) {
     return conv2d(cast(input, half), cast(weight_in, half),
                   bias_in.defined() ? cast(bias_in, half) : Tensor(), stride, padding, dilation, groups);
   }

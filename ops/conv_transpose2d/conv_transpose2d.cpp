@@ -98,13 +98,13 @@ Tensor bias_grad(const Tensor& gy, const Conv2dShape& g) {
 
 Tensor conv_transpose2d(const Tensor& input, const Tensor& weight_in, const Tensor& bias_in, int64_t stride,
                         int64_t padding, int64_t output_padding, int64_t groups, int64_t dilation) {
-  check_tensors(input, weight_in, bias_in);
   DType half = DType::f32;
-  if (input.is_cuda() && input.dtype() == DType::f32 && autocast_enabled(&half)) {
+  if (weight_in.defined() && autocast_applies({input, weight_in, bias_in}, &half)) {
     return conv_transpose2d(cast(input, half), cast(weight_in, half),
                             bias_in.defined() ? cast(bias_in, half) : Tensor(), stride, padding,
                             output_padding, groups, dilation);
   }
+  check_tensors(input, weight_in, bias_in);
   Conv2dShape g =
       check_geometry(input, weight_in, bias_in, stride, padding, output_padding, groups, dilation);
   // The runtime's layout, as conv2d: channels-last under autocast on CUDA (or for a channels-last input),

@@ -89,5 +89,18 @@ TEST(ConvTranspose2dCuda, AutocastRunsInHalf) {
                                  1e-1, 5e-2));
 }
 
+// A bf16 activation meeting an f32 weight (a functional call under autocast) runs in bf16, as in PyTorch.
+TEST(ConvTranspose2dCuda, AutocastCastsAnF32WeightForAHalfInput) {
+  LIFTOFF_REQUIRE_CUDA();
+  const Tensor x = testing::random_tensor({2, 4, 5, 5}, 7, -1, 1, DType::f32);
+  const Tensor w = testing::random_tensor({4, 3, 3, 3}, 8, -0.5, 0.5, DType::f32);
+  AutocastGuard autocast(DType::bf16);
+  const Tensor y =
+      conv_transpose2d(x.to(Device::cuda(0), DType::bf16), w.to(Device::cuda(0)), Tensor(), 2, 1, 1);
+  EXPECT_EQ(y.dtype(), DType::bf16);
+  EXPECT_TRUE(testing::all_close(y.to(Device::cpu(), DType::f32), conv_transpose2d(x, w, Tensor(), 2, 1, 1),
+                                 1e-1, 5e-2));
+}
+
 }  // namespace
 }  // namespace liftoff
