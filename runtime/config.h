@@ -32,6 +32,7 @@ enum class Knob {
   bn_resident,
   wgrad_lane,
   conv_layout,
+  weight_layout,
   cudnn_library,
   cudnn_workspace_mb,
   cudnn_log,

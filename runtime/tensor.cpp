@@ -255,6 +255,35 @@ void accumulate_into(const Tensor& dst, const Tensor& src) {
   kernels::accumulate(dst, src.contiguous(format));
 }
 
+Tensor empty_like(const Tensor& t) {
+  return Tensor::empty(t.shape(), t.dtype(), t.device(), t.memory_format());
+}
+
+bool same_dense_order(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape()) return false;
+  const auto dense = [](const Tensor& t) { return t.is_contiguous() || t.is_channels_last(); };
+  if (!dense(a) || !dense(b)) return false;
+  for (int64_t d = 0; d < a.dim(); ++d) {
+    if (a.size(d) > 1 && a.strides()[static_cast<size_t>(d)] != b.strides()[static_cast<size_t>(d)])
+      return false;
+  }
+  return true;
+}
+
+void set_memory_format_in_place(const Tensor& t, MemoryFormat format) {
+  LIFTOFF_CHECK(format == MemoryFormat::contiguous || t.dim() == 4, ShapeError,
+                "set_memory_format_in_place: channels_last needs a 4-D tensor, got shape ",
+                shape_str(t.shape()));
+  if (t.is_contiguous(format)) return;
+  const Tensor moved = Tensor::empty(t.shape(), t.dtype(), t.device(), format);
+  moved.copy_(t);
+  TensorImpl& impl = t.impl();
+  impl.storage = moved.storage();
+  impl.offset = moved.offset();
+  impl.strides = moved.strides();
+  if (impl.grad) set_memory_format_in_place(Tensor(impl.grad), format);
+}
+
 double Tensor::item() const {
   LIFTOFF_CHECK(numel() == 1, ShapeError, "Tensor::item: needs exactly one element, got shape ",
                 shape_str(shape()));

@@ -163,4 +163,16 @@ Tensor Tensor::from_vector(const std::vector<bool>& values, const Shape& shape, 
 // one of another layout than dst is first copied into dst's.
 void accumulate_into(const Tensor& dst, const Tensor& src);
 
+// A fresh, uninitialised tensor of t's shape, dtype and device in t's memory format (PyTorch's empty_like,
+// which preserves a dense layout): optimizer states and averages laid out as the parameter they follow.
+Tensor empty_like(const Tensor& t);
+// a and b have one shape, are both dense (contiguous or channels-last) and hold their elements in the same
+// order in memory (strides equal wherever a dimension is longer than 1): a kernel may pair their storage
+// element by element, as the optimizers and the weight average do.
+bool same_dense_order(const Tensor& a, const Tensor& b);
+// Re-points t's storage at a dense copy in `format`, so every handle sharing t sees the new layout (values
+// unchanged); its .grad follows. Nothing happens where t is dense in `format` already; channels_last needs a
+// 4-D t. Not recorded: for parameters, buffers and optimizer states between steps (Module::to(MemoryFormat)).
+void set_memory_format_in_place(const Tensor& t, MemoryFormat format);
+
 }  // namespace liftoff

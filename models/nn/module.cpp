@@ -138,6 +138,17 @@ void Module::to(Device device, DType dtype) {
   to(dtype);
 }
 
+void Module::to(MemoryFormat format) {
+  const auto relayout = [format](const NamedTensors& entries) {
+    for (const auto& entry : entries) {
+      if (entry.second.dim() == 4 && is_floating(entry.second.dtype()))
+        set_memory_format_in_place(entry.second, format);
+    }
+  };
+  relayout(named_parameters());
+  relayout(named_buffers());
+}
+
 void Module::zero_grad() {
   for (const auto& entry : named_parameters()) entry.second.set_grad(Tensor());
 }

@@ -52,6 +52,12 @@ class Module {
   void to(Device device);
   void to(DType dtype);
   void to(Device device, DType dtype);
+  // Lays every 4-D floating parameter and buffer out in `format`, in place (PyTorch's
+  // module.to(memory_format=...)): channels_last stores convolution weights in the order cuDNN's
+  // channels-last kernels read them (KRSC), so a step reads them without a copy and their gradients arrive in
+  // that layout. Values are unchanged. Optimizer states follow their parameter's layout at the optimizer's
+  // next step.
+  void to(MemoryFormat format);
 
   // Drops every parameter gradient (set_to_none, PyTorch's default).
   void zero_grad();

@@ -188,7 +188,10 @@ DistributedDataParallel::DistributedDataParallel(Module& module, distributed::Pr
   for (const auto& [name, p] : module.named_parameters()) {
     LIFTOFF_CHECK(p.device() == s.device, DeviceError, "DDP: parameter ", name, " is on ", p.device().str(),
                   " but the process group works on ", s.device.str(), "; call model.to(device) first");
-    LIFTOFF_CHECK(p.is_contiguous(), ValueError, "DDP: parameter ", name, " is not contiguous");
+    LIFTOFF_CHECK(p.is_contiguous(), ValueError, "DDP: parameter ", name, " ", shape_str(p.shape()),
+                  " is not contiguous (", p.is_channels_last() ? "channels-last" : "strided",
+                  "); the gradient buckets hold contiguous slices: call model.to(MemoryFormat::contiguous) "
+                  "before wrapping the model");
     if (!p.requires_grad()) continue;
     s.index_of[&p.impl()] = s.params.size();
     s.params.push_back(p);

@@ -20,20 +20,32 @@ ModelEma::ModelEma(Module& model, EmaOptions options) : options_(options) {
     LIFTOFF_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::f64, DTypeError, "EMA: '", name, "' is ",
                   dtype_name(t.dtype()),
                   "; only f32 or f64 weights can be averaged (keep f32 master weights)");
-    const Tensor copy = t.detach().clone();
+    const Tensor copy = empty_like(t);
+    copy.copy_(t);
     averages_.emplace_back(name, copy);
-    model_tensors_.push_back(t.detach());
+    // The live handle (not a detached one): where Module::to(MemoryFormat) re-lays a weight out later, the
+    // average sees the new storage and follows its layout (follow_model_layouts).
+    model_tensors_.push_back(t);
     averaged_.push_back(copy);
   }
   // The same checks the update makes, now rather than at the first step (mixed dtypes or devices).
   ema_update(averaged_, model_tensors_, 1.0);
 }
 
+void ModelEma::follow_model_layouts() {
+  for (size_t i = 0; i < averaged_.size(); ++i) {
+    if (!same_dense_order(averaged_[i], model_tensors_[i]))
+      set_memory_format_in_place(averaged_[i], model_tensors_[i].memory_format());
+  }
+}
+
 void ModelEma::update() {
+  follow_model_layouts();
   ema_update(averaged_, model_tensors_, options_.decay);
 }
 
 void ModelEma::swap_with_model() {
+  follow_model_layouts();
   swap_contents(model_tensors_, averaged_);
   advance_weight_version();
 }

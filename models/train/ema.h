@@ -44,7 +44,11 @@ class ModelEma {
  private:
   EmaOptions options_;
   NamedTensors averages_;
-  std::vector<Tensor> model_tensors_;  // the model's tensors, in averages_' order
+  // An average re-laid out where its model tensor's layout changed (Module::to(MemoryFormat) after this EMA
+  // was made): the update pairs their storage element by element.
+  void follow_model_layouts();
+
+  std::vector<Tensor> model_tensors_;  // the model's tensors (live handles), in averages_' order
   std::vector<Tensor> averaged_;
 };
 

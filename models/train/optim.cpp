@@ -46,6 +46,13 @@ void Optimizer::step(const Tensor& skip_if_nonzero) {
   if (!skip_if_nonzero.defined() || skip_if_nonzero.item() == 0.0) step();
 }
 
+void Optimizer::follow_param_layouts(const std::vector<Tensor>& states) const {
+  for (size_t i = 0; i < states.size() && i < params_.size(); ++i) {
+    if (!same_dense_order(states[i], params_[i]))
+      set_memory_format_in_place(states[i], params_[i].memory_format());
+  }
+}
+
 std::vector<size_t> Optimizer::params_with_grad() const {
   std::vector<size_t> active;
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -63,8 +70,7 @@ SGD::SGD(std::vector<Tensor> params, double lr, double momentum, double weight_d
   LIFTOFF_CHECK(weight_decay >= 0, ValueError, "SGD: weight_decay must be >= 0, got ", weight_decay);
   LIFTOFF_CHECK(!nesterov || momentum > 0, ValueError, "SGD: Nesterov momentum requires momentum > 0");
   if (momentum > 0) {
-    for (const auto& p : params_)
-      momentum_buffers_.push_back(Tensor::zeros(p.shape(), p.dtype(), p.device()));
+    for (const auto& p : params_) momentum_buffers_.push_back(empty_like(p).zero_());
   }
 }
 
@@ -74,6 +80,7 @@ void SGD::step() {
 
 void SGD::step(const Tensor& skip_if_nonzero) {
   NoGradGuard no_grad;
+  follow_param_layouts(momentum_buffers_);
   std::vector<Tensor> params, grads, buffers;
   for (size_t i : params_with_grad()) {
     params.push_back(params_[i]);
@@ -118,8 +125,8 @@ AdamW::AdamW(std::vector<Tensor> params, double lr, double beta1, double beta2, 
   LIFTOFF_CHECK(eps >= 0, ValueError, "AdamW: eps must be >= 0, got ", eps);
   LIFTOFF_CHECK(weight_decay >= 0, ValueError, "AdamW: weight_decay must be >= 0, got ", weight_decay);
   for (const auto& p : params_) {
-    exp_avg_.push_back(Tensor::zeros(p.shape(), p.dtype(), p.device()));
-    exp_avg_sq_.push_back(Tensor::zeros(p.shape(), p.dtype(), p.device()));
+    exp_avg_.push_back(empty_like(p).zero_());
+    exp_avg_sq_.push_back(empty_like(p).zero_());
     steps_.push_back(Tensor::zeros({}, DType::i64, p.device()));
   }
 }
@@ -130,6 +137,8 @@ void AdamW::step() {
 
 void AdamW::step(const Tensor& skip_if_nonzero) {
   NoGradGuard no_grad;
+  follow_param_layouts(exp_avg_);
+  follow_param_layouts(exp_avg_sq_);
   std::vector<Tensor> params, grads, m, v, counts;
   for (size_t i : params_with_grad()) {
     params.push_back(params_[i]);

@@ -49,6 +49,10 @@ class Optimizer : public CaptureParticipant {
   std::vector<size_t> params_with_grad() const;
   // For prepare_for_graph_capture: true when the parameters are on CUDA, else false with the reason.
   bool params_on_cuda(std::string* why) const;
+  // A per-parameter state (momentum, moments) re-laid out where its parameter's layout changed since it was
+  // made (Module::to(MemoryFormat) after the optimizer): the fused steps pair their storage element by
+  // element.
+  void follow_param_layouts(const std::vector<Tensor>& states) const;
 
   std::vector<Tensor> params_;
   double lr_;

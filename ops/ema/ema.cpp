@@ -10,7 +10,8 @@ std::string describe(const Tensor& t) {
   return str_cat(shape_str(t.shape()), " ", dtype_name(t.dtype()), " on ", t.device().str());
 }
 
-// Pairs of the same shape, dtype (f32 or f64, one for all) and device (one for all), both contiguous.
+// Pairs of the same shape, dtype (f32 or f64, one for all) and device (one for all), both dense in one
+// layout.
 void check_pairs(const char* op, const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
   LIFTOFF_CHECK(a.size() == b.size(), ValueError, op, ": ", a.size(), " tensors against ", b.size());
   for (size_t i = 0; i < a.size(); ++i) {
@@ -25,8 +26,8 @@ void check_pairs(const char* op, const std::vector<Tensor>& a, const std::vector
     LIFTOFF_CHECK(a[i].device() == b[i].device() && a[i].device() == a[0].device(), DeviceError, op,
                   ": entry ", i, ": ", describe(a[i]), " vs ", describe(b[i]), "; entry 0 is on ",
                   a[0].device().str(), " (one device for all)");
-    LIFTOFF_CHECK(a[i].is_contiguous() && b[i].is_contiguous(), ValueError, op, ": entry ", i, ": ",
-                  describe(a[i]), " and ", describe(b[i]), " must both be contiguous (updated in place)");
+    LIFTOFF_CHECK(same_dense_order(a[i], b[i]), ValueError, op, ": entry ", i, ": ", describe(a[i]), " and ",
+                  describe(b[i]), " must both be dense in one layout (updated in place, element by element)");
   }
 }
 }  // namespace

@@ -43,8 +43,8 @@ CheckedLists check_lists(const char* op, const std::vector<Tensor>& params, cons
     if (!g.defined()) continue;
     LIFTOFF_CHECK(p.dtype() == DType::f32 || p.dtype() == DType::f64, DTypeError, op, ": parameter ", i, " ",
                   describe(p), " must be f32 or f64 (keep f32 master weights under AMP)");
-    LIFTOFF_CHECK(p.is_contiguous(), ValueError, op, ": parameter ", i, " ", describe(p),
-                  " must be contiguous (it is updated in place)");
+    LIFTOFF_CHECK(p.is_contiguous(p.memory_format()), ValueError, op, ": parameter ", i, " ", describe(p),
+                  " must be dense, contiguous or channels-last (it is updated in place)");
     LIFTOFF_CHECK(g.shape() == p.shape(), ShapeError, op, ": gradient ", i, " ", describe(g),
                   " does not match parameter ", describe(p));
     LIFTOFF_CHECK(g.device() == p.device(), DeviceError, op, ": gradient ", i, " ", describe(g),
@@ -70,12 +70,13 @@ CheckedLists check_lists(const char* op, const std::vector<Tensor>& params, cons
       LIFTOFF_CHECK(st.shape() == p.shape() && st.dtype() == p.dtype() && st.device() == p.device(),
                     ShapeError, op, ": ", state_names[s], " ", i, " ", describe(st),
                     " does not match parameter ", describe(p));
-      LIFTOFF_CHECK(st.is_contiguous(), ValueError, op, ": ", state_names[s], " ", i, " ", describe(st),
-                    " must be contiguous (it is updated in place)");
+      LIFTOFF_CHECK(same_dense_order(st, p), ValueError, op, ": ", state_names[s], " ", i, " ", describe(st),
+                    " must be dense in the layout of parameter ", describe(p),
+                    " (both are updated in place, element by element)");
       out.states[s].push_back(st);
     }
     out.params.push_back(p);
-    out.grads.push_back(g.contiguous());
+    out.grads.push_back(same_dense_order(g, p) ? g : g.contiguous(p.memory_format()));
   }
   return out;
 }

@@ -20,9 +20,10 @@ void check(const Shape& shape, DType dtype, double tol) {
 
 TEST(GlobalAvgPool2dCuda, MatchesCpu) {
   LIFTOFF_REQUIRE_CUDA();
-  // Planes smaller than, equal to and larger than a warp; more planes than one launch wave.
-  for (const Shape& shape :
-       {Shape{3, 5, 4, 5}, Shape{2, 3, 1, 1}, Shape{16, 64, 7, 7}, Shape{4, 8, 32, 32}}) {
+  // Planes smaller than, equal to and larger than a warp; more planes than one launch wave; planes long
+  // enough to split over blocks.
+  for (const Shape& shape : {Shape{3, 5, 4, 5}, Shape{2, 3, 1, 1}, Shape{16, 64, 7, 7}, Shape{4, 8, 32, 32},
+                             Shape{2, 3, 160, 160}}) {
     check(shape, DType::f32, 1e-5);
     check(shape, DType::f64, 1e-5);  // the CPU reference is f32
   }

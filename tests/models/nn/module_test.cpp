@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "models/train/optim.h"
 #include "models/nn/zoo.h"
+#include "models/train/optim.h"
 #include "ops/cross_entropy/cross_entropy.h"
 #include "ops/relu/relu.h"
 #include "tests/common/cuda_test.h"
@@ -212,6 +212,33 @@ TEST(Module, ToDTypeConvertsInPlaceKeepingHandles) {
   EXPECT_EQ(tree.a->stat.dtype(), DType::f64);
   EXPECT_EQ(tree.count.dtype(), DType::i64);  // integer buffers keep their dtype
   EXPECT_THROW(tree.to(DType::i32), DTypeError);
+}
+
+// PyTorch's module.to(memory_format=channels_last): 4-D weights (and their gradients) re-laid out in place,
+// values, handles and the other parameters unchanged; the model computes what it computed before.
+TEST(Module, ToChannelsLastRelaysFourDimensionalWeightsInPlace) {
+  const auto model = make_model("resnet20", 3, 10, 8, 3);
+  const Tensor x = testing::random_tensor({2, 3, 8, 8}, 5, -1, 1, DType::f32);
+  const Tensor expected = model->forward(x);
+  const Tensor w = model->named_parameters()[0].second;
+  ASSERT_EQ(w.dim(), 4);
+  w.set_grad(testing::random_tensor(w.shape(), 6, -1, 1, DType::f32));
+  const std::vector<float> values = w.to_vector<float>(), grad = w.grad().to_vector<float>();
+  model->to(MemoryFormat::channels_last);
+  EXPECT_TRUE(w.is_channels_last());
+  EXPECT_TRUE(w.grad().is_channels_last());
+  EXPECT_TRUE(model->named_parameters()[0].second.same(w));
+  EXPECT_TRUE(w.requires_grad() && w.is_leaf());
+  EXPECT_EQ(w.to_vector<float>(), values);
+  EXPECT_EQ(w.grad().to_vector<float>(), grad);
+  for (const auto& [name, t] : model->state_dict()) {
+    EXPECT_TRUE(t.dim() == 4 ? t.is_channels_last() : t.is_contiguous()) << name;
+  }
+  EXPECT_TRUE(testing::all_close(model->forward(x), expected, 0, 0));
+  model->to(MemoryFormat::contiguous);
+  EXPECT_TRUE(w.is_contiguous());
+  EXPECT_EQ(w.to_vector<float>(), values);
+  EXPECT_THROW(set_memory_format_in_place(Tensor::zeros({2, 3}), MemoryFormat::channels_last), ShapeError);
 }
 
 TEST(Module, ZeroGradSetsToNone) {

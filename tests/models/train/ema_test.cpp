@@ -68,6 +68,39 @@ TEST(ModelEma, StartsAsACopyAndFollowsTheRecurrence) {
   }
 }
 
+// Module::to(MemoryFormat) after the EMA was made: the EMA averages the live (re-laid-out) weights, its
+// averages take their layout, and the values follow the same recurrence as with the model's own layout.
+TEST(ModelEma, FollowsAWeightLayoutChangedAfterIt) {
+  const auto make = [] {
+    Generator gen(5);  // three input channels: the weight's layouts differ in memory
+    return std::make_unique<Sequential>(std::initializer_list<std::shared_ptr<Module>>{
+        std::make_shared<Conv2d>(3, 4, 3, 1, 1, false, gen), std::make_shared<BatchNorm2d>(4)});
+  };
+  auto reference = make();
+  auto net = make();
+  ModelEma ema_reference(*reference, {0.9, false});
+  ModelEma ema(*net, {0.9, false});
+  net->to(MemoryFormat::channels_last);
+  const std::vector<Tensor> params = net->parameters(), reference_params = reference->parameters();
+  ASSERT_TRUE(params[0].is_channels_last());
+  for (int step = 0; step < 2; ++step) {
+    for (size_t i = 0; i < params.size(); ++i) {
+      reference_params[i].copy_(add(reference_params[i].detach(), 0.5 * (step + 1)));
+      params[i].copy_(add(params[i].detach(), 0.5 * (step + 1)));
+    }
+    ema_reference.update();
+    ema.update();
+  }
+  EXPECT_TRUE(ema.named_averages()[0].second.is_channels_last());
+  for (size_t i = 0; i < params.size(); ++i) {
+    EXPECT_TRUE(
+        testing::all_close(ema.named_averages()[i].second, ema_reference.named_averages()[i].second, 0, 0))
+        << "parameter " << i;
+  }
+  ema.swap_with_model();
+  EXPECT_TRUE(testing::all_close(params[0], ema_reference.named_averages()[0].second, 0, 0));
+}
+
 TEST(ModelEma, AveragesFloatBuffersOnlyWhenAsked) {
   auto net = make_net();
   ModelEma copy(*net, {0.5, false});

@@ -2,7 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <memory>
+#include <string>
 #include <vector>
+
+#include "ops/optimizer_step/optimizer_step.h"
+#include "tests/common/gradcheck.h"
 
 namespace liftoff {
 namespace {
@@ -112,6 +118,59 @@ TEST(Optim, LearningRateAndStateDevice) {
   EXPECT_EQ(opt.named_state()[0].second.device(), p.device());
   EXPECT_EQ(opt.named_state()[0].second.dtype(), DType::f32);
   EXPECT_THROW(opt.set_lr(-1), ValueError);
+}
+
+// Channels-last parameters (Module::to(MemoryFormat), the Trainer on CUDA): the fused steps pair parameter,
+// gradient and state storage element by element, so states made before the layout changed follow it, a
+// gradient in another layout is converted, and every value matches the same step on contiguous parameters.
+void expect_same_steps(const std::function<std::unique_ptr<Optimizer>(const Tensor&)>& make) {
+  const Tensor start = testing::random_tensor({4, 3, 2, 5}, 11, -1, 1, DType::f32);
+  const Tensor plain = start.clone().set_requires_grad(true);
+  const Tensor laid_out = start.clone().set_requires_grad(true);
+  auto plain_opt = make(plain);
+  auto laid_out_opt = make(laid_out);  // states made while the parameter is still contiguous
+  set_memory_format_in_place(laid_out, MemoryFormat::channels_last);
+  ASSERT_TRUE(laid_out.is_channels_last());
+  for (int step = 0; step < 3; ++step) {
+    const Tensor g = testing::random_tensor({4, 3, 2, 5}, 20 + step, -1, 1, DType::f32);
+    plain.set_grad(g.clone());
+    // Odd steps hand the channels-last parameter a contiguous gradient.
+    laid_out.set_grad(step % 2 ? g.clone() : g.contiguous(MemoryFormat::channels_last));
+    plain_opt->step();
+    laid_out_opt->step();
+    EXPECT_TRUE(laid_out.is_channels_last());
+    EXPECT_TRUE(testing::all_close(laid_out, plain, 0, 0)) << "step " << step;
+  }
+  for (const auto& [name, state] : laid_out_opt->named_state()) {
+    EXPECT_TRUE(state.dim() != 4 || state.is_channels_last()) << name;
+  }
+}
+
+TEST(Optim, ChannelsLastParametersStepAsContiguousOnes) {
+  expect_same_steps(
+      [](const Tensor& p) { return std::make_unique<SGD>(std::vector<Tensor>{p}, 0.1, 0.9, 0.01); });
+  expect_same_steps(
+      [](const Tensor& p) { return std::make_unique<SGD>(std::vector<Tensor>{p}, 0.1, 0.9, 0.0, true); });
+  expect_same_steps([](const Tensor& p) {
+    return std::make_unique<AdamW>(std::vector<Tensor>{p}, 1e-2, 0.9, 0.999, 1e-8, 0.01);
+  });
+}
+
+// A state that is dense in another layout than its parameter is refused by the fused step itself (a caller
+// of sgd_step without the optimizer classes), naming the state and the parameter.
+TEST(Optim, FusedStepRefusesAStateInAnotherLayout) {
+  const Tensor p =
+      testing::random_tensor({2, 3, 4, 4}, 3, -1, 1, DType::f32).contiguous(MemoryFormat::channels_last);
+  const Tensor g = testing::random_tensor({2, 3, 4, 4}, 4, -1, 1, DType::f32);
+  SgdHyper hyper;
+  hyper.lr = 0.1;
+  hyper.momentum = 0.9;
+  try {
+    sgd_step({p}, {g}, {Tensor::zeros({2, 3, 4, 4})}, hyper, Tensor());
+    FAIL() << "expected ValueError";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("layout of parameter"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

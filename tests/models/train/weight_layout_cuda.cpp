@@ -1,0 +1,84 @@
+// The Trainer stores f32 convolution weights channels-last on CUDA (LIFTOFF_WEIGHT_LAYOUT, models/train/
+// trainer.cpp): the weights, their gradients and the optimizer's momentum take the layout the convolutions
+// read, and training gives what the model's own layout gives (the same kernels read the same KRSC values;
+// only the per-step transposes are gone), captured or eager.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/batch_iterator.h"
+#include "data/dataset.h"
+#include "models/nn/zoo.h"
+#include "models/train/ema.h"
+#include "models/train/optim.h"
+#include "models/train/trainer.h"
+#include "runtime/config.h"
+#include "tests/common/cuda_test.h"
+#include "tests/common/gradcheck.h"
+
+namespace liftoff {
+namespace {
+
+struct Trained {
+  std::vector<Tensor> params;
+  std::vector<bool> channels_last;  // per parameter, right after the Trainer was made
+  bool momentum_channels_last = false;
+  bool average_channels_last = false;
+};
+
+Trained train_resnet20(const char* weight_layout, GraphMode graphs, AmpMode amp) {
+  config::ScopedSetting layout(config::Knob::weight_layout, std::string(weight_layout));
+  const Device cuda = Device::cuda(0);
+  auto model = make_model("resnet20", 1, 10, 12, 3);
+  model->to(cuda);
+  InOrderOptions data;
+  data.batch = 16;
+  data.augment = false;
+  data.device = cuda;
+  InOrderBatches batches(make_synthetic_dataset(96, 1, 12, 12, 10, 7), data);
+  SGD sgd(model->parameters(), 0.05, 0.9, 5e-4);  // momentum made before the Trainer re-lays the weights out
+  ModelEma ema(*model, {0.9, false});
+  TrainerOptions options;
+  options.cuda_graphs = graphs;
+  options.graph_warmup_steps = 2;
+  options.amp = amp;
+  options.ema = &ema;
+  Trained out;
+  Trainer trainer(*model, sgd, nullptr, options);
+  for (const Tensor& p : model->parameters()) out.channels_last.push_back(p.is_channels_last());
+  trainer.train_epoch(batches, 0);
+  for (const Tensor& p : model->parameters()) out.params.push_back(p.to(Device::cpu()).contiguous());
+  for (const auto& [name, state] : sgd.named_state()) {
+    if (state.dim() == 4) out.momentum_channels_last = state.is_channels_last();
+  }
+  out.average_channels_last = ema.named_averages()[0].second.is_channels_last();
+  return out;
+}
+
+TEST(WeightLayoutCuda, TrainerStoresF32ConvWeightsChannelsLast) {
+  LIFTOFF_REQUIRE_CUDA();
+  for (GraphMode graphs : {GraphMode::off, GraphMode::automatic}) {
+    const Trained kept = train_resnet20("keep", graphs, AmpMode::off);
+    const Trained laid_out = train_resnet20("auto", graphs, AmpMode::off);
+    ASSERT_EQ(kept.params.size(), laid_out.params.size());
+    for (size_t i = 0; i < kept.params.size(); ++i) {
+      const bool conv_weight = kept.params[i].dim() == 4;
+      EXPECT_FALSE(kept.channels_last[i] && kept.params[i].size(1) > 1) << "parameter " << i;
+      EXPECT_EQ(laid_out.channels_last[i], conv_weight) << "parameter " << i;
+      // Same kernels on the same values; a cuDNN algorithm chosen by timing may differ between the runs.
+      EXPECT_TRUE(testing::all_close(laid_out.params[i], kept.params[i], 1e-4, 1e-3)) << "parameter " << i;
+    }
+    EXPECT_TRUE(laid_out.momentum_channels_last);
+    EXPECT_TRUE(laid_out.average_channels_last);
+    EXPECT_FALSE(kept.momentum_channels_last);
+  }
+  // Under autocast the convolutions read half copies the batched cast lays out; the f32 weights stay.
+  const Trained bf16 = train_resnet20("auto", GraphMode::off, AmpMode::bf16);
+  for (size_t i = 0; i < bf16.params.size(); ++i)
+    EXPECT_FALSE(bf16.channels_last[i] && bf16.params[i].dim() == 4 && bf16.params[i].size(1) > 1);
+}
+
+}  // namespace
+}  // namespace liftoff
