@@ -1,7 +1,7 @@
-// The Trainer stores f32 convolution weights channels-last on CUDA under LIFTOFF_WEIGHT_LAYOUT=auto (models/train/
-// trainer.cpp): the weights, their gradients and the optimizer's momentum take the layout the convolutions
-// read, and training gives what the model's own layout gives (the same kernels read the same KRSC values;
-// only the per-step transposes are gone), captured or eager.
+// The Trainer stores f32 convolution weights channels-last on CUDA under LIFTOFF_WEIGHT_LAYOUT=auto
+// (models/train/trainer.cpp): the weights, their gradients and the optimizer's momentum take the layout the
+// convolutions read, and training gives what the model's own layout gives (the same kernels read the same
+// KRSC values; only the per-step transposes are gone), captured or eager.
 #include <gtest/gtest.h>
 
 #include <memory>
