@@ -92,8 +92,8 @@ constexpr Entry kTable[] = {
     choice_knob(
         Knob::weight_layout, "LIFTOFF_WEIGHT_LAYOUT", "keep", "keep|auto",
         "Trainer on CUDA without autocast: auto stores 4-D f32 weights channels-last (KRSC, the order "
-        "the convolutions read; no copy a step), keep (default until measured on a GPU) leaves them as "
-        "the model made them"),
+        "the convolutions read; no copy a step), keep (default until its GPU parity test passes) leaves them "
+        "as the model made them"),
     text_knob(Knob::cudnn_library, "LIFTOFF_CUDNN_LIBRARY", "libcudnn.so.9, else libcudnn.so",
               "the cuDNN library file to load (only that one)"),
     number_knob(Knob::cudnn_workspace_mb, "LIFTOFF_CUDNN_WORKSPACE_MB", "1024, 64 for f16", 0, false,

@@ -270,6 +270,16 @@ bool same_dense_order(const Tensor& a, const Tensor& b) {
   return true;
 }
 
+void adopt_in_place(const Tensor& t, const Tensor& source) {
+  LIFTOFF_CHECK(source.shape() == t.shape(), ShapeError, "adopt_in_place: source shape ",
+                shape_str(source.shape()), " differs from ", shape_str(t.shape()));
+  TensorImpl& impl = t.impl();
+  impl.storage = source.storage();
+  impl.offset = source.offset();
+  impl.strides = source.strides();
+  impl.dtype = source.dtype();
+}
+
 void set_memory_format_in_place(const Tensor& t, MemoryFormat format) {
   LIFTOFF_CHECK(format == MemoryFormat::contiguous || t.dim() == 4, ShapeError,
                 "set_memory_format_in_place: channels_last needs a 4-D tensor, got shape ",
@@ -277,11 +287,8 @@ void set_memory_format_in_place(const Tensor& t, MemoryFormat format) {
   if (t.is_contiguous(format)) return;
   const Tensor moved = Tensor::empty(t.shape(), t.dtype(), t.device(), format);
   moved.copy_(t);
-  TensorImpl& impl = t.impl();
-  impl.storage = moved.storage();
-  impl.offset = moved.offset();
-  impl.strides = moved.strides();
-  if (impl.grad) set_memory_format_in_place(Tensor(impl.grad), format);
+  adopt_in_place(t, moved);
+  if (t.impl().grad) set_memory_format_in_place(Tensor(t.impl().grad), format);
 }
 
 double Tensor::item() const {

@@ -170,6 +170,9 @@ Tensor empty_like(const Tensor& t);
 // order in memory (strides equal wherever a dimension is longer than 1): a kernel may pair their storage
 // element by element, as the optimizers and the weight average do.
 bool same_dense_order(const Tensor& a, const Tensor& b);
+// Re-points t at `source` (same shape): its storage, offset, strides and dtype, so every handle sharing t
+// sees the new data. For moving, converting and re-laying out parameters in place (Module::to).
+void adopt_in_place(const Tensor& t, const Tensor& source);
 // Re-points t's storage at a dense copy in `format`, so every handle sharing t sees the new layout (values
 // unchanged); its .grad follows. Nothing happens where t is dense in `format` already; channels_last needs a
 // 4-D t. Not recorded: for parameters, buffers and optimizer states between steps (Module::to(MemoryFormat)).

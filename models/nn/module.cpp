@@ -14,12 +14,8 @@ namespace {
 void convert_in_place(const Tensor& t, Device device, DType dtype) {
   const DType target = is_floating(t.dtype()) ? dtype : t.dtype();
   if (t.device() == device && t.dtype() == target) return;
-  const Tensor moved = t.to(device, target).contiguous();
+  adopt_in_place(t, t.to(device, target).contiguous());
   TensorImpl& impl = t.impl();
-  impl.storage = moved.storage();
-  impl.offset = moved.offset();
-  impl.strides = moved.strides();
-  impl.dtype = moved.dtype();
   if (impl.grad) {
     const Tensor grad(impl.grad);
     impl.grad = grad.to(device, target).impl_ptr();

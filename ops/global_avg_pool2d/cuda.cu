@@ -1,5 +1,4 @@
 #include <cstdint>
-#include <type_traits>
 
 #include "ops/common/elementwise.cuh"
 #include "ops/global_avg_pool2d/kernels.h"
