@@ -29,6 +29,7 @@ enum class Knob {
   conv_timing,
   conv_cache,
   depthwise,
+  few_channel_conv,
   bn_resident,
   wgrad_lane,
   conv_layout,

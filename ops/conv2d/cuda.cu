@@ -1,10 +1,12 @@
 // CUDA conv2d: the convolutions run through cuDNN with per-shape plans (cudnn_plans.h: the algorithm search,
-// the device's plan cache), channels-last depthwise ones through our own kernels (depthwise.h); this file
+// the device's plan cache), channels-last depthwise ones through our own kernels (depthwise.h), and the
+// forward and weight gradient of channels-last ones with few input channels too (few_channels.h); this file
 // adds the bias and computes its gradient with its own kernels.
 #include <algorithm>
 
 #include "ops/conv2d/cudnn_plans.h"
 #include "ops/conv2d/depthwise.h"
+#include "ops/conv2d/few_channels.h"
 #include "ops/conv2d/kernels.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/context.h"
@@ -101,6 +103,8 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
   const DType dtype = x.dtype();
   if (depthwise::applies(g, dtype)) {
     depthwise::forward(x, w, y, g);
+  } else if (few_channels::applies(g, dtype)) {
+    few_channels::forward(x, w, y, g);
   } else {
     const conv_plans::Call call{conv_graph::Direction::forward, {x.raw_data(), w.raw_data(), y.raw_data()}};
     conv_plans::run(device, dtype, g, &call, 1);
@@ -166,16 +170,19 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& gy, const T
     if (gw.defined()) depthwise::backward_weight(x, gy, gw, g);
     return;
   }
+  // The few-channel kernels take the weight gradient; the input gradient stays with cuDNN.
+  const bool own_weight_gradient = gw.defined() && few_channels::applies(g, dtype);
+  if (own_weight_gradient) few_channels::backward_weight(x, gy, gw, g);
   auto data_of = [](const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; };
   conv_plans::Call calls[2];
   size_t count = 0;
   if (gx.defined()) {
     calls[count++] = {conv_graph::Direction::backward_data, {data_of(gx), data_of(w), gy.raw_data()}};
   }
-  if (gw.defined()) {
+  if (gw.defined() && !own_weight_gradient) {
     calls[count++] = {conv_graph::Direction::backward_filter, {data_of(x), data_of(gw), gy.raw_data()}};
   }
-  conv_plans::run(device, dtype, g, calls, count);
+  if (count > 0) conv_plans::run(device, dtype, g, calls, count);
 }
 
 }  // namespace liftoff::cuda

@@ -41,6 +41,9 @@ int64_t conv_graph_executions();
 // Convolutions (any direction) run by the own channels-last depthwise kernels so far in this process
 // (ops/conv2d/depthwise.h; LIFTOFF_DEPTHWISE=cudnn sends them to cuDNN instead).
 int64_t depthwise_executions();
+// Forward passes and weight gradients run by the own channels-last few-input-channel kernels so far in this
+// process (ops/conv2d/few_channels.h; LIFTOFF_FEW_CHANNEL_CONV=cudnn sends them to cuDNN instead).
+int64_t few_channel_executions();
 // Convolution shapes planned on the device so far (each plan holds its three directions' choices).
 int64_t conv_plan_count(int device);
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
