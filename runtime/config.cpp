@@ -80,12 +80,16 @@ constexpr Entry kTable[] = {
     choice_knob(
         Knob::depthwise, "LIFTOFF_DEPTHWISE", "auto", "auto|cudnn",
         "channels-last depthwise convolutions on CUDA: auto runs Liftoff's own kernels, cudnn cuDNN's"),
-    choice_knob(Knob::few_channel_conv, "LIFTOFF_FEW_CHANNEL_CONV", "auto", "auto|cudnn",
+    choice_knob(Knob::few_channel_conv, "LIFTOFF_FEW_CHANNEL_CONV", "auto", "auto|own|cudnn",
                 "channels-last CUDA convolutions with at most 4 input channels (a first layer): auto runs "
-                "Liftoff's own forward and weight-gradient kernels, cudnn cuDNN's"),
+                "Liftoff's own forward and weight-gradient kernels in f16/bf16 (cuDNN's in f32), own in f32 "
+                "too, cudnn never"),
     choice_knob(Knob::bn_resident, "LIFTOFF_BN_RESIDENT", "auto", "auto|off",
                 "channels-last training batch norm of at most 2048 rows (N*H*W) on CUDA: auto runs each pass "
                 "in one launch (rows held in registers), off the split reduction + elementwise kernels"),
+    choice_knob(Knob::bn_mask, "LIFTOFF_BN_MASK", "auto", "auto|read",
+                "CUDA backward of a batch norm fused with a ReLU and no residual: auto recomputes the ReLU's "
+                "mask from the input (one tensor fewer read), read loads the forward's output"),
     choice_knob(
         Knob::wgrad_lane, "LIFTOFF_WGRAD_LANE", "auto", "auto|on|off",
         "CUDA backward: weight gradients of convolutions on a second stream beside the input-gradient "
@@ -93,10 +97,9 @@ constexpr Entry kTable[] = {
     choice_knob(Knob::conv_layout, "LIFTOFF_CONV_LAYOUT", "auto", "auto|input",
                 "layout of 4-D CUDA convolutions: auto (channels-last, f64 NCHW) or input (the input's own)"),
     choice_knob(
-        Knob::weight_layout, "LIFTOFF_WEIGHT_LAYOUT", "keep", "keep|auto",
+        Knob::weight_layout, "LIFTOFF_WEIGHT_LAYOUT", "auto", "auto|keep",
         "Trainer on CUDA without autocast: auto stores 4-D f32 weights channels-last (KRSC, the order "
-        "the convolutions read; no copy a step), keep (default until its GPU parity test passes) leaves them "
-        "as the model made them"),
+        "the convolutions read; no copy a step), keep leaves them as the model made them"),
     text_knob(Knob::cudnn_library, "LIFTOFF_CUDNN_LIBRARY", "libcudnn.so.9, else libcudnn.so",
               "the cuDNN library file to load (only that one)"),
     number_knob(Knob::cudnn_workspace_mb, "LIFTOFF_CUDNN_WORKSPACE_MB", "1024, 64 for f16", 0, false,

@@ -31,6 +31,7 @@ enum class Knob {
   depthwise,
   few_channel_conv,
   bn_resident,
+  bn_mask,
   wgrad_lane,
   conv_layout,
   weight_layout,

@@ -33,11 +33,11 @@ double seconds_since(Clock::time_point start) {
 // that way once (as PyTorch's model.to(memory_format=channels_last)), a step reads each weight without a
 // transpose and its gradient arrives in the weight's layout (ResNet-18: 34 copy kernels a step fewer). Under
 // autocast the half copies the convolutions read are made in KRSC by the batched weight cast already; f64
-// convolutions run NCHW; DDP's buckets hold contiguous gradient slices. LIFTOFF_WEIGHT_LAYOUT=auto turns it
-// on: +3.1% on ResNet-18 fp32 (session 25); it becomes the default once WeightLayoutCuda passes on a GPU.
+// convolutions run NCHW; DDP's buckets hold contiguous gradient slices. LIFTOFF_WEIGHT_LAYOUT=keep turns it
+// off. +3.1% on ResNet-18 fp32 (session 25); WeightLayoutCuda trains both layouts to the same parameters.
 bool store_weights_channels_last(const Module& model, const TrainerOptions& options) {
   if (options.amp != AmpMode::off || options.ddp != nullptr || conv_layout_follows_input()) return false;
-  if (config::get_string(config::Knob::weight_layout).value_or("keep") != "auto") return false;
+  if (config::get_string(config::Knob::weight_layout).value_or("auto") != "auto") return false;
   bool any = false;
   for (const Tensor& p : model.parameters()) {
     if (!p.is_cuda() || p.dtype() == DType::f64) return false;

@@ -402,10 +402,10 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
   });
 }
 
-void batch_norm_backward(const Tensor& x, const Tensor& grad_y, const Tensor& weight, const Tensor& save_mean,
-                         const Tensor& save_invstd, bool training, const Tensor& y_relu, double relu_cap,
-                         const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias,
-                         const Tensor& grad_residual) {
+void batch_norm_backward(const Tensor& x, const Tensor& grad_y, const Tensor& weight, const Tensor& /*bias*/,
+                         const Tensor& save_mean, const Tensor& save_invstd, bool training,
+                         const Tensor& y_relu, double relu_cap, const Tensor& grad_x,
+                         const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_residual) {
   // Only CUDA defers the normalize pass, so only CUDA folds a ReLU6 (fusion.cpp).
   LIFTOFF_CHECK(relu_cap == kNoReluCap, BackendError,
                 "batch_norm2d backward: a capped ReLU epilogue is CUDA-only (the CPU path is never fused)");

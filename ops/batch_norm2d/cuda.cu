@@ -272,9 +272,9 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
 }
 
 template <class T, class W>
-void backward_typed(const Tensor& x, const Tensor& grad_y, const Tensor& weight, const Tensor& save_mean,
-                    const Tensor& save_invstd, bool training, const Tensor& y_relu, double relu_cap,
-                    const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias,
+void backward_typed(const Tensor& x, const Tensor& grad_y, const Tensor& weight, const Tensor& bias,
+                    const Tensor& save_mean, const Tensor& save_invstd, bool training, const Tensor& y_relu,
+                    double relu_cap, const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias,
                     const Tensor& grad_residual) {
   using A = acc_t<T>;
   const A cap = static_cast<A>(relu_cap);
@@ -313,13 +313,21 @@ void backward_typed(const Tensor& x, const Tensor& grad_y, const Tensor& weight,
     return;
   }
   if (nhwc) {
+    // The split passes recompute the ReLU's mask from x where they can (no residual: bias given), reading
+    // one tensor fewer each (MaskFromX).
+    MaskFromX<A, W> from_x;
+    if (mask != nullptr && bias.defined() &&
+        config::get_string(config::Knob::bn_mask).value_or("auto") != "read") {
+      from_x = {static_cast<const W*>(weight.raw_data()), static_cast<const W*>(bias.raw_data()), si};
+      mask = nullptr;
+    }
     launch_nhwc_reduction<T>(
         device, count, channels, /*cap_merge=*/false, {xp, gyp, mask}, [&](auto vec_tag, const NhwcGrid& g) {
           constexpr int vec = decltype(vec_tag)::value;
           const Tensor partial = Tensor::empty({channels, g.splits, 2}, DTypeOf<A>::value, x.device());
           grad_nhwc_kernel<T, A, W, vec>
               <<<dim3(static_cast<unsigned>(g.tiles), static_cast<unsigned>(g.splits)), kReduceBlock, 0,
-                 stream>>>(xp, gyp, mask, cap, sm, channels, count, g.chunk, g.lanes,
+                 stream>>>(xp, gyp, mask, from_x, cap, sm, channels, count, g.chunk, g.lanes,
                            static_cast<A*>(partial.raw_data()), channel_counters(device), finalize);
           LIFTOFF_LAUNCH_CHECK();
         });
@@ -328,9 +336,9 @@ void backward_typed(const Tensor& x, const Tensor& grad_y, const Tensor& weight,
     launch_nhwc_elementwise<T>(channels, {xp, gyp, mask, gx, gres}, [&](auto vec_tag) {
       constexpr int vec = decltype(vec_tag)::value;
       const ElementwiseGrid eg = nhwc_elementwise_grid(device, count, channels, vec);
-      grad_input_nhwc_kernel<T, A, vec>
-          <<<eg.grid, eg.block, 0, stream>>>(xp, gyp, mask, cap, sm, static_cast<const A*>(coeff.raw_data()),
-                                             NhwcRows{channels, count}, gx, gres);
+      grad_input_nhwc_kernel<T, A, W, vec><<<eg.grid, eg.block, 0, stream>>>(
+          xp, gyp, mask, from_x, cap, sm, static_cast<const A*>(coeff.raw_data()), NhwcRows{channels, count},
+          gx, gres);
       LIFTOFF_LAUNCH_CHECK();
     });
     return;
@@ -391,15 +399,15 @@ void batch_norm_apply(const Tensor& x, const Tensor& weight, const Tensor& bias,
   });
 }
 
-void batch_norm_backward(const Tensor& x, const Tensor& grad_y, const Tensor& weight, const Tensor& save_mean,
-                         const Tensor& save_invstd, bool training, const Tensor& y_relu, double relu_cap,
-                         const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias,
-                         const Tensor& grad_residual) {
+void batch_norm_backward(const Tensor& x, const Tensor& grad_y, const Tensor& weight, const Tensor& bias,
+                         const Tensor& save_mean, const Tensor& save_invstd, bool training,
+                         const Tensor& y_relu, double relu_cap, const Tensor& grad_x,
+                         const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_residual) {
   DeviceGuard guard(x.device().index);
   if (x.size(1) == 0) return;
   dispatch_bn(x, weight, "batch_norm2d backward", [&](auto t, auto w) {
-    backward_typed<decltype(t), decltype(w)>(x, grad_y, weight, save_mean, save_invstd, training, y_relu,
-                                             relu_cap, grad_x, grad_weight, grad_bias, grad_residual);
+    backward_typed<decltype(t), decltype(w)>(x, grad_y, weight, bias, save_mean, save_invstd, training,
+                                             y_relu, relu_cap, grad_x, grad_weight, grad_bias, grad_residual);
   });
 }
 

@@ -34,6 +34,38 @@ __device__ __forceinline__ bool relu_passes(A y, A cap) {
   return y > A(0) && (y < cap || isinf(cap));
 }
 
+// The normalize's affine map y = x * scale + shift, scale = weight * invstd, shift = bias - mean * scale, as
+// explicit FMAs: the backward that recomputes the fused ReLU's mask from x (MaskFromX) gets the forward's
+// pre-activation bit for bit.
+template <class A>
+__device__ __forceinline__ void bn_scale_shift(A weight, A bias, A mean, A invstd, A& scale, A& shift) {
+  scale = weight * invstd;
+  shift = fma(-mean, scale, bias);
+}
+template <class A>
+__device__ __forceinline__ A bn_affine(A x, A scale, A shift) {
+  return fma(x, scale, shift);
+}
+
+// Where no residual was added, the fused ReLU's mask comes from x instead of the stored output y: the
+// pre-activation bn_affine(x), capped and rounded to T as the forward stored it, then relu_passes. The same
+// mask bit for bit, one tensor fewer read by each backward pass. bias == nullptr: read y.
+template <class A, class W>
+struct MaskFromX {
+  const W* weight = nullptr;
+  const W* bias = nullptr;
+  const A* invstd = nullptr;
+  __device__ bool on() const { return bias != nullptr; }
+  // Channel c's scale and shift (the normalize's).
+  __device__ void load(int64_t c, const A* mean, A& scale, A& shift) const {
+    bn_scale_shift(convert<A>(weight[c]), convert<A>(bias[c]), mean[c], invstd[c], scale, shift);
+  }
+  template <class T>
+  __device__ static bool passes(A x, A scale, A shift, A cap) {
+    return relu_passes(convert<A>(convert<T>(relu_capped(bn_affine(x, scale, shift), cap))), cap);
+  }
+};
+
 // Chan et al.'s merge of (count, mean, M2) moments; b is folded into a.
 template <class A>
 __device__ __forceinline__ void merge_moments(A& n, A& mean, A& m2, A nb, A mean_b, A m2b) {
@@ -190,14 +222,14 @@ __global__ void normalize_kernel(const T* x, const A* mean, const A* invstd, con
                                  int64_t channels, int64_t hw, const T* residual, bool relu, A cap, T* y) {
   const int64_t plane = blockIdx.x;
   const int64_t c = plane % channels;
-  const A scale = convert<A>(weight[c]) * invstd[c];
-  const A shift = convert<A>(bias[c]) - mean[c] * scale;
+  A scale, shift;
+  bn_scale_shift(convert<A>(weight[c]), convert<A>(bias[c]), mean[c], invstd[c], scale, shift);
   const T* src = x + plane * hw;
   const T* res = residual != nullptr ? residual + plane * hw : nullptr;
   T* dst = y + plane * hw;
   for (int64_t k = blockIdx.y * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < hw;
        k += static_cast<int64_t>(gridDim.y) * blockDim.x) {
-    A v = convert<A>(src[k]) * scale + shift;
+    A v = bn_affine(convert<A>(src[k]), scale, shift);
     if (res != nullptr) v += convert<A>(res[k]);
     if (relu) v = relu_capped(v, cap);
     dst[k] = convert<T>(v);

@@ -268,8 +268,8 @@ struct GradTileFinish {
 
 template <class T, class A, class W, int VEC>
 __global__ void __launch_bounds__(kReduceBlock, 2)
-    grad_nhwc_kernel(const T* x, const T* gy, const T* y_relu, A cap, const A* mean, int64_t channels,
-                     int64_t rows, int64_t chunk, int lanes, A* partial, unsigned* done,
+    grad_nhwc_kernel(const T* x, const T* gy, const T* y_relu, MaskFromX<A, W> from_x, A cap, const A* mean,
+                     int64_t channels, int64_t rows, int64_t chunk, int lanes, A* partial, unsigned* done,
                      GradFinalize<A, W> finalize) {
   __shared__ A s_a[kReduceBlock * VEC], s_b[kReduceBlock * VEC];
   const int groups = kReduceBlock / lanes;
@@ -280,10 +280,13 @@ __global__ void __launch_bounds__(kReduceBlock, 2)
 #pragma unroll
   for (int j = 0; j < VEC; ++j) sum_dy[j] = sum_dy_xmu[j] = A(0);
   if (first < channels) {
-    A m[VEC];
+    A m[VEC], scale[VEC], shift[VEC];
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) m[j] = mean[first + j];
-    const bool masked = y_relu != nullptr;
+    for (int j = 0; j < VEC; ++j) {
+      m[j] = mean[first + j];
+      if (from_x.on()) from_x.load(first + j, mean, scale[j], shift[j]);
+    }
+    const bool masked = y_relu != nullptr && !from_x.on();
     // One row's gy, x and (when masked) y, loaded before any is used.
     struct Row {
       Packet<T, VEC> g, x, y;
@@ -300,9 +303,11 @@ __global__ void __launch_bounds__(kReduceBlock, 2)
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
         A g = convert<A>(row.g.v[j]);
+        const A xv = convert<A>(row.x.v[j]);
         if (masked && !relu_passes(convert<A>(row.y.v[j]), cap)) g = A(0);  // as masked_grad
+        if (from_x.on() && !MaskFromX<A, W>::template passes<T>(xv, scale[j], shift[j], cap)) g = A(0);
         sum_dy[j] += g;
-        sum_dy_xmu[j] += g * (convert<A>(row.x.v[j]) - m[j]);
+        sum_dy_xmu[j] += g * (xv - m[j]);
       }
     };
     int64_t r = begin + threadIdx.x / lanes;
@@ -356,8 +361,8 @@ __global__ void normalize_nhwc_kernel(const T* x, const A* mean, const A* invstd
   A scale[VEC], shift[VEC];
 #pragma unroll
   for (int j = 0; j < VEC; ++j) {
-    scale[j] = convert<A>(weight[c0 + j]) * invstd[c0 + j];
-    shift[j] = convert<A>(bias[c0 + j]) - mean[c0 + j] * scale[j];
+    bn_scale_shift(convert<A>(weight[c0 + j]), convert<A>(bias[c0 + j]), mean[c0 + j], invstd[c0 + j],
+                   scale[j], shift[j]);
   }
   for (int64_t r = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; r < shape.rows;
        r += static_cast<int64_t>(gridDim.y) * blockDim.y) {
@@ -365,18 +370,19 @@ __global__ void normalize_nhwc_kernel(const T* x, const A* mean, const A* invstd
     A xv[VEC], out[VEC];
     load_vec<T, A, VEC>(x + i, xv);
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) out[j] = xv[j] * scale[j] + shift[j];
+    for (int j = 0; j < VEC; ++j) out[j] = bn_affine(xv[j], scale[j], shift[j]);
     store_with_epilogue<T, A, VEC>(out, residual, relu, cap, y, i);
   }
 }
 
 // gx = k1 * (g - k2 - (x - mean) * k3) with g the (ReLU-masked) gy, VEC consecutive channels per thread.
-template <class T, class A, int VEC>
-__global__ void grad_input_nhwc_kernel(const T* x, const T* gy, const T* y_relu, A cap, const A* mean,
-                                       const A* coeff, NhwcRows shape, T* gx, T* g_residual) {
+template <class T, class A, class W, int VEC>
+__global__ void grad_input_nhwc_kernel(const T* x, const T* gy, const T* y_relu, MaskFromX<A, W> from_x,
+                                       A cap, const A* mean, const A* coeff, NhwcRows shape, T* gx,
+                                       T* g_residual) {
   const int64_t c0 = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * VEC;
   if (c0 >= shape.channels) return;
-  A k1[VEC], k2[VEC], k3[VEC], m[VEC];
+  A k1[VEC], k2[VEC], k3[VEC], m[VEC], scale[VEC], shift[VEC];
 #pragma unroll
   for (int j = 0; j < VEC; ++j) {
     const A* k = coeff + (c0 + j) * 3;
@@ -384,13 +390,22 @@ __global__ void grad_input_nhwc_kernel(const T* x, const T* gy, const T* y_relu,
     k2[j] = k[1];
     k3[j] = k[2];
     m[j] = mean[c0 + j];
+    if (from_x.on()) from_x.load(c0 + j, mean, scale[j], shift[j]);
   }
   for (int64_t r = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; r < shape.rows;
        r += static_cast<int64_t>(gridDim.y) * blockDim.y) {
     const int64_t i = r * shape.channels + c0;
     A g[VEC];
     load_vec<T, A, VEC>(gy + i, g);
-    if (y_relu != nullptr) {
+    // x is needed for the mask (from_x) or the input gradient; loaded once for both.
+    A xv[VEC];
+    if (from_x.on() || gx != nullptr) load_vec<T, A, VEC>(x + i, xv);
+    if (from_x.on()) {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        g[j] = MaskFromX<A, W>::template passes<T>(xv[j], scale[j], shift[j], cap) ? g[j] : A(0);
+      }
+    } else if (y_relu != nullptr) {
       A yv[VEC];
       load_vec<T, A, VEC>(y_relu + i, yv);
 #pragma unroll
@@ -398,8 +413,7 @@ __global__ void grad_input_nhwc_kernel(const T* x, const T* gy, const T* y_relu,
     }
     if (g_residual != nullptr) store_vec<T, A, VEC>(g_residual + i, g);
     if (gx != nullptr) {
-      A xv[VEC], out[VEC];
-      load_vec<T, A, VEC>(x + i, xv);
+      A out[VEC];
 #pragma unroll
       for (int j = 0; j < VEC; ++j) out[j] = k1[j] * (g[j] - k2[j] - (xv[j] - m[j]) * k3[j]);
       store_vec<T, A, VEC>(gx + i, out);

@@ -102,9 +102,11 @@ __global__ void __launch_bounds__(kResidentThreads)
     // mean and m2 become the normalize's shift and scale (in place: registers are tight at 8 x 4 rows).
 #pragma unroll
   for (int j = 0; j < VEC; ++j) {
-    const A scale = convert<A>(weight[c0 + j]) * rsqrt_acc(m2[j] / finalize.count + finalize.eps);
+    A scale, shift;
+    bn_scale_shift(convert<A>(weight[c0 + j]), convert<A>(bias[c0 + j]), mean[j],
+                   rsqrt_acc(m2[j] / finalize.count + finalize.eps), scale, shift);
     m2[j] = scale;
-    mean[j] = convert<A>(bias[c0 + j]) - mean[j] * scale;
+    mean[j] = shift;
   }
 #pragma unroll
   for (int p = 0; p < PASSES; ++p) {
@@ -113,7 +115,7 @@ __global__ void __launch_bounds__(kResidentThreads)
     const int64_t i = r * channels + c0;
     A out[VEC];
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) out[j] = convert<A>(v[p].v[j]) * m2[j] + mean[j];
+    for (int j = 0; j < VEC; ++j) out[j] = bn_affine(convert<A>(v[p].v[j]), m2[j], mean[j]);
     store_with_epilogue<T, A, VEC>(out, residual, relu, cap, y, i);
   }
 }

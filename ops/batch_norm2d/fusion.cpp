@@ -184,8 +184,10 @@ void record_batch_norm_node(const Tensor& out, const Tensor& x, const Tensor& we
   const char* name = !relu                    ? "batch_norm2d"
                      : relu_cap == kNoReluCap ? "batch_norm2d_relu"
                                               : "batch_norm2d_relu6";
+  // Without a residual the bias lets CUDA recompute the ReLU's mask from x (ops/batch_norm2d/kernels.h).
+  const Tensor b_mask = relu && !residual.defined() ? bias.detach() : Tensor();
   record(out, name, inputs,
-         [x_saved = x.detach(), w_saved = weight.detach(), y_saved = relu ? out.detach() : Tensor(),
+         [x_saved = x.detach(), w_saved = weight.detach(), b_mask, y_saved = relu ? out.detach() : Tensor(),
           save_mean, save_invstd, training, relu_cap, format](const Tensor& gy, const NeedsGrad& needs) {
            const Tensor grad_y = gy.to(x_saved.dtype()).contiguous(format);
            Tensor gx, gw, gb, gres;
@@ -194,8 +196,8 @@ void record_batch_norm_node(const Tensor& out, const Tensor& x, const Tensor& we
            if (needs[2]) gb = Tensor::empty(w_saved.shape(), w_saved.dtype(), w_saved.device());
            if (needs.size() > 3 && needs[3])
              gres = Tensor::empty(x_saved.shape(), x_saved.dtype(), x_saved.device(), format);
-           LIFTOFF_DISPATCH(x_saved.device(), batch_norm_backward, x_saved, grad_y, w_saved, save_mean,
-                            save_invstd, training, y_saved, relu_cap, gx, gw, gb, gres);
+           LIFTOFF_DISPATCH(x_saved.device(), batch_norm_backward, x_saved, grad_y, w_saved, b_mask,
+                            save_mean, save_invstd, training, y_saved, relu_cap, gx, gw, gb, gres);
            std::vector<Tensor> grads{gx, gw, gb};
            if (needs.size() > 3) grads.push_back(gres);
            return grads;

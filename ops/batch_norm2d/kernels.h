@@ -32,11 +32,12 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
                         const BnEpilogue& epilogue, const Tensor& y, const Tensor& save_mean,
                         const Tensor& save_invstd);
 // gx, gweight, gbias, grad_residual: each preallocated, or undefined when not needed. relu_cap: as
-// BnEpilogue's (kNoReluCap on the CPU).
-void batch_norm_backward(const Tensor& x, const Tensor& grad_y, const Tensor& weight, const Tensor& save_mean,
-                         const Tensor& save_invstd, bool training, const Tensor& y_relu, double relu_cap,
-                         const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias,
-                         const Tensor& grad_residual);
+// BnEpilogue's (kNoReluCap on the CPU). bias: the layer's bias when the ReLU was fused and no residual added
+// (CUDA may then recompute the mask from x rather than read y_relu), else undefined; the CPU reads y_relu.
+void batch_norm_backward(const Tensor& x, const Tensor& grad_y, const Tensor& weight, const Tensor& bias,
+                         const Tensor& save_mean, const Tensor& save_invstd, bool training,
+                         const Tensor& y_relu, double relu_cap, const Tensor& grad_x,
+                         const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_residual);
 }  // namespace cpu
 namespace cuda {
 void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
@@ -50,9 +51,9 @@ bool batch_norm_one_launch(const Tensor& x);
 // The normalize pass alone, with the statistics a forward with skip_normalize saved.
 void batch_norm_apply(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& save_mean,
                       const Tensor& save_invstd, const BnEpilogue& epilogue, const Tensor& y);
-void batch_norm_backward(const Tensor& x, const Tensor& grad_y, const Tensor& weight, const Tensor& save_mean,
-                         const Tensor& save_invstd, bool training, const Tensor& y_relu, double relu_cap,
-                         const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias,
-                         const Tensor& grad_residual);
+void batch_norm_backward(const Tensor& x, const Tensor& grad_y, const Tensor& weight, const Tensor& bias,
+                         const Tensor& save_mean, const Tensor& save_invstd, bool training,
+                         const Tensor& y_relu, double relu_cap, const Tensor& grad_x,
+                         const Tensor& grad_weight, const Tensor& grad_bias, const Tensor& grad_residual);
 }  // namespace cuda
 }  // namespace liftoff

@@ -157,67 +157,63 @@ __host__ __device__ inline int tile_floats(const Geometry& geo) {
 }
 
 // A block's threads form groups of (k_pad/4) x (taps_pad/4) threads, each owning a 4x4 block of gw; the
-// groups take the tile's pixels in turn, then their sums are added in group order.
-template <class T>
+// groups take the tile's pixels in turn, then their sums are added in group order. Staging a tile takes no
+// per-element division: gy's rows are one contiguous run (K == k_pad), and a receptive field's kernel row is
+// S * C contiguous values of x, copied by one thread per (pixel, kernel row).
+template <class T, int C>
 __global__ void __launch_bounds__(kThreads)
     few_channels_weight_partial_kernel(const T* __restrict__ x, const T* __restrict__ gy,
                                        float* __restrict__ partials, Geometry geo) {
   extern __shared__ float4 weight_shared[];
-  float* gy_tile = reinterpret_cast<float*>(weight_shared);          // [kTile][k_pad]
-  float* patch_tile = gy_tile + kTile * geo.k_pad;                   // [kTile][taps_pad]
-  int* tap_dh = reinterpret_cast<int*>(gy_tile + tile_floats(geo));  // [taps_pad]: r * dilation
-  int* tap_dw = tap_dh + geo.taps_pad;                               // s * dilation
-  int* tap_c = tap_dw + geo.taps_pad;                                // c, -1 past the taps
-  int* pixel_row0 = tap_c + geo.taps_pad;                            // [kTile]: n * H, -1 past P
-  int* pixel_ih0 = pixel_row0 + kTile;
-  int* pixel_iw0 = pixel_ih0 + kTile;
-  for (int j = threadIdx.x; j < geo.taps_pad; j += blockDim.x) {
-    const bool real = j < geo.taps;
-    tap_c[j] = real ? j % geo.c : -1;
-    tap_dw[j] = real ? (j / geo.c) % geo.s * geo.dilation : 0;
-    tap_dh[j] = real ? j / (geo.c * geo.s) * geo.dilation : 0;
-  }
+  float* gy_tile = reinterpret_cast<float*>(weight_shared);  // [kTile][k_pad]
+  float* patch_tile = gy_tile + kTile * geo.k_pad;           // [kTile][taps_pad]
+  // The padded taps [taps, taps_pad) stay zero; the real ones are rewritten for every tile.
+  for (int e = threadIdx.x; e < kTile * geo.taps_pad; e += blockDim.x) patch_tile[e] = 0.0f;
   const int k_blocks = geo.k_pad / 4, tap_blocks = geo.taps_pad / 4;
   const int group_size = k_blocks * tap_blocks;
   const int groups = blockDim.x / group_size;
   const int group = threadIdx.x / group_size, member = threadIdx.x % group_size;
   const int kb = member / tap_blocks, jb = member % tap_blocks;
+  const int row_taps = geo.s * C;
   float acc[4][4] = {};
   const int tiles = (geo.pixels + kTile - 1) / kTile;
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     const int p0 = tile * kTile;
-    __syncthreads();  // the previous tile's reads are done (and, the first time, the tap table is written)
-    for (int i = threadIdx.x; i < kTile; i += blockDim.x) {
-      const int p = p0 + i;
-      if (p < geo.pixels) {
-        const Window win = window_of(p, geo);
-        pixel_row0[i] = win.image_row0;
-        pixel_ih0[i] = win.ih0;
-        pixel_iw0[i] = win.iw0;
-      } else {
-        pixel_row0[i] = -1;
+    const int valid = min(kTile, geo.pixels - p0);
+    __syncthreads();  // the previous tile's reads are done (and, the first time, the zeroing)
+    if (geo.k == geo.k_pad) {
+      const T* src = gy + static_cast<int64_t>(p0) * geo.k;
+      const int n = valid * geo.k;
+      for (int e = threadIdx.x; e < kTile * geo.k_pad; e += blockDim.x) {
+        gy_tile[e] = e < n ? convert<float>(src[e]) : 0.0f;
+      }
+    } else {
+      for (int e = threadIdx.x; e < kTile * geo.k_pad; e += blockDim.x) {
+        const int i = e / geo.k_pad, k = e % geo.k_pad;
+        gy_tile[e] =
+            (i < valid && k < geo.k) ? convert<float>(gy[static_cast<int64_t>(p0 + i) * geo.k + k]) : 0.0f;
       }
     }
-    // gy's rows are contiguous: the tile is one run of kTile * K values.
-    for (int e = threadIdx.x; e < kTile * geo.k_pad; e += blockDim.x) {
-      const int i = e / geo.k_pad, k = e % geo.k_pad;
-      const int p = p0 + i;
-      gy_tile[e] =
-          (p < geo.pixels && k < geo.k) ? convert<float>(gy[static_cast<int64_t>(p) * geo.k + k]) : 0.0f;
-    }
-    __syncthreads();
-    for (int e = threadIdx.x; e < kTile * geo.taps_pad; e += blockDim.x) {
-      const int i = e / geo.taps_pad, j = e % geo.taps_pad;
-      float v = 0.0f;
-      const int c = tap_c[j];
-      if (c >= 0 && pixel_row0[i] >= 0) {
-        const int ih = pixel_ih0[i] + tap_dh[j], iw = pixel_iw0[i] + tap_dw[j];
-        if (static_cast<unsigned>(ih) < static_cast<unsigned>(geo.h) &&
-            static_cast<unsigned>(iw) < static_cast<unsigned>(geo.w)) {
-          v = convert<float>(x[(static_cast<int64_t>(pixel_row0[i] + ih) * geo.w + iw) * geo.c + c]);
-        }
+    // Consecutive threads take consecutive pixels of one kernel row: neighbouring reads of x.
+    for (int item = threadIdx.x; item < kTile * geo.r; item += blockDim.x) {
+      const int i = item % kTile, r = item / kTile;
+      float* dst = patch_tile + i * geo.taps_pad + r * row_taps;
+      bool row_inside = false;
+      const T* src = x;
+      int iw0 = 0;
+      if (i < valid) {
+        const Window win = window_of(p0 + i, geo);
+        const int ih = win.ih0 + r * geo.dilation;
+        row_inside = static_cast<unsigned>(ih) < static_cast<unsigned>(geo.h);
+        src = x + static_cast<int64_t>(win.image_row0 + ih) * geo.w * C;
+        iw0 = win.iw0;
       }
-      patch_tile[e] = v;
+      for (int s = 0; s < geo.s; ++s) {
+        const int iw = iw0 + s * geo.dilation;
+        const bool inside = row_inside && static_cast<unsigned>(iw) < static_cast<unsigned>(geo.w);
+#pragma unroll
+        for (int c = 0; c < C; ++c) dst[s * C + c] = inside ? convert<float>(src[iw * C + c]) : 0.0f;
+      }
     }
     __syncthreads();
     if (group < groups) {
@@ -309,9 +305,12 @@ namespace few_channels {
 bool applies(const Conv2dShape& g, DType dtype) {
   if (!g.channels_last || g.groups != 1 || g.c > kMaxChannels || g.k > kMaxFilters) return false;
   if (g.c * g.r * g.s > kMaxTaps) return false;
-  if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16) return false;
   if (g.n * g.c * g.h * g.w > kMaxElements || g.n * g.k * g.oh * g.ow > kMaxElements) return false;
-  return config::get_string(config::Knob::few_channel_conv).value_or("auto") != "cudnn";
+  const std::string setting = config::get_string(config::Knob::few_channel_conv).value_or("auto");
+  if (dtype == DType::f16 || dtype == DType::bf16) return setting != "cudnn";
+  // f32: cuDNN's FFMA kernels were faster on the strided CNN (session 26: 15,229 vs 14,424 images/s at 512
+  // px); `own` takes them anyway (for A/B).
+  return dtype == DType::f32 && setting == "own";
 }
 
 void forward(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dShape& g) {
@@ -349,14 +348,16 @@ void backward_weight(const Tensor& x, const Tensor& gy, const Tensor& gw, const 
   const int tiles = (geo.pixels + kTile - 1) / kTile;
   const int blocks = std::min(tiles, kWeightBlocks);
   const int64_t row_size = int64_t{geo.k_pad} * geo.taps_pad;
-  // The tiles, the tap table and the tile's pixel windows.
-  const size_t shared = sizeof(float) * tile_floats(geo) + sizeof(int) * (3 * geo.taps_pad + 3 * kTile);
+  const size_t shared = sizeof(float) * tile_floats(geo);
   const Tensor partials = Tensor::empty({blocks * row_size}, DType::f32, gy.device());
   dispatch_few(gy.dtype(), [&](auto tag) {
     using T = decltype(tag);
     float* pp = static_cast<float*>(partials.raw_data());
-    few_channels_weight_partial_kernel<T><<<blocks, kThreads, shared, compute_stream(device)>>>(
-        static_cast<const T*>(x.raw_data()), static_cast<const T*>(gy.raw_data()), pp, geo);
+    with_channels(geo.c, [&](auto channels) {
+      constexpr int C = decltype(channels)::value;
+      few_channels_weight_partial_kernel<T, C><<<blocks, kThreads, shared, compute_stream(device)>>>(
+          static_cast<const T*>(x.raw_data()), static_cast<const T*>(gy.raw_data()), pp, geo);
+    });
     LIFTOFF_LAUNCH_CHECK();
     const int outputs = geo.k * geo.taps;
     few_channels_weight_merge_kernel<T>

@@ -9,6 +9,7 @@
 #include "ops/relu/relu.h"
 #include "ops/unary/unary.h"
 #include "runtime/autograd.h"
+#include "runtime/config.h"
 #include "tests/common/cuda_test.h"
 #include "tests/common/parity.h"
 
@@ -191,6 +192,52 @@ TEST(BatchNormFusionCuda, AFoldedChainTakesTheStatisticsOnce) {
   EXPECT_EQ(tracked.to_vector<int64_t>()[0], 1);
   EXPECT_TRUE(testing::all_close(wd.grad().to(Device::cpu()), wc.grad(), 1e-1, 5e-2));
   EXPECT_TRUE(testing::all_close(xd.grad().to(DType::f32).to(Device::cpu()), xc.grad(), 1e-1, 5e-2));
+}
+
+// Without a residual, the channels-last split backward (rows past the one-launch kernels' 2048) recomputes
+// the ReLU's mask from x (LIFTOFF_BN_MASK=auto) instead of reading the output (read): the same gradients bit
+// for bit, for relu and relu6 (weights of 3-5 put many outputs at the cap), f32 and bf16; in f32 also the
+// CPU's unfused reference.
+TEST(BatchNormFusionCuda, MaskFromTheInputMatchesTheStoredOutputBitForBit) {
+  LIFTOFF_REQUIRE_CUDA();
+  const Shape shape{16, 32, 12, 12};  // 2304 rows
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    for (const bool six : {false, true}) {
+      SCOPED_TRACE(str_cat(dtype_name(dtype), six ? " relu6" : " relu"));
+      const Tensor x = rnd(shape, 41).to(dtype).to(DType::f32);
+      const Tensor w = rnd({32}, 42, six ? 3.0 : 0.5, six ? 5.0 : 1.5), b = rnd({32}, 43, -1.0, 2.0);
+      const Tensor gy = rnd(shape, 44).to(dtype).to(DType::f32);
+      const auto activation = [six](const Tensor& t) { return six ? relu6(t) : relu(t); };
+      const auto grads = [&](const char* mask) {
+        const config::ScopedSetting setting(config::Knob::bn_mask, mask);
+        const Device cuda = Device::cuda();
+        Tensor xd = Tensor::empty(shape, dtype, cuda, MemoryFormat::channels_last);
+        xd.copy_(x);
+        xd.set_requires_grad(true);
+        const Tensor wd = w.to(cuda).set_requires_grad(true), bd = b.to(cuda).set_requires_grad(true);
+        const Tensor y = activation(bn(xd, wd, bd));
+        EXPECT_EQ(y.grad_fn()->name(), six ? "batch_norm2d_relu6" : "batch_norm2d_relu");
+        Tensor gyd = Tensor::empty(shape, dtype, cuda, MemoryFormat::channels_last);
+        gyd.copy_(gy);
+        y.backward(gyd);
+        return std::vector<Tensor>{xd.grad().to(Device::cpu(), DType::f32), wd.grad().to(Device::cpu()),
+                                   bd.grad().to(Device::cpu())};
+      };
+      const std::vector<Tensor> recomputed = grads("auto"), read = grads("read");
+      const Tensor xc = x.detach().set_requires_grad(true), wc = w.detach().set_requires_grad(true),
+                   bc = b.detach().set_requires_grad(true);
+      activation(bn(xc, wc, bc)).backward(gy);
+      const std::vector<Tensor> cpu{xc.grad(), wc.grad(), bc.grad()};
+      for (size_t i = 0; i < read.size(); ++i) {
+        EXPECT_TRUE(testing::all_close(recomputed[i], read[i], 0, 0)) << "gradient " << i;
+        // bf16 outputs rounded up to the cap block gradients the f32 reference passes: f32 only.
+        if (dtype == DType::f32) {
+          EXPECT_TRUE(testing::all_close(recomputed[i], cpu[i], 2e-3, 2e-3))
+              << "gradient " << i << " against the CPU";
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -158,7 +158,7 @@ int main(int argc, char** argv) {
       };
       const Tensor gx = like_x(), gw = per_channel(), gb = per_channel();
       auto ours_backward = [&] {
-        cuda::batch_norm_backward(x, gy, gamma, mean, invstd, true, y, cap, gx, gw, gb, Tensor());
+        cuda::batch_norm_backward(x, gy, gamma, Tensor(), mean, invstd, true, y, cap, gx, gw, gb, Tensor());
       };
       const double ours_f = graph_ms(ours_forward, device, reps, rounds);
       ours_forward();

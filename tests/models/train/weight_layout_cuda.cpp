@@ -56,7 +56,12 @@ Trained train_resnet20(const char* weight_layout, GraphMode graphs, AmpMode amp)
   for (const auto& [name, state] : sgd.named_state()) {
     if (state.dim() == 4) out.momentum_channels_last = state.is_channels_last();
   }
-  out.average_channels_last = ema.named_averages()[0].second.is_channels_last();
+  // The averages of 4-D weights with more than one input channel (for one, both layouts are one memory
+  // order).
+  out.average_channels_last = true;
+  for (const auto& [name, average] : ema.named_averages()) {
+    if (average.dim() == 4 && average.size(1) > 1) out.average_channels_last &= average.is_channels_last();
+  }
   return out;
 }
 
