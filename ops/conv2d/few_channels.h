@@ -14,9 +14,9 @@
 namespace liftoff::cuda::few_channels {
 
 // True when these kernels run conv2d with geometry g in dtype: channels-last, groups 1, at most 4 input
-// channels, at most 64 filters, C*R*S at most 64 taps, tensors under 2^31 elements (32-bit indexing), and
-// LIFTOFF_FEW_CHANNEL_CONV: auto takes f16/bf16 (f32 stays with cuDNN, measured faster there), own f32 too,
-// cudnn none.
+// channels, at most 64 filters, C*R*S at most 64 taps, f32/f16/bf16, tensors under 2^31 elements (32-bit
+// indexing), and LIFTOFF_FEW_CHANNEL_CONV: auto takes up to 16 filters (the shape measured faster than
+// cuDNN), own every shape that fits, cudnn none.
 bool applies(const Conv2dShape& g, DType dtype);
 
 // y = conv(x, w) (no bias). x, y NHWC; w KRSC.

@@ -21,6 +21,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kMaxChannels = 4;
 constexpr int kMaxFilters = 64;
+constexpr int kAutoMaxFilters = 16;  // LIFTOFF_FEW_CHANNEL_CONV=auto's limit (applies())
 constexpr int kMaxTaps = 64;  // C * R * S: the weight gradient's 4x4 blocks for 64 x 64 fill 256 threads
 // Filters one forward thread computes: 16 accumulators, one 64-byte (f32) or 32-byte (half) output run.
 constexpr int kFiltersPerThread = 16;
@@ -306,11 +307,14 @@ bool applies(const Conv2dShape& g, DType dtype) {
   if (!g.channels_last || g.groups != 1 || g.c > kMaxChannels || g.k > kMaxFilters) return false;
   if (g.c * g.r * g.s > kMaxTaps) return false;
   if (g.n * g.c * g.h * g.w > kMaxElements || g.n * g.k * g.oh * g.ow > kMaxElements) return false;
+  if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16) return false;
   const std::string setting = config::get_string(config::Knob::few_channel_conv).value_or("auto");
-  if (dtype == DType::f16 || dtype == DType::bf16) return setting != "cudnn";
-  // f32: cuDNN's FFMA kernels were faster on the strided CNN (session 26: 15,229 vs 14,424 images/s at 512
-  // px); `own` takes them anyway (for A/B).
-  return dtype == DType::f32 && setting == "own";
+  // auto: stems of up to 16 filters, the shape measured. The strided CNN's 3->16 stem at 512 px ran 8.6%
+  // (f32) and 30% (bf16) faster than with cuDNN's (session 26, H100); ResNet-18's 3->64 CIFAR stem lost 1.9%
+  // in f32 with the first version of the weight gradient and has not been measured since (nor has
+  // MobileNetV2's 3->32), so those stay with cuDNN.
+  if (setting == "auto") return g.k <= kAutoMaxFilters;
+  return setting == "own";
 }
 
 void forward(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dShape& g) {

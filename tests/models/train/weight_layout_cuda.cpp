@@ -28,7 +28,7 @@ struct Trained {
   std::vector<Tensor> params;
   std::vector<bool> channels_last;  // per parameter, right after the Trainer was made
   bool momentum_channels_last = false;
-  bool average_channels_last = false;
+  bool averages_in_weight_order = false;  // every 4-D EMA average in its weight's memory order
 };
 
 Trained train_resnet20(const char* weight_layout, GraphMode graphs, AmpMode amp) {
@@ -56,11 +56,15 @@ Trained train_resnet20(const char* weight_layout, GraphMode graphs, AmpMode amp)
   for (const auto& [name, state] : sgd.named_state()) {
     if (state.dim() == 4) out.momentum_channels_last = state.is_channels_last();
   }
-  // The averages of 4-D weights with more than one input channel (for one, both layouts are one memory
-  // order).
-  out.average_channels_last = true;
+  // Each 4-D average holds its elements in its weight's memory order (where the layouts coincide, as for a
+  // 1x1 kernel or one input channel, its strides may still read as contiguous).
+  out.averages_in_weight_order = true;
+  const NamedTensors params = model->named_parameters();
   for (const auto& [name, average] : ema.named_averages()) {
-    if (average.dim() == 4 && average.size(1) > 1) out.average_channels_last &= average.is_channels_last();
+    for (const auto& [param_name, param] : params) {
+      if (param_name == name && average.dim() == 4)
+        out.averages_in_weight_order &= same_dense_order(average, param);
+    }
   }
   return out;
 }
@@ -84,7 +88,7 @@ TEST(WeightLayoutCuda, TrainerStoresF32ConvWeightsChannelsLast) {
       EXPECT_TRUE(testing::all_close(laid_out.params[i], kept.params[i], 1e-6, 1e-5)) << "parameter " << i;
     }
     EXPECT_TRUE(laid_out.momentum_channels_last);
-    EXPECT_TRUE(laid_out.average_channels_last);
+    EXPECT_TRUE(laid_out.averages_in_weight_order);
     EXPECT_FALSE(kept.momentum_channels_last);
   }
   set_deterministic_algorithms(false);
