@@ -145,16 +145,6 @@ TEST(Conv2dDepthwiseCuda, MatchesCpuAndTakesTheOwnKernels) {
   }
 }
 
-// A channels-last device copy of t whose data starts `offset` elements into its storage (a view).
-Tensor channels_last_view(const Tensor& t, DType dtype, int64_t offset) {
-  const Shape& s = t.shape();
-  const int64_t numel = t.numel();
-  const Tensor storage = Tensor::empty({numel + offset}, dtype, Device::cuda(0));
-  const Tensor nhwc = storage.slice(0, offset, numel + offset).view({s[0], s[2], s[3], s[1]});
-  nhwc.copy_(t.permute({0, 2, 3, 1}).contiguous());
-  return nhwc.permute({0, 3, 1, 2});
-}
-
 TEST(Conv2dDepthwiseCuda, MisalignedViewsTakeTheScalarPath) {
   LIFTOFF_REQUIRE_CUDA();
   config::ScopedSetting own(config::Knob::depthwise, "auto");
@@ -164,12 +154,12 @@ TEST(Conv2dDepthwiseCuda, MisalignedViewsTakeTheScalarPath) {
     const Result want = cpu_reference(c, in);
     // One element off: no 16-byte (or 8-byte) alignment; 8 elements off: aligned again.
     for (const int64_t offset : {1, 8}) {
-      const Tensor x = channels_last_view(in.x, dtype, offset).set_requires_grad(true);
+      const Tensor x = testing::channels_last_view(in.x, dtype, offset).set_requires_grad(true);
       ASSERT_TRUE(x.is_channels_last()) << shape_str(x.strides());
       const Tensor w = in.w.to(Device::cuda(0), dtype).set_requires_grad(true);
       const int64_t before = own_kernel_runs();
       const Tensor y = run(x, w, Tensor(), c);
-      const std::vector<Tensor> grads = y.grad_fn()->apply(channels_last_view(in.gy, dtype, offset));
+      const std::vector<Tensor> grads = y.grad_fn()->apply(testing::channels_last_view(in.gy, dtype, offset));
       EXPECT_EQ(own_kernel_runs() - before, 3);
       auto host = [](const Tensor& t) { return t.to(Device::cpu(), DType::f32); };
       const Result got = {host(y), host(grads[0]), host(grads[1]), Tensor()};

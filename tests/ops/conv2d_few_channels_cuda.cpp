@@ -82,25 +82,15 @@ Result cpu_reference(const Case& c, const Inputs& in) {
   return {y, c.input_grad ? x.grad() : Tensor(), w.grad(), b.defined() ? b.grad() : Tensor()};
 }
 
-// A channels-last device copy of t whose data starts `offset` elements into its storage (a view).
-Tensor channels_last_view(const Tensor& t, DType dtype, int64_t offset) {
-  const Shape& s = t.shape();
-  const int64_t numel = t.numel();
-  const Tensor storage = Tensor::empty({numel + offset}, dtype, Device::cuda(0));
-  const Tensor nhwc = storage.slice(0, offset, numel + offset).view({s[0], s[2], s[3], s[1]});
-  nhwc.copy_(t.permute({0, 2, 3, 1}).contiguous());
-  return nhwc.permute({0, 3, 1, 2});
-}
-
 // The op's own results on the device (channels-last input, `offset` elements into its storage).
 Result on_device(const Case& c, const Inputs& in, DType dtype, int64_t offset = 0) {
   const Device cuda = Device::cuda(0);
-  const Tensor x = channels_last_view(in.x, dtype, offset).set_requires_grad(c.input_grad);
+  const Tensor x = testing::channels_last_view(in.x, dtype, offset).set_requires_grad(c.input_grad);
   const Tensor w = in.w.to(cuda, dtype).set_requires_grad(true);
   const Tensor b = in.b.defined() ? in.b.to(cuda, dtype).set_requires_grad(true) : Tensor();
   const Tensor y = run(x, w, b, c);
   EXPECT_TRUE(y.is_channels_last()) << shape_str(y.strides());
-  const std::vector<Tensor> grads = y.grad_fn()->apply(channels_last_view(in.gy, dtype, 0));
+  const std::vector<Tensor> grads = y.grad_fn()->apply(testing::channels_last_view(in.gy, dtype, 0));
   auto host = [](const Tensor& t) { return t.defined() ? t.to(Device::cpu(), DType::f32) : Tensor(); };
   return {host(y), host(grads[0]), host(grads[1]), host(grads[2])};
 }
