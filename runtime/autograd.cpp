@@ -1,5 +1,6 @@
 #include "runtime/autograd.h"
 
+#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -83,6 +84,15 @@ std::vector<Tensor> FunctionNode::apply(const Tensor& grad_output) {
   return grads;
 }
 
+std::vector<Tensor> MultiFunctionNode::apply_outputs(const std::vector<Tensor>& grad_outputs) {
+  LIFTOFF_CHECK(fn_ != nullptr, ValueError, "backward through ", name_,
+                " a second time: its saved tensors were freed; call backward once per forward");
+  std::vector<Tensor> grads = fn_(grad_outputs, needs_);
+  LIFTOFF_CHECK(grads.size() == next.size(), ValueError, "internal: backward of ", name_, " returned ",
+                grads.size(), " gradients for ", next.size(), " inputs");
+  return grads;
+}
+
 std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   std::shared_ptr<TensorImpl> leaf = leaf_.lock();
   if (!leaf || !grad_output.defined()) return {};
@@ -118,17 +128,45 @@ std::shared_ptr<Node> gradient_edge(const Tensor& t) {
   return impl.grad_accumulator;
 }
 
+namespace {
+// Where the inputs' gradients go: the node receiving each (null where none is needed) and which of that
+// node's outputs the input was.
+struct Edges {
+  std::vector<std::shared_ptr<Node>> nodes;
+  std::vector<int> outputs;
+  NeedsGrad needs;
+};
+Edges edges_of(const std::vector<Tensor>& inputs) {
+  Edges e;
+  e.nodes.resize(inputs.size());
+  e.outputs.assign(inputs.size(), 0);
+  e.needs.resize(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    e.nodes[i] = gradient_edge(inputs[i]);
+    e.needs[i] = e.nodes[i] != nullptr;
+    if (e.needs[i] && inputs[i].grad_fn()) e.outputs[i] = inputs[i].impl().grad_fn_output;
+  }
+  return e;
+}
+}  // namespace
+
 void record(const Tensor& output, const std::string& name, const std::vector<Tensor>& inputs,
             BackwardFn backward) {
-  NeedsGrad needs(inputs.size());
-  std::vector<std::shared_ptr<Node>> edges(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    edges[i] = gradient_edge(inputs[i]);
-    needs[i] = edges[i] != nullptr;
-  }
-  auto node = std::make_shared<FunctionNode>(name, std::move(backward), std::move(needs));
-  node->next = std::move(edges);
+  Edges e = edges_of(inputs);
+  auto node = std::make_shared<FunctionNode>(name, std::move(backward), std::move(e.needs));
+  node->next = std::move(e.nodes);
+  node->next_output = std::move(e.outputs);
   output.set_grad_fn(std::move(node));
+}
+
+void record(const std::vector<Tensor>& outputs, const std::string& name, const std::vector<Tensor>& inputs,
+            MultiBackwardFn backward) {
+  Edges e = edges_of(inputs);
+  auto node = std::make_shared<MultiFunctionNode>(name, std::move(backward), std::move(e.needs),
+                                                  static_cast<int>(outputs.size()));
+  node->next = std::move(e.nodes);
+  node->next_output = std::move(e.outputs);
+  for (size_t i = 0; i < outputs.size(); ++i) outputs[i].set_grad_fn(node, static_cast<int>(i));
 }
 
 void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) {
@@ -167,8 +205,14 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
 
   // Kahn's order: a node runs once every gradient flowing into it has arrived.
   detail::LeafGradBatch leaf_grads;  // the half gradients of f32 leaves, converted together at the end
-  std::unordered_map<Node*, Tensor> grads;
-  grads[root_node.get()] = seed;
+  // The gradients arrived so far, one per output of each waiting node.
+  std::unordered_map<Node*, std::vector<Tensor>> grads;
+  const auto slots_of = [&grads](Node* node) -> std::vector<Tensor>& {
+    std::vector<Tensor>& slots = grads[node];
+    if (slots.empty()) slots.resize(static_cast<size_t>(std::max(node->outputs(), 1)));
+    return slots;
+  };
+  slots_of(root_node.get())[static_cast<size_t>(root.grad_fn() ? root.impl().grad_fn_output : 0)] = seed;
   std::vector<std::shared_ptr<Node>> ready{root_node};
   // Weight gradients may run on a side stream (runtime/branches.h); a node fed one waits in `after_join`.
   detail::BackwardSideLane side(root.device(), /*allowed=*/!hooks);
@@ -184,18 +228,23 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
     if (ready.empty()) join_side();
     std::shared_ptr<Node> node = std::move(ready.back());
     ready.pop_back();
-    Tensor grad = std::move(grads[node.get()]);
+    std::vector<Tensor> output_grads = std::move(slots_of(node.get()));
     grads.erase(node.get());
     std::vector<Tensor> input_grads;
-    if (grad.defined()) input_grads = node->apply(grad);
-    grad = Tensor();
+    bool any = false;
+    for (const Tensor& g : output_grads) any = any || g.defined();
+    if (any)
+      input_grads =
+          output_grads.size() == 1 ? node->apply(output_grads[0]) : node->apply_outputs(output_grads);
+    output_grads.clear();
     if (!retain_graph) node->release();
     if (side.wants_join()) join_side();
     for (size_t i = 0; i < node->next.size(); ++i) {
       const auto& next = node->next[i];
       if (!next) continue;
       if (i < input_grads.size() && input_grads[i].defined()) {
-        Tensor& slot = grads[next.get()];
+        const size_t output = i < node->next_output.size() ? static_cast<size_t>(node->next_output[i]) : 0;
+        Tensor& slot = slots_of(next.get())[output];
         if (!slot.defined()) {
           slot = std::move(input_grads[i]);
         } else {

@@ -455,8 +455,9 @@ void Tensor::set_grad(const Tensor& grad) const {
 const std::shared_ptr<Node>& Tensor::grad_fn() const {
   return impl().grad_fn;
 }
-void Tensor::set_grad_fn(std::shared_ptr<Node> node) const {
+void Tensor::set_grad_fn(std::shared_ptr<Node> node, int output) const {
   impl().grad_fn = std::move(node);
+  impl().grad_fn_output = output;
   impl().requires_grad = impl().grad_fn != nullptr;
 }
 void Tensor::add_grad_ready_hook(GradReadyHook hook) const {

@@ -43,6 +43,7 @@ struct TensorImpl {
   bool requires_grad = false;
   std::shared_ptr<TensorImpl> grad;
   std::shared_ptr<Node> grad_fn;           // set on results of recorded ops
+  int grad_fn_output = 0;                  // which of grad_fn's outputs this is (split's pieces)
   std::shared_ptr<Node> grad_accumulator;  // set lazily on leaves that require grad
   std::vector<GradReadyHook> grad_ready_hooks;
 };
@@ -136,7 +137,8 @@ class Tensor {
   Tensor grad() const;
   void set_grad(const Tensor& grad) const;  // an undefined tensor clears it
   const std::shared_ptr<Node>& grad_fn() const;
-  void set_grad_fn(std::shared_ptr<Node> node) const;
+  // `output`: which of the node's outputs this tensor is (0 for a node of one output).
+  void set_grad_fn(std::shared_ptr<Node> node, int output = 0) const;
   // Gradient-ready hooks run on a leaf when its gradient for the current backward() is complete.
   void add_grad_ready_hook(GradReadyHook hook) const;
   // Runs reverse-mode autograd from this tensor. With no argument the tensor must hold one element.

@@ -130,7 +130,11 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   }
   LIFTOFF_DISPATCH(q.device(), attention_softmax_forward, probs, dropped, mask_view(mask, batch), rows);
   const Tensor attn = dropped.defined() ? dropped : probs;
-  Tensor out = md::batched_matmul(attn, v, 1.0, batch);
+  Shape out_shape = batch;
+  out_shape.push_back(l);
+  out_shape.push_back(v.size(-1));
+  const Tensor out = md::empty_in_order_of(out_shape, q, q.dtype(), q.device());
+  md::batched_matmul_into(attn, v, out);
 
   const Tensor mask_input = mask.defined() && mask.dtype() != DType::u8 ? mask : Tensor();
   if (should_record({q, k, v, mask_input})) {
@@ -138,18 +142,26 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
            [q_saved = q.detach(), k_saved = k.detach(), v_saved = v.detach(), probs, attn, rows, sc, batch,
             mask_shape = mask.defined() ? mask.shape() : Shape{}](const Tensor& gy, const NeedsGrad& needs) {
              const Tensor g = gy.to(q_saved.dtype());
+             // The gradient of an input, in that input's memory order where it was not broadcast.
+             const auto product_for = [&](const Tensor& a, const Tensor& b, double alpha,
+                                          const Tensor& input) {
+               Shape shape = batch;
+               shape.push_back(a.size(-2));
+               shape.push_back(b.size(-1));
+               if (shape != input.shape())
+                 return sum_to_shape(md::batched_matmul(a, b, alpha, batch), input.shape());
+               const Tensor grad = md::empty_in_order_of(shape, input, input.dtype(), input.device());
+               md::batched_matmul_into(a, b, grad, alpha);
+               return grad;
+             };
              Tensor gq, gk, gv, gmask;
-             if (needs[2])
-               gv = sum_to_shape(md::batched_matmul(md::transpose_last2(attn), g, 1.0, batch),
-                                 v_saved.shape());
+             if (needs[2]) gv = product_for(md::transpose_last2(attn), g, 1.0, v_saved);
              if (!needs[0] && !needs[1] && !needs[3]) return std::vector<Tensor>{gq, gk, gv, gmask};
              // d(attn), then in place the gradient of the scaled, masked scores.
              const Tensor ds = md::batched_matmul(g, md::transpose_last2(v_saved), 1.0, batch);
              LIFTOFF_DISPATCH(ds.device(), attention_softmax_backward, probs, ds, rows);
-             if (needs[0]) gq = sum_to_shape(md::batched_matmul(ds, k_saved, sc, batch), q_saved.shape());
-             if (needs[1])
-               gk = sum_to_shape(md::batched_matmul(md::transpose_last2(ds), q_saved, sc, batch),
-                                 k_saved.shape());
+             if (needs[0]) gq = product_for(ds, k_saved, sc, q_saved);
+             if (needs[1]) gk = product_for(md::transpose_last2(ds), q_saved, sc, k_saved);
              if (needs[3]) gmask = sum_to_shape(ds, mask_shape);
              return std::vector<Tensor>{gq, gk, gv, gmask};
            });

@@ -1,7 +1,11 @@
 #include "ops/matmul/batched.h"
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
+#include <numeric>
+#include <utility>
+#include <vector>
 
 #include "ops/cast/cast.h"
 #include "ops/matmul/kernels.h"
@@ -12,6 +16,8 @@
 namespace liftoff::matmul_detail {
 
 namespace {
+std::atomic<int64_t> g_operand_copies{0};
+
 Tensor raw_view(const Tensor& t, const Shape& shape, const Shape& strides) {
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = t.storage();
@@ -39,28 +45,36 @@ bool matrix_layout(const Tensor& t, MatrixBatch* m) {
   return false;
 }
 
-// One stride s such that batch entry i (row-major over `batch`) starts at i * s, or false. t's batch dims
-// broadcast to `batch`.
-bool batch_stride(const Tensor& t, const Shape& batch, int64_t* stride) {
+// Where t's matrices sit over `batch` (t's batch dims broadcast to it; stride 0 where t is broadcast): one
+// stride (m->dims = 0) where the dims nest, else up to kMaxGemmBatchDims (size, stride) pairs after dropping
+// size-1 dims and merging dims that nest. False when more dims than that remain.
+bool batch_layout(const Tensor& t, const Shape& batch, MatrixBatch* m) {
   const int64_t nb = static_cast<int64_t>(batch.size());
   const int64_t lead = nb - (t.dim() - 2);
-  // Stride of each batch dim in t's memory (0 where t is broadcast), innermost first.
-  int64_t s = -1, running = 1;
-  for (int64_t d = nb - 1; d >= 0; --d) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (size, stride), outermost first
+  for (int64_t d = 0; d < nb; ++d) {
+    const int64_t size = batch[static_cast<size_t>(d)];
+    if (size == 1) continue;
     const int64_t td = d - lead;
     const bool broadcast = td < 0 || t.shape()[static_cast<size_t>(td)] == 1;
-    if (batch[static_cast<size_t>(d)] != 1) {
-      const int64_t st = broadcast ? 0 : t.strides()[static_cast<size_t>(td)];
-      if (s < 0) {
-        if (st % running != 0) return false;
-        s = st / running;
-      } else if (st != s * running) {
-        return false;
-      }
+    const int64_t stride = broadcast ? 0 : t.strides()[static_cast<size_t>(td)];
+    if (!dims.empty() && dims.back().second == stride * size) {
+      dims.back() = {dims.back().first * size, stride};  // nests in the previous dim
+    } else {
+      dims.emplace_back(size, stride);
     }
-    running *= batch[static_cast<size_t>(d)];
   }
-  *stride = s < 0 ? 0 : s;
+  m->dims = 0;
+  if (dims.size() <= 1) {
+    m->batch_stride = dims.empty() ? 0 : dims[0].second;
+    return true;
+  }
+  if (dims.size() > static_cast<size_t>(kMaxGemmBatchDims)) return false;
+  m->dims = static_cast<int>(dims.size());
+  for (size_t d = 0; d < dims.size(); ++d) {
+    m->sizes[d] = dims[d].first;
+    m->strides[d] = dims[d].second;
+  }
   return true;
 }
 
@@ -72,8 +86,10 @@ MatrixBatch operand(const Tensor& t, const Shape& batch, Tensor* keep) {
   if (!matrix_layout(src, &m)) {
     src = t.detach().contiguous();
     matrix_layout(src, &m);
+    g_operand_copies.fetch_add(1, std::memory_order_relaxed);
   }
-  if (!batch_stride(src, batch, &m.batch_stride)) {
+  if (!batch_layout(src, batch, &m)) {
+    g_operand_copies.fetch_add(1, std::memory_order_relaxed);
     Shape full = batch;
     full.push_back(t.size(-2));
     full.push_back(t.size(-1));
@@ -87,13 +103,29 @@ MatrixBatch operand(const Tensor& t, const Shape& batch, Tensor* keep) {
     expanded.copy_(raw_view(src, full, strides));
     src = expanded;
     matrix_layout(src, &m);
+    m.dims = 0;
     m.batch_stride = t.size(-2) * t.size(-1);
   }
   *keep = src;
   m.data = src.raw_data();
   return m;
 }
+
+// The result's matrices: row-major (unit column stride), rows apart by ld >= N, batch by batch_layout.
+bool result_layout(const Tensor& out, const Shape& batch, MatrixBatch* m) {
+  const int64_t rows = out.size(-2), cols = out.size(-1);
+  const int64_t rs = out.strides()[out.strides().size() - 2], cs = out.strides().back();
+  if (!(cols == 1 || cs == 1) || !(rows == 1 || rs >= cols)) return false;
+  m->ld = rows == 1 ? std::max<int64_t>(cols, 1) : rs;
+  m->transpose = false;
+  m->data = out.raw_data();
+  return batch_layout(out, batch, m);
+}
 }  // namespace
+
+int64_t operand_copies() {
+  return g_operand_copies.load(std::memory_order_relaxed);
+}
 
 Shape batch_shape(const Shape& shape) {
   return shape.size() <= 2 ? Shape{} : Shape(shape.begin(), shape.end() - 2);
@@ -119,26 +151,60 @@ Tensor transpose_last2(const Tensor& t) {
   return raw_view(t, shape, strides);
 }
 
+void batched_matmul_into(const Tensor& a, const Tensor& b, const Tensor& out, double alpha) {
+  const Shape batch = batch_shape(out.shape());
+  const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
+  const int64_t count = shape_numel(batch);
+  // linear, matmul, bmm and attention all multiply here: their FLOPs are counted once, in one place.
+  if (counting_flops()) add_flops(gemm_flops(m, n, k, count));
+  if (out.numel() == 0) return;
+  Tensor keep_a, keep_b;
+  const MatrixBatch ma = operand(a, batch, &keep_a);
+  const MatrixBatch mb = operand(b, batch, &keep_b);
+  MatrixBatch mc;
+  if (result_layout(out, batch, &mc)) {
+    LIFTOFF_DISPATCH(out.device(), batched_gemm, ma, mb, mc, out, count, m, n, k, alpha);
+    return;
+  }
+  // A result whose strides no GEMM writes: computed contiguous, then copied in.
+  const Tensor dense = Tensor::empty(out.shape(), out.dtype(), out.device());
+  result_layout(dense, batch, &mc);
+  LIFTOFF_DISPATCH(out.device(), batched_gemm, ma, mb, mc, dense, count, m, n, k, alpha);
+  out.copy_(dense);
+}
+
+Tensor empty_in_order_of(const Shape& shape, const Tensor& like, DType dtype, Device device) {
+  const size_t n = shape.size();
+  bool matches = like.dim() == static_cast<int64_t>(n) && n >= 1;
+  for (size_t d = 0; matches && d + 1 < n; ++d) matches = like.shape()[d] == shape[d];
+  if (!matches) return Tensor::empty(shape, dtype, device);
+  // Every dim but the last, outermost first by like's strides (ties keep their order); the last innermost.
+  std::vector<int64_t> order(n - 1);
+  std::iota(order.begin(), order.end(), int64_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) {
+    return like.strides()[static_cast<size_t>(x)] > like.strides()[static_cast<size_t>(y)];
+  });
+  order.push_back(static_cast<int64_t>(n - 1));
+  Shape stored(n);
+  std::vector<int64_t> where(n);  // where[d]: the stored dim holding logical dim d
+  for (size_t i = 0; i < n; ++i) {
+    stored[i] = shape[static_cast<size_t>(order[i])];
+    where[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+  }
+  return Tensor::empty(stored, dtype, device).permute(where);
+}
+
 Tensor batched_matmul(const Tensor& a, const Tensor& b, double alpha, const Shape& batch_hint) {
   Shape batch;
   broadcast_shapes(batch_shape(a.shape()), batch_shape(b.shape()), &batch);
   broadcast_shapes(batch, batch_hint, &batch);
-  const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
   Shape out_shape = batch;
-  out_shape.push_back(m);
-  out_shape.push_back(n);
+  out_shape.push_back(a.size(-2));
+  out_shape.push_back(b.size(-1));
   Tensor c = Tensor::empty(out_shape, a.dtype(), a.device());
-  const int64_t count = shape_numel(batch);
-  // linear, matmul, bmm and attention all multiply here: their FLOPs are counted once, in one place.
-  if (counting_flops()) add_flops(gemm_flops(m, n, k, count));
-  if (c.numel() == 0) return c;
-  Tensor keep_a, keep_b;
-  const MatrixBatch ma = operand(a, batch, &keep_a);
-  const MatrixBatch mb = operand(b, batch, &keep_b);
-  LIFTOFF_DISPATCH(c.device(), batched_gemm, ma, mb, c, count, m, n, k, alpha);
+  batched_matmul_into(a, b, c, alpha);
   return c;
 }
-
 
 Tensor autocast_input(const Tensor& t) {
   DType half = DType::f32;

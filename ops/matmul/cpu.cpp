@@ -18,7 +18,7 @@ using ConstMap = Eigen::Map<const RowMajor<T>, 0, Eigen::OuterStride<>>;
 // Matrix i of an operand of logical size rows x cols.
 template <class T>
 ConstMap<T> stored(const MatrixBatch& op, int64_t i, int64_t rows, int64_t cols) {
-  const T* p = static_cast<const T*>(op.data) + i * op.batch_stride;
+  const T* p = static_cast<const T*>(op.data) + op.start(i);
   return op.transpose ? ConstMap<T>(p, cols, rows, Eigen::OuterStride<>(op.ld))
                       : ConstMap<T>(p, rows, cols, Eigen::OuterStride<>(op.ld));
 }
@@ -44,13 +44,14 @@ void block(const MatrixBatch& a, const MatrixBatch& b, int64_t i, int64_t m, int
 // limits Eigen to AVX2's 8). It reads row-major operands, so a transposed B (linear's weight, attention's
 // keys) is packed once per call and a transposed A (a weight gradient's g^T) per block of rows: copies of
 // k x n and m x k floats against 2 m n k flops. Each element's sum runs over k in order whatever the split.
-void gemm_f32_avx512(const MatrixBatch& a, const MatrixBatch& b, float* c, int64_t batch, int64_t m,
-                     int64_t n, int64_t k, float alpha) {
+void gemm_f32_avx512(const MatrixBatch& a, const MatrixBatch& b, const MatrixBatch& c, int64_t batch,
+                     int64_t m, int64_t n, int64_t k, float alpha) {
   const auto* a_data = static_cast<const float*>(a.data);
   const float* b_data = static_cast<const float*>(b.data);
-  int64_t b_ld = b.ld, b_stride = b.batch_stride;
+  int64_t b_ld = b.ld;
+  bool b_packed = false;
   if (b.transpose) {  // stored n x k: pack each distinct matrix to k x n
-    const int64_t distinct = b.batch_stride == 0 ? 1 : batch;
+    const int64_t distinct = b.dims == 0 && b.batch_stride == 0 ? 1 : batch;
     // Reused across calls on this thread (grown, never shrunk; overwritten whole): a plain pointer for the
     // pool's threads, which would name their own thread_local.
     thread_local std::vector<float> b_buffer;
@@ -61,17 +62,20 @@ void gemm_f32_avx512(const MatrixBatch& a, const MatrixBatch& b, float* c, int64
                  [&](int64_t lo, int64_t hi) {
                    for (int64_t row = lo; row < hi; ++row) {  // row p of matrix i
                      const int64_t i = row / k, p = row % k;
-                     const float* src = b_data + i * b.batch_stride + p;
+                     const float* src = b_data + b.start(i) + p;
                      float* dst = packed + row * n;
                      for (int64_t j = 0; j < n; ++j) dst[j] = src[j * b.ld];
                    }
                  });
     b_data = packed;
     b_ld = n;
-    b_stride = b.batch_stride == 0 ? 0 : k * n;
+    b_packed = true;
   }
+  const int64_t b_distinct_stride = b.dims == 0 && b.batch_stride == 0 ? 0 : k * n;
+  const auto b_at = [&](int64_t i) { return b_packed ? i * b_distinct_stride : b.start(i); };
+  auto* const c_data = static_cast<float*>(const_cast<void*>(c.data));
   const auto product = [&](int64_t i, int64_t r0, int64_t rows, int64_t c0, int64_t cols) {
-    const float* ai = a_data + i * a.batch_stride;
+    const float* ai = a_data + a.start(i);
     int64_t lda = a.ld;
     thread_local std::vector<float> a_packed;
     if (a.transpose) {  // stored k x m: rows r0.. of op(A) are columns of the stored matrix
@@ -83,11 +87,11 @@ void gemm_f32_avx512(const MatrixBatch& a, const MatrixBatch& b, float* c, int64
     } else {
       ai += r0 * a.ld;
     }
-    float* ci = c + i * m * n + r0 * n + c0;
-    gemm::matmul<float>(rows, cols, k, ai, lda, b_data + i * b_stride + c0, b_ld, ci, n);
+    float* ci = c_data + c.start(i) + r0 * c.ld + c0;
+    gemm::matmul<float>(rows, cols, k, ai, lda, b_data + b_at(i) + c0, b_ld, ci, c.ld);
     if (alpha != 1.0f) {
       for (int64_t r = 0; r < rows; ++r)
-        for (int64_t j = 0; j < cols; ++j) ci[r * n + j] *= alpha;
+        for (int64_t j = 0; j < cols; ++j) ci[r * c.ld + j] *= alpha;
     }
   };
   if (batch == 1 && m < n) {  // few rows: split the columns
@@ -106,21 +110,22 @@ void gemm_f32_avx512(const MatrixBatch& a, const MatrixBatch& b, float* c, int64
 }
 }  // namespace
 
-void batched_gemm(const MatrixBatch& a, const MatrixBatch& b, const Tensor& c, int64_t batch, int64_t m,
-                  int64_t n, int64_t k, double alpha) {
+void batched_gemm(const MatrixBatch& a, const MatrixBatch& b, const MatrixBatch& c, const Tensor& out_tensor,
+                  int64_t batch, int64_t m, int64_t n, int64_t k, double alpha) {
   if (k == 0) {
-    c.zero_();
+    out_tensor.zero_();
     return;
   }
-  if (c.dtype() == DType::f32 && gemm::has_offset_kernel<float>()) {
-    gemm_f32_avx512(a, b, c.data<float>(), batch, m, n, k, static_cast<float>(alpha));
+  if (out_tensor.dtype() == DType::f32 && gemm::has_offset_kernel<float>()) {
+    gemm_f32_avx512(a, b, c, batch, m, n, k, static_cast<float>(alpha));
     return;
   }
-  dispatch_float(c.dtype(), "matmul", [&](auto tag) {
+  dispatch_float(out_tensor.dtype(), "matmul", [&](auto tag) {
     using T = decltype(tag);
-    T* base = c.data<T>();
+    T* base = static_cast<T*>(const_cast<void*>(c.data));
     const T scale = static_cast<T>(alpha);
-    const auto out = [&](int64_t i) { return Eigen::Map<RowMajor<T>>(base + i * m * n, m, n); };
+    using OutMap = Eigen::Map<RowMajor<T>, 0, Eigen::OuterStride<>>;
+    const auto out = [&](int64_t i) { return OutMap(base + c.start(i), m, n, Eigen::OuterStride<>(c.ld)); };
     // Eigen runs single-threaded (runtime/parallel.h): split C into independent blocks across the pool (the
     // same sums in the same order whatever the split).
     if (batch == 1 && m < n) {

@@ -6,10 +6,11 @@
 
 namespace liftoff {
 
-// torch.split / chunk / unbind: views of x (sharing its storage, any dtype and device), each recorded as a
-// slice (select for unbind), so the gradients of several pieces add up in x. Negative dims count from the
-// end. split(x, split_size, dim): pieces of split_size (> 0, or 0 for a dim of size 0) along dim; the last
-// may be smaller.
+// torch.split / chunk / unbind: views of x (sharing its storage, any dtype and device), recorded as one
+// autograd node for all pieces: x's gradient is the pieces' gradients joined in one cat (stack for unbind),
+// zeros for a piece that got none, rather than a zero-filled copy of x per piece summed. Negative dims count
+// from the end. split(x, split_size, dim): pieces of split_size (> 0, or 0 for a dim of size 0) along dim;
+// the last may be smaller.
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 // split(x, sizes, dim) (torch.split with a list): pieces of the given sizes, which must add up to the size of
 // dim.

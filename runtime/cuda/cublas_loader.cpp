@@ -66,7 +66,8 @@ const char* CUBLASWINAPI cublasGetStatusString(cublasStatus_t status) {
 
 LIFTOFF_CUBLAS_FORWARD(cublasCreate_v2, (cublasHandle_t * handle), (handle))
 LIFTOFF_CUBLAS_FORWARD(cublasSetStream_v2, (cublasHandle_t handle, cudaStream_t streamId), (handle, streamId))
-LIFTOFF_CUBLAS_FORWARD(cublasSetWorkspace_v2, (cublasHandle_t handle, void* workspace, size_t workspaceSizeInBytes),
+LIFTOFF_CUBLAS_FORWARD(cublasSetWorkspace_v2,
+                       (cublasHandle_t handle, void* workspace, size_t workspaceSizeInBytes),
                        (handle, workspace, workspaceSizeInBytes))
 LIFTOFF_CUBLAS_FORWARD(cublasGemmStridedBatchedEx,
                        (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
@@ -77,5 +78,13 @@ LIFTOFF_CUBLAS_FORWARD(cublasGemmStridedBatchedEx,
                         cublasGemmAlgo_t algo),
                        (handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb,
                         strideB, beta, C, Ctype, ldc, strideC, batchCount, computeType, algo))
+LIFTOFF_CUBLAS_FORWARD(cublasGemmBatchedEx,
+                       (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
+                        int n, int k, const void* alpha, const void* const Aarray[], cudaDataType Atype,
+                        int lda, const void* const Barray[], cudaDataType Btype, int ldb, const void* beta,
+                        void* const Carray[], cudaDataType Ctype, int ldc, int batchCount,
+                        cublasComputeType_t computeType, cublasGemmAlgo_t algo),
+                       (handle, transa, transb, m, n, k, alpha, Aarray, Atype, lda, Barray, Btype, ldb, beta,
+                        Carray, Ctype, ldc, batchCount, computeType, algo))
 
 }  // extern "C"

@@ -6,6 +6,8 @@
 #include <limits>
 
 #include "ops/dropout/dropout.h"
+#include "ops/matmul/batched.h"
+#include "ops/ops.h"
 #include "tests/common/gradcheck.h"
 
 namespace liftoff {
@@ -138,6 +140,31 @@ TEST(Attention, GradcheckQkv) {
         return scaled_dot_product_attention(in[0], in[1], in[2], Tensor(), 0.0, true, 0.9);
       },
       {q, k, v}));
+}
+
+// q, k, v as the heads of one [N, L, 3 * E] projection (MultiheadAttention's split): read where they lie,
+// the output written in the projection's [N, L, H, D] order (so joining the heads is a view, as in PyTorch's
+// fused attention), each gradient in its input's order; values and gradients as the contiguous inputs give.
+TEST(Attention, HeadsOfOneProjectionNeedNoCopies) {
+  const int64_t n = 2, l = 5, heads = 3, d = 4, e = heads * d;
+  const Tensor proj = testing::random_tensor({n, l, 3 * e}, 44).set_requires_grad(true);
+  const Tensor ref = proj.detach().clone().set_requires_grad(true);
+  const auto heads_of = [&](const Tensor& p, int64_t i) {
+    return transpose(unflatten(slice(p, 2, i * e, (i + 1) * e), 2, {heads, d}), 1, 2);  // [N, H, L, D]
+  };
+  const int64_t copies = matmul_detail::operand_copies();
+  const Tensor out = scaled_dot_product_attention(heads_of(proj, 0), heads_of(proj, 1), heads_of(proj, 2));
+  EXPECT_EQ(matmul_detail::operand_copies(), copies) << "forward";
+  ASSERT_EQ(out.shape(), (Shape{n, heads, l, d}));
+  EXPECT_TRUE(transpose(out, 1, 2).is_contiguous()) << shape_str(out.strides());
+  const Tensor expected = scaled_dot_product_attention(
+      heads_of(ref, 0).contiguous(), heads_of(ref, 1).contiguous(), heads_of(ref, 2).contiguous());
+  EXPECT_TRUE(testing::all_close(out, expected, 1e-12, 1e-12));
+  const Tensor weights = testing::random_tensor({n, heads, l, d}, 45);
+  sum(mul(out, weights)).backward();
+  EXPECT_EQ(matmul_detail::operand_copies(), copies) << "backward";
+  sum(mul(expected, weights)).backward();
+  EXPECT_TRUE(testing::all_close(proj.grad(), ref.grad(), 1e-12, 1e-12));
 }
 
 TEST(Attention, GradcheckMaskAndBroadcast) {

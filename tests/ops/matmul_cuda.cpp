@@ -1,7 +1,10 @@
 #include <gtest/gtest.h>
 
+#include "ops/attention/attention.h"
 #include "ops/linear/linear.h"
+#include "ops/matmul/batched.h"
 #include "ops/matmul/matmul.h"
+#include "ops/reshape/reshape.h"
 #include "ops/views/views.h"
 #include "runtime/autocast.h"
 #include "runtime/config.h"
@@ -83,6 +86,46 @@ TEST(MatmulCuda, BmmAndNdLinearMatchCpu) {
         return linear(in[0].permute({1, 0, 2, 3}), in[1], in[2]);
       },
       {x, w, bias}, {/*atol=*/1e-5, /*rtol=*/1e-4}));
+}
+
+// The heads of one [N, L, 3 * E] projection as [N, H, L, D] views (batch entries not one stride apart): the
+// GEMMs read them through arrays of matrix addresses instead of copies, and attention's plain path (f32, f64)
+// writes its output and gradients in the projection's order. Forward and gradients match the CPU in every
+// dtype, and no operand is copied.
+TEST(MatmulCuda, HeadsOfOneProjectionMatchCpuWithoutCopies) {
+  LIFTOFF_REQUIRE_CUDA();
+  const int64_t heads = 3, d = 8, e = heads * d;
+  const Tensor proj = testing::random_tensor({4, 9, 3 * e}, 31, -1, 1).set_requires_grad(true);
+  const auto heads_of = [=](const Tensor& p, int64_t i) {
+    return transpose(unflatten(slice(p, 2, i * e, (i + 1) * e), 2, {heads, d}), 1, 2);
+  };
+  const auto products = [=](const std::vector<Tensor>& in) {
+    const Tensor scores = matmul(heads_of(in[0], 0), transpose(heads_of(in[0], 1), 2, 3));
+    return matmul(scores, heads_of(in[0], 2));
+  };
+  const auto attention = [=](const std::vector<Tensor>& in) {
+    return scaled_dot_product_attention(heads_of(in[0], 0), heads_of(in[0], 1), heads_of(in[0], 2));
+  };
+  struct Tolerance {
+    DType dtype;
+    double atol, rtol;
+  };
+  for (const Tolerance t : {Tolerance{DType::f32, 1e-5, 1e-4}, Tolerance{DType::f64, 1e-12, 1e-12},
+                            Tolerance{DType::f16, 5e-2, 2e-2}, Tolerance{DType::bf16, 2e-1, 5e-2}}) {
+    testing::ParityOptions options;
+    options.atol = t.atol;
+    options.rtol = t.rtol;
+    options.cuda_dtype = t.dtype;
+    EXPECT_TRUE(testing::cuda_parity(products, {proj}, options)) << dtype_name(t.dtype);
+    if (t.dtype == DType::f32 || t.dtype == DType::f64) {  // half dtypes take the fused paths
+      EXPECT_TRUE(testing::cuda_parity(attention, {proj}, options)) << dtype_name(t.dtype);
+    }
+  }
+  const Tensor p = proj.detach().to(Device::cuda(0));
+  const int64_t copies = matmul_detail::operand_copies();
+  const Tensor out = attention({p});
+  EXPECT_TRUE(transpose(out, 1, 2).is_contiguous()) << shape_str(out.strides());
+  EXPECT_EQ(matmul_detail::operand_copies(), copies);
 }
 
 // Products of 8 GFLOP and more (forward and both gradients here: 2 x 512 x 2048 x 2048) run on the handle

@@ -123,6 +123,42 @@ TEST(Matmul, StridedAndTransposedViews) {
   EXPECT_TRUE(testing::all_close(matmul(every_other, c), naive_matmul(every_other, c), 1e-12, 1e-12));
 }
 
+// The heads of a [N, L, H, D] projection viewed as [N, H, L, D] (attention's q, k, v): batch entries not one
+// stride apart are read where they lie (no operand copy), in f32 (the AVX-512 kernel where the host has it)
+// and f64 (Eigen); a result view in the same order is written in place. More batch dims than a GEMM call
+// spells out are still copied, and still right.
+TEST(Matmul, PermutedBatchDimsAreReadAndWrittenInPlace) {
+  for (const DType dtype : {DType::f32, DType::f64}) {
+    const Tensor x = testing::random_tensor({2, 5, 3, 4}, 21).to(dtype);  // [N, L, H, D]
+    const Tensor y = testing::random_tensor({2, 6, 3, 4}, 22).to(dtype);  // [N, S, H, D]
+    const Tensor q = x.permute({0, 2, 1, 3}), k = y.permute({0, 2, 1, 3});
+    const Tensor expected = naive_matmul(q.contiguous(), k.permute({0, 1, 3, 2}).contiguous());
+    const int64_t copies = matmul_detail::operand_copies();
+    const Tensor scores = matmul_detail::batched_matmul(q, matmul_detail::transpose_last2(k));
+    EXPECT_EQ(matmul_detail::operand_copies(), copies) << dtype_name(dtype);
+    EXPECT_TRUE(testing::all_close(scores, expected, 1e-5, 1e-5)) << dtype_name(dtype);
+    // scores [N, H, L, S] @ v [N, H, S, D] into a result laid out as [N, L, H, D].
+    const Tensor out = matmul_detail::empty_in_order_of({2, 3, 5, 4}, q, dtype, Device::cpu());
+    EXPECT_TRUE(out.permute({0, 2, 1, 3}).is_contiguous()) << "the heads join as a view";
+    matmul_detail::batched_matmul_into(scores, k, out, 0.5);
+    EXPECT_EQ(matmul_detail::operand_copies(), copies) << dtype_name(dtype);
+    EXPECT_TRUE(testing::all_close(out, scale(naive_matmul(expected, k.contiguous()), 0.5), 1e-5, 1e-5))
+        << dtype_name(dtype);
+    // A broadcast operand (stride 0 over N) beside a permuted one.
+    const Tensor w = testing::random_tensor({3, 4, 2}, 23).to(dtype);
+    EXPECT_TRUE(testing::all_close(matmul(q, w), naive_matmul(q.contiguous(), w), 1e-5, 1e-5));
+    EXPECT_EQ(matmul_detail::operand_copies(), copies) << dtype_name(dtype);
+  }
+  // Five batch dims that do not nest: copied to one stride first.
+  const Tensor wide = testing::random_tensor({2, 3, 2, 3, 2, 3, 4}, 24);
+  const Tensor scattered = wide.permute({4, 3, 2, 1, 0, 5, 6});
+  const Tensor b = testing::random_tensor({4, 2}, 25);
+  const int64_t copies = matmul_detail::operand_copies();
+  EXPECT_TRUE(testing::all_close(matmul_detail::batched_matmul(scattered, b),
+                                 naive_matmul(scattered.contiguous(), b), 1e-12, 1e-12));
+  EXPECT_GT(matmul_detail::operand_copies(), copies);
+}
+
 // f32 on the CPU takes the AVX-512 kernel where the host has it (ops/matmul/cpu.cpp: transposed B packed per
 // call, transposed A per block of rows, alpha applied after) and Eigen elsewhere: every operand layout, sizes
 // off the kernel's 16 / 32 / 48-column and 8-row blocks, a broadcast (stride-0) B, the few-rows column split,

@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include "ops/binary/binary.h"
 #include "ops/cat/cat.h"
+#include "ops/reduce/reduce.h"
 #include "ops/views/views.h"
+#include "runtime/autograd.h"
 #include "tests/common/gradcheck.h"
 #include "tests/ops/shape_testing.h"
 
@@ -49,6 +52,23 @@ TEST(Unbind, RemovesDim) {
   ASSERT_EQ(cols.size(), 3u);
   EXPECT_EQ(values(cols[2]), (V{2, 5}));
   EXPECT_EQ(cols[0].shape(), (Shape{2}));
+}
+
+// One node for all pieces: its backward joins their gradients (zeros for a piece that got none, such as an
+// unused one); a piece may be the root of the backward.
+TEST(Split, OneNodeJoinsThePiecesGradients) {
+  const Tensor x = arange({6, 2}).set_requires_grad(true);
+  const auto pieces = split(x, 2);
+  ASSERT_EQ(pieces.size(), 3u);
+  EXPECT_EQ(pieces[0].grad_fn(), pieces[2].grad_fn());
+  EXPECT_EQ(pieces[0].grad_fn()->name(), "split");
+  sum(mul(pieces[2], pieces[2])).backward();  // pieces 0 and 1 unused
+  EXPECT_EQ(values(x.grad()), (V{0, 0, 0, 0, 0, 0, 0, 0, 16, 18, 20, 22}));
+  const Tensor y = arange({2, 3}).set_requires_grad(true);
+  const auto cols = unbind(y, 1);
+  EXPECT_EQ(cols[1].grad_fn()->name(), "unbind");
+  cols[1].backward(Tensor::ones({2}, DType::f64));
+  EXPECT_EQ(values(y.grad()), (V{0, 1, 0, 0, 1, 0}));
 }
 
 TEST(Split, PiecesBackwardIntoOneBase) {
