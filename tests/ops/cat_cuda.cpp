@@ -40,6 +40,33 @@ TEST(CatCuda, ManyStridedInputsEveryDtype) {
   }
 }
 
+// Contiguous inputs whose runs are whole 16-byte packs take the rows kernel: along the last dim (split's
+// backward of a [N, L, 3 E] projection), a middle dim, the first dim, and more inputs than one launch holds.
+TEST(CatCuda, ContiguousRowsInSixteenByteRuns) {
+  LIFTOFF_REQUIRE_CUDA();
+  const auto pieces = [](int count, const Shape& first, int64_t dim, uint64_t seed) {
+    std::vector<Tensor> out;
+    for (int i = 0; i < count; ++i) {
+      Shape shape = first;
+      shape[static_cast<size_t>(dim)] *= 1 + i % 3;
+      out.push_back(testing::random_tensor(shape, seed + i, -1, 1, DType::f32).set_requires_grad(true));
+    }
+    return out;
+  };
+  for (DType dtype : kAllFloats) {
+    SCOPED_TRACE(dtype_name(dtype));
+    for (const int64_t dim : {2, 1, 0}) {
+      const std::vector<Tensor> three = pieces(3, {3, 5, 24}, dim, 40);
+      EXPECT_TRUE(testing::cuda_parity([dim](const std::vector<Tensor>& in) { return cat(in, dim); }, three,
+                                       exact(dtype)))
+          << "dim " << dim;
+    }
+    const std::vector<Tensor> many = pieces(19, {2, 16, 3}, 1, 60);
+    EXPECT_TRUE(
+        testing::cuda_parity([](const std::vector<Tensor>& in) { return cat(in, 1); }, many, exact(dtype)));
+  }
+}
+
 TEST(CatCuda, StackAndIntegers) {
   LIFTOFF_REQUIRE_CUDA();
   const Tensor a = testing::random_tensor({4, 3}, 1, -1, 1, DType::f32).set_requires_grad(true);
