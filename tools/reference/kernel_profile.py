@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Runs the PyTorch twin of tools/bench/model_panel (tools/reference/model_panel.py's models, eager, PyTorch's
-best settings: cudnn.benchmark, channels_last + autocast for bf16) and brackets a few steps with
+best settings: cudnn.benchmark, channels_last (the panel's best format for the conv nets in fp32 and bf16;
+--memory-format contiguous for NCHW), autocast for bf16) and brackets a few steps with
 cudaProfilerStart/Stop, so `ncu --profile-from-start off` sees exactly those steps' kernels:
   ncu --profile-from-start off --metrics gpu__time_duration.sum --csv python3 tools/reference/kernel_profile.py \
       --model resnet18 --image-size 32 --batch 512 --amp bf16 --profile-steps 2
@@ -21,10 +22,11 @@ def main():
     add_model_args(p)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--profile-steps", type=int, default=2)
+    p.add_argument("--memory-format", default="channels_last", choices=["channels_last", "contiguous"])
     a = p.parse_args()
     torch.backends.cudnn.benchmark = True
     dev = torch.device("cuda")
-    fmt = torch.channels_last if a.amp == "bf16" else torch.contiguous_format
+    fmt = torch.channels_last if a.memory_format == "channels_last" else torch.contiguous_format
     model = make_model(a.model, a.channels, a.classes, a.image_size).to(dev).to(memory_format=fmt)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, nesterov=True, weight_decay=5e-4)
     amp = torch.bfloat16 if a.amp == "bf16" else None
