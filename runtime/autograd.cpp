@@ -75,22 +75,26 @@ void GradMode::set_enabled(bool enabled) {
   grad_mode_enabled = enabled;
 }
 
-std::vector<Tensor> FunctionNode::apply(const Tensor& grad_output) {
-  LIFTOFF_CHECK(fn_ != nullptr, ValueError, "backward through ", name_,
+namespace {
+// A recorded closure's run: it must still be there (release() frees it after one backward) and return one
+// gradient per input.
+template <class Closure>
+std::vector<Tensor> run_closure(const std::string& name, bool released, size_t inputs, Closure run) {
+  LIFTOFF_CHECK(!released, ValueError, "backward through ", name,
                 " a second time: its saved tensors were freed; call backward once per forward");
-  std::vector<Tensor> grads = fn_(grad_output, needs_);
-  LIFTOFF_CHECK(grads.size() == next.size(), ValueError, "internal: backward of ", name_, " returned ",
-                grads.size(), " gradients for ", next.size(), " inputs");
+  std::vector<Tensor> grads = run();
+  LIFTOFF_CHECK(grads.size() == inputs, ValueError, "internal: backward of ", name, " returned ",
+                grads.size(), " gradients for ", inputs, " inputs");
   return grads;
+}
+}  // namespace
+
+std::vector<Tensor> FunctionNode::apply(const Tensor& grad_output) {
+  return run_closure(name_, fn_ == nullptr, next.size(), [&] { return fn_(grad_output, needs_); });
 }
 
 std::vector<Tensor> MultiFunctionNode::apply_outputs(const std::vector<Tensor>& grad_outputs) {
-  LIFTOFF_CHECK(fn_ != nullptr, ValueError, "backward through ", name_,
-                " a second time: its saved tensors were freed; call backward once per forward");
-  std::vector<Tensor> grads = fn_(grad_outputs, needs_);
-  LIFTOFF_CHECK(grads.size() == next.size(), ValueError, "internal: backward of ", name_, " returned ",
-                grads.size(), " gradients for ", next.size(), " inputs");
-  return grads;
+  return run_closure(name_, fn_ == nullptr, next.size(), [&] { return fn_(grad_outputs, needs_); });
 }
 
 std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
