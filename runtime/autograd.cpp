@@ -39,12 +39,27 @@ DType leaf_sum_dtype(const Node& node, DType a, DType b) {
 // A gradient tensor we may add into without disturbing anybody else who holds it.
 // Only the engine's handle may point at the memory (no other tensor, no view of it). A dense gradient keeps
 // its layout (contiguous or channels-last), so sums of channels-last gradients stay channels-last.
-Tensor owned_copy(const Tensor& g) {
-  const MemoryFormat format = g.memory_format();
-  const bool exclusive =
-      g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 && g.is_contiguous(format);
-  return exclusive ? g : copy_in(g, format);
+bool exclusively_owned(const Tensor& g) {
+  return g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 && g.is_contiguous(g.memory_format());
 }
+Tensor owned_copy(const Tensor& g) {
+  return exclusively_owned(g) ? g : copy_in(g, g.memory_format());
+}
+
+// The gradients offered to the running node's backward (waiting_gradient), one per input edge.
+thread_local const std::vector<Tensor>* offered_gradients = nullptr;
+class OfferScope {
+ public:
+  explicit OfferScope(const std::vector<Tensor>* offers) : previous_(offered_gradients) {
+    offered_gradients = offers;
+  }
+  ~OfferScope() { offered_gradients = previous_; }
+  OfferScope(const OfferScope&) = delete;
+  OfferScope& operator=(const OfferScope&) = delete;
+
+ private:
+  const std::vector<Tensor>* previous_;
+};
 
 // A leaf's first gradient, in the leaf's own layout where the leaf is dense (a contiguous parameter gets a
 // contiguous .grad even when its gradient arrives channels-last), else contiguous.
@@ -114,6 +129,11 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   }
   for (const auto& hook : leaf->grad_ready_hooks) hook(leaf_tensor);
   return {};
+}
+
+Tensor waiting_gradient(size_t input) {
+  if (offered_gradients == nullptr || input >= offered_gradients->size()) return Tensor();
+  return (*offered_gradients)[input];
 }
 
 bool should_record(const std::vector<Tensor>& inputs) {
@@ -228,6 +248,22 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
     after_join.clear();
     fed_from_side.clear();
   };
+  // The gradients already waiting for `node`'s inputs that its backward may add into (waiting_gradient).
+  // An offer holds a second handle, so a slot that two of the node's inputs lead to is offered to the
+  // first only (the second sees it shared).
+  const auto offers_for = [&](const Node& node) {
+    std::vector<Tensor> offers(node.next.size());
+    for (size_t i = 0; i < node.next.size(); ++i) {
+      Node* next = node.next[i].get();
+      if (next == nullptr || next->leaf_dtype()) continue;
+      const auto waiting = grads.find(next);
+      if (waiting == grads.end()) continue;
+      const size_t output = i < node.next_output.size() ? static_cast<size_t>(node.next_output[i]) : 0;
+      const Tensor& slot = waiting->second[output];
+      if (slot.defined() && !side.pending(slot) && exclusively_owned(slot)) offers[i] = slot;
+    }
+    return offers;
+  };
   while (!ready.empty() || !after_join.empty()) {
     if (ready.empty()) join_side();
     std::shared_ptr<Node> node = std::move(ready.back());
@@ -237,10 +273,22 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
     std::vector<Tensor> input_grads;
     bool any = false;
     for (const Tensor& g : output_grads) any = any || g.defined();
-    if (any)
+    std::vector<Tensor> offers;
+    if (any) {
+      offers = offers_for(*node);
+      const OfferScope scope(&offers);
       input_grads =
           output_grads.size() == 1 ? node->apply(output_grads[0]) : node->apply_outputs(output_grads);
+    }
     output_grads.clear();
+    // Which inputs' gradients the op added into their waiting slot; the offers' handles go (a slot must be
+    // the engine's own again for the sums below).
+    std::vector<bool> summed_in_place(node->next.size(), false);
+    for (size_t i = 0; i < offers.size() && i < input_grads.size(); ++i) {
+      summed_in_place[i] = offers[i].defined() && input_grads[i].defined() &&
+                           input_grads[i].impl_ptr() == offers[i].impl_ptr();
+    }
+    offers.clear();
     if (!retain_graph) node->release();
     if (side.wants_join()) join_side();
     for (size_t i = 0; i < node->next.size(); ++i) {
@@ -249,7 +297,9 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
       if (i < input_grads.size() && input_grads[i].defined()) {
         const size_t output = i < node->next_output.size() ? static_cast<size_t>(node->next_output[i]) : 0;
         Tensor& slot = slots_of(next.get())[output];
-        if (!slot.defined()) {
+        if (summed_in_place[i]) {
+          input_grads[i] = Tensor();  // the slot holds the sum already
+        } else if (!slot.defined()) {
           slot = std::move(input_grads[i]);
         } else {
           // A sum reads both gradients on the compute stream.

@@ -117,6 +117,15 @@ void record(const Tensor& output, const std::string& name, const std::vector<Ten
 void record(const std::vector<Tensor>& outputs, const std::string& name, const std::vector<Tensor>& inputs,
             MultiBackwardFn backward);
 
+// Inside a node's backward: the gradient that already arrived for the node's input `input` from another
+// branch (a residual block's skip path), when the op may add its own gradient into it in place and return
+// it. The engine then keeps that tensor as the sum and skips its own sum, which reads both gradients and
+// writes a third tensor: a convolution's data gradient written by cuDNN with beta = 1 saves two of those
+// three passes over memory. Undefined when nothing waits, or it may not be written: it is shared with
+// another tensor, still being written on the side lane, or a leaf's (whose sums may widen the dtype).
+// An op that takes it must add, never overwrite, and must not return it for any other input.
+Tensor waiting_gradient(size_t input);
+
 // The node that receives gradients for t (its grad_fn, or its leaf accumulator), or null.
 std::shared_ptr<Node> gradient_edge(const Tensor& t);
 

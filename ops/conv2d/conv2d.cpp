@@ -117,9 +117,18 @@ Tensor conv2d(const Tensor& input, const Tensor& weight_in, const Tensor& bias_i
                         ", ", g.ow, "] ", dtype_name(dtype));
           const Tensor gy = gy_in.contiguous(format);
           const Device dev = gy.device();
+          // The input's gradient is added into one already waiting for it (a residual block's skip path)
+          // when that one has this layout: cuDNN writes the sum itself (beta = 1).
+          const Shape x_shape{g.n, g.c, g.h, g.w};
+          const Tensor waiting = needs[0] ? waiting_gradient(0) : Tensor();
+          const bool accumulate = waiting.defined() && waiting.shape() == x_shape &&
+                                  waiting.dtype() == dtype && waiting.device() == dev &&
+                                  waiting.is_contiguous(format);
           // Everything is allocated on the compute stream, also what the side lane writes: its memory then
           // returns to the compute stream's cache when freed, in that stream's order.
-          const Tensor gx = needs[0] ? Tensor::empty({g.n, g.c, g.h, g.w}, dtype, dev, format) : Tensor();
+          const Tensor gx = accumulate ? waiting
+                            : needs[0] ? Tensor::empty(x_shape, dtype, dev, format)
+                                       : Tensor();
           const Tensor gw = needs[1] ? Tensor::empty({g.k, g.cg(), g.r, g.s}, dtype, dev, format) : Tensor();
           const Tensor gb = needs[2] ? Tensor::empty({g.k}, dtype, dev) : Tensor();
           // The weight's gradient in the weight's own layout (a KCRS parameter gets a KCRS gradient).
@@ -135,10 +144,11 @@ Tensor conv2d(const Tensor& input, const Tensor& weight_in, const Tensor& bias_i
           detail::BackwardSideLane* side = detail::active_side_lane();
           if (needs[0] && (needs[1] || needs[2]) && side != nullptr) {
             const std::vector<Tensor> wb = side->run({x_saved, w_saved, gy, gw}, weight_and_bias);
-            LIFTOFF_DISPATCH(dev, conv2d_backward, x_saved, w_saved, gy, gx, Tensor(), Tensor(), g);
+            LIFTOFF_DISPATCH(dev, conv2d_backward, x_saved, w_saved, gy, gx, Tensor(), Tensor(), g,
+                             accumulate);
             return std::vector<Tensor>{gx, wb[0], wb[1]};
           }
-          LIFTOFF_DISPATCH(dev, conv2d_backward, x_saved, w_saved, gy, gx, gw, gb, g);
+          LIFTOFF_DISPATCH(dev, conv2d_backward, x_saved, w_saved, gy, gx, gw, gb, g, accumulate);
           if (convert) gw_out.copy_(gw);
           return std::vector<Tensor>{gx, gw_out, gb};
         });

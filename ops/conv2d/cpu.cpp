@@ -495,9 +495,13 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
 }
 
 void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& gy, const Tensor& gx, const Tensor& gw,
-                     const Tensor& gb, const Conv2dShape& g) {
+                     const Tensor& gb, const Conv2dShape& g, bool accumulate_gx) {
+  // The kernels overwrite: an accumulated input gradient is computed aside and added.
+  const Tensor gx_out =
+      gx.defined() && accumulate_gx ? Tensor::empty(gx.shape(), gx.dtype(), gx.device()) : gx;
   dispatch_float(gy.dtype(), "conv2d backward",
-                 [&](auto tag) { backward_impl<decltype(tag)>(x, w, gy, gx, gw, gb, g); });
+                 [&](auto tag) { backward_impl<decltype(tag)>(x, w, gy, gx_out, gw, gb, g); });
+  if (gx_out.defined() && accumulate_gx) accumulate_into(gx, gx_out);
 }
 
 }  // namespace liftoff::cpu

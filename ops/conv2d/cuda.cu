@@ -123,7 +123,7 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
 }
 
 void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& gy, const Tensor& gx, const Tensor& gw,
-                     const Tensor& gb, const Conv2dShape& g) {
+                     const Tensor& gb, const Conv2dShape& g, bool accumulate_gx) {
   const int device = gy.device().index;
   DeviceGuard guard(device);
   require_layout(gy, g, "output gradient");
@@ -158,6 +158,15 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& gy, const T
     gb.zero_();
   }
   if (!gx.defined() && !gw.defined()) return;
+  if (gx.defined() && accumulate_gx && depthwise::applies(g, dtype)) {
+    // The depthwise kernels overwrite: an accumulated input gradient is computed aside and added.
+    const Tensor gx_aside = gx.defined() && accumulate_gx
+                                ? Tensor::empty(gx.shape(), dtype, gx.device(), gx.memory_format())
+                                : gx;
+    conv2d_backward(x, w, gy, gx_aside, gw, Tensor(), g);
+    if (gx_aside.defined() && accumulate_gx) accumulate_into(gx, gx_aside);
+    return;
+  }
   if (g.n == 0) {
     if (gw.defined()) gw.zero_();
     return;
@@ -177,7 +186,8 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& gy, const T
   conv_plans::Call calls[2];
   size_t count = 0;
   if (gx.defined()) {
-    calls[count++] = {conv_graph::Direction::backward_data, {data_of(gx), data_of(w), gy.raw_data()}};
+    calls[count++] = {
+        conv_graph::Direction::backward_data, {data_of(gx), data_of(w), gy.raw_data()}, accumulate_gx};
   }
   if (gw.defined() && !own_weight_gradient) {
     calls[count++] = {conv_graph::Direction::backward_filter, {data_of(x), data_of(gw), gy.raw_data()}};

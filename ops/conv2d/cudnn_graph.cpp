@@ -4,9 +4,11 @@
 #include <cstdlib>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <utility>
 #include <vector>
 
+#include "runtime/capture.h"
 #include "runtime/config.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/context.h"  // compute_stream
@@ -21,6 +23,8 @@ namespace {
 
 constexpr int64_t kXid = 1, kWid = 2, kYid = 3;
 constexpr int64_t kAlignment = 16;
+// An accumulating twin's workspace may exceed its plan's up to this (the search's own scratch cap).
+constexpr size_t kGraphTwinWorkspace = size_t{64} << 20;
 
 using Desc = BackendDesc;
 
@@ -80,7 +84,9 @@ OperationTraits operation_traits(Direction d) {
           CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA};
 }
 
-OperationGraph make_graph(Direction d, cudnnHandle_t handle, const Conv2dShape& g, DType dtype) {
+// beta = 1 adds the result into the output's buffer (cuDNN reads it in the kernel's epilogue).
+OperationGraph make_graph(Direction d, cudnnHandle_t handle, const Conv2dShape& g, DType dtype,
+                          float beta = 0.0f) {
   const bool cl = g.channels_last;
   const OperationTraits a = operation_traits(d);
   OperationGraph og{
@@ -90,7 +96,7 @@ OperationGraph make_graph(Direction d, cudnnHandle_t handle, const Conv2dShape& 
       make_convolution(g),
       Desc(a.type),
       Desc(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR)};
-  const float alpha = 1.0f, beta = 0.0f;
+  const float alpha = 1.0f;
   og.op.set_desc(a.x, og.x)
       .set_desc(a.w, og.w)
       .set_desc(a.y, og.y)
@@ -178,17 +184,109 @@ Desc make_convolution(const Conv2dShape& g) {
   return c;
 }
 
+// What a plan was made for: its graph's direction, convolution and dtype (a twin is built from them).
+struct PlanTarget {
+  Direction direction;
+  Conv2dShape g;
+  DType dtype;
+};
+
+// An execution plan of `config` with its workspace size; none when cuDNN cannot finalize it for this
+// shape or its workspace exceeds max_workspace.
+std::optional<std::pair<Desc, size_t>> finalized_plan(cudnnHandle_t handle, const Desc& config,
+                                                      size_t max_workspace) {
+  Desc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+  plan.set_desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config)
+      .set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+  if (cudnnBackendFinalize(plan.get()) != CUDNN_STATUS_SUCCESS) return std::nullopt;
+  int64_t ws_bytes = 0, count = 0;
+  LIFTOFF_CUDNN_CHECK(cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                               CUDNN_TYPE_INT64, 1, &count, &ws_bytes));
+  if (ws_bytes < 0 || static_cast<size_t>(ws_bytes) > max_workspace) return std::nullopt;
+  return std::make_pair(std::move(plan), static_cast<size_t>(ws_bytes));
+}
+
+// The engine configuration `config` names (its engine and knob choices), made for another graph of the
+// same convolution (`graph`: other scaling).
+Desc same_configuration(const Desc& config, int64_t engine_index, const OperationGraph& graph) {
+  Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  const cudnnBackendDescriptor_t graph_desc = graph.graph.get();
+  engine.set(CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph_desc)
+      .set(CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &engine_index);
+  engine.finalize();
+  std::vector<Desc> read;
+  std::vector<cudnnBackendDescriptor_t> read_raw;
+  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; ++i) {
+    read.emplace_back(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+    read_raw.push_back(read.back().get());
+  }
+  int64_t count = 0;
+  LIFTOFF_CUDNN_CHECK(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
+                                               CUDNN_TYPE_BACKEND_DESCRIPTOR, CUDNN_KNOB_TYPE_COUNTS, &count,
+                                               read_raw.data()));
+  std::vector<Desc> choices;
+  std::vector<cudnnBackendDescriptor_t> choices_raw;
+  for (int64_t i = 0; i < count; ++i) {
+    cudnnBackendKnobType_t type{};
+    int64_t value = 0, n = 0;
+    LIFTOFF_CUDNN_CHECK(cudnnBackendGetAttribute(read_raw[static_cast<size_t>(i)],
+                                                 CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1,
+                                                 &n, &type));
+    LIFTOFF_CUDNN_CHECK(cudnnBackendGetAttribute(read_raw[static_cast<size_t>(i)],
+                                                 CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &n,
+                                                 &value));
+    Desc choice(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+    choice.set(CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &type)
+        .set(CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &value);
+    choice.finalize();
+    choices_raw.push_back(choice.get());
+    choices.push_back(std::move(choice));
+  }
+  Desc made(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+  made.set_desc(CUDNN_ATTR_ENGINECFG_ENGINE, engine);
+  if (!choices_raw.empty()) {
+    made.set(CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+             static_cast<int64_t>(choices_raw.size()), choices_raw.data());
+  }
+  made.finalize();
+  return made;
+}
+
 class GraphPlan {
  public:
-  GraphPlan(std::shared_ptr<OperationGraph> graph, Desc config, Desc plan, size_t workspace, int64_t engine)
+  GraphPlan(std::shared_ptr<OperationGraph> graph, Desc config, Desc plan, size_t workspace, int64_t engine,
+            const PlanTarget& target)
       : graph_(std::move(graph)),
         config_(std::move(config)),
         plan_(std::move(plan)),
         workspace_(workspace),
-        engine_(engine) {}
+        engine_(engine),
+        target_(target) {}
 
   size_t workspace() const { return workspace_; }
   int64_t engine() const { return engine_; }
+
+  // The same engine and knobs adding into the output (beta = 1), made on first use outside a capture (a
+  // plan's finalization may load kernels); null when cuDNN refuses it or a capture is running.
+  GraphPlan* accumulating(cudnnHandle_t handle) {
+    std::lock_guard<std::mutex> lock(twin_mutex_);
+    if (!twin_tried_ && !graph_capture_active()) {
+      twin_tried_ = true;
+      try {
+        auto graph = std::make_shared<OperationGraph>(
+            make_graph(target_.direction, handle, target_.g, target_.dtype, /*beta=*/1.0f));
+        Desc config = same_configuration(config_, engine_, *graph);
+        auto plan = finalized_plan(handle, config, std::max(workspace_, kGraphTwinWorkspace));
+        if (plan) {
+          twin_ = std::make_unique<GraphPlan>(graph, std::move(config), std::move(plan->first), plan->second,
+                                              engine_, target_);
+        }
+      } catch (const Error&) {
+        twin_.reset();  // the legacy algorithm adds instead
+      }
+    }
+    return twin_.get();
+  }
 
   void execute(cudnnHandle_t handle, const Buffers& b, void* ws) {
     // The variant pack is rebuilt only when the pointers change (the caching allocator mostly hands the
@@ -215,6 +313,10 @@ class GraphPlan {
   Desc plan_;
   size_t workspace_;
   int64_t engine_;
+  PlanTarget target_;
+  std::mutex twin_mutex_;
+  bool twin_tried_ = false;
+  std::unique_ptr<GraphPlan> twin_;
   std::mutex mutex_;
   std::unique_ptr<Desc> pack_;
   Buffers last_;
@@ -343,16 +445,10 @@ SearchResult search(Direction direction, cudnnHandle_t handle, int device, const
     try {
       int64_t engine = -1;
       if (!acceptable_engine(config, &engine)) continue;
-      Desc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-      plan.set_desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config)
-          .set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
-      if (cudnnBackendFinalize(plan.get()) != CUDNN_STATUS_SUCCESS) continue;  // not for this shape
-      int64_t ws_bytes = 0, count = 0;
-      LIFTOFF_CUDNN_CHECK(cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                                   CUDNN_TYPE_INT64, 1, &count, &ws_bytes));
-      if (ws_bytes < 0 || static_cast<size_t>(ws_bytes) > scratch_bytes) continue;
-      auto candidate = std::make_shared<GraphPlan>(graph, std::move(config), std::move(plan),
-                                                   static_cast<size_t>(ws_bytes), engine);
+      auto plan = finalized_plan(handle, config, scratch_bytes);
+      if (!plan) continue;  // not for this shape, or its workspace does not fit
+      auto candidate = std::make_shared<GraphPlan>(graph, std::move(config), std::move(plan->first),
+                                                   plan->second, engine, PlanTarget{direction, g, dtype});
       const float ms = time_ms(
           device, [&] { candidate->execute(handle, buffers, scratch); }, best_ms);
       ++result.candidates;
@@ -384,16 +480,10 @@ std::shared_ptr<GraphPlan> rebuild(Direction direction, cudnnHandle_t handle, co
     Desc& config = configs[static_cast<size_t>(config_index)];
     int64_t found_engine = -1;
     if (!acceptable_engine(config, &found_engine) || found_engine != engine) return nullptr;
-    Desc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-    plan.set_desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config)
-        .set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
-    if (cudnnBackendFinalize(plan.get()) != CUDNN_STATUS_SUCCESS) return nullptr;
-    int64_t ws_bytes = 0, count = 0;
-    LIFTOFF_CUDNN_CHECK(cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                                 CUDNN_TYPE_INT64, 1, &count, &ws_bytes));
-    if (ws_bytes < 0 || static_cast<size_t>(ws_bytes) > max_workspace) return nullptr;
-    return std::make_shared<GraphPlan>(graph, std::move(config), std::move(plan),
-                                       static_cast<size_t>(ws_bytes), engine);
+    auto plan = finalized_plan(handle, config, max_workspace);
+    if (!plan) return nullptr;
+    return std::make_shared<GraphPlan>(graph, std::move(config), std::move(plan->first), plan->second, engine,
+                                       PlanTarget{direction, g, dtype});
   } catch (const Error&) {
     return nullptr;
   }
@@ -418,6 +508,10 @@ bool accepts(const Buffers& b) {
 
 void execute(cudnnHandle_t handle, GraphPlan& plan, const Buffers& buffers, void* workspace) {
   plan.execute(handle, buffers, workspace);
+}
+
+GraphPlan* accumulating(cudnnHandle_t handle, GraphPlan& plan) {
+  return plan.accumulating(handle);
 }
 
 }  // namespace liftoff::cuda::conv_graph

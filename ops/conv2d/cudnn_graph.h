@@ -77,5 +77,9 @@ std::string describe(const GraphPlan& plan);  // "engine 12" (cuDNN's global eng
 bool accepts(const Buffers& buffers);
 // Enqueues the plan on the handle's stream (capturable).
 void execute(cudnnHandle_t handle, GraphPlan& plan, const Buffers& buffers, void* workspace);
+// The plan's twin that adds its result into the output buffer (beta = 1; the output of backward data is
+// Buffers::x): the same engine and knob choices. Made on first use outside a capture and kept with the
+// plan; null when cuDNN refuses it (or on first use inside a capture): the caller then adds another way.
+GraphPlan* accumulating(cudnnHandle_t handle, GraphPlan& plan);
 
 }  // namespace liftoff::cuda::conv_graph

@@ -108,6 +108,10 @@ std::atomic<int64_t>& graph_executions() {
   static std::atomic<int64_t> count{0};
   return count;
 }
+std::atomic<int64_t>& accumulated_executions() {
+  static std::atomic<int64_t> count{0};
+  return count;
+}
 
 // What one direction's search chose: the legacy algorithm, and a graph-API plan that beat it (null: the
 // legacy algorithm runs).
@@ -175,11 +179,11 @@ struct Forward {
     LIFTOFF_CUDNN_CHECK(
         cudnnGetConvolutionForwardAlgorithm_v7(h, t.x, t.w, conv, t.y, kAlgoCount, returned, perf));
   }
-  static void execute(cudnnHandle_t h, const void* one, const void* zero, const Descriptors& t,
+  static void execute(cudnnHandle_t h, const void* one, const void* beta, const Descriptors& t,
                       cudnnConvolutionDescriptor_t conv, Algo algo, const Buffers& b, void* ws,
                       size_t ws_bytes) {
     LIFTOFF_CUDNN_CHECK(
-        cudnnConvolutionForward(h, one, t.x, b.x, t.w, b.w, conv, algo, ws, ws_bytes, zero, t.y, b.y));
+        cudnnConvolutionForward(h, one, t.x, b.x, t.w, b.w, conv, algo, ws, ws_bytes, beta, t.y, b.y));
   }
 };
 
@@ -203,11 +207,11 @@ struct BackwardData {
     LIFTOFF_CUDNN_CHECK(
         cudnnGetConvolutionBackwardDataAlgorithm_v7(h, t.w, t.y, conv, t.x, kAlgoCount, returned, perf));
   }
-  static void execute(cudnnHandle_t h, const void* one, const void* zero, const Descriptors& t,
+  static void execute(cudnnHandle_t h, const void* one, const void* beta, const Descriptors& t,
                       cudnnConvolutionDescriptor_t conv, Algo algo, const Buffers& b, void* ws,
                       size_t ws_bytes) {
     LIFTOFF_CUDNN_CHECK(
-        cudnnConvolutionBackwardData(h, one, t.w, b.w, t.y, b.y, conv, algo, ws, ws_bytes, zero, t.x, b.x));
+        cudnnConvolutionBackwardData(h, one, t.w, b.w, t.y, b.y, conv, algo, ws, ws_bytes, beta, t.x, b.x));
   }
 };
 
@@ -231,11 +235,11 @@ struct BackwardFilter {
     LIFTOFF_CUDNN_CHECK(
         cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, t.x, t.y, conv, t.w, kAlgoCount, returned, perf));
   }
-  static void execute(cudnnHandle_t h, const void* one, const void* zero, const Descriptors& t,
+  static void execute(cudnnHandle_t h, const void* one, const void* beta, const Descriptors& t,
                       cudnnConvolutionDescriptor_t conv, Algo algo, const Buffers& b, void* ws,
                       size_t ws_bytes) {
     LIFTOFF_CUDNN_CHECK(
-        cudnnConvolutionBackwardFilter(h, one, t.x, b.x, t.y, b.y, conv, algo, ws, ws_bytes, zero, t.w, b.w));
+        cudnnConvolutionBackwardFilter(h, one, t.x, b.x, t.y, b.y, conv, algo, ws, ws_bytes, beta, t.w, b.w));
   }
 };
 
@@ -437,11 +441,13 @@ void find_legacy(cudnnHandle_t handle, int device, DType dtype, const Conv2dShap
   take_best(perf, returned, limit, d.conv, &d.choice, conv_graph::direction_name(D::kDirection), g, dtype);
 }
 
+// accumulate: beta = 1, the result is added into the output buffer.
 template <class D>
 void run_legacy(cudnnHandle_t handle, DType dtype, const Descriptors& t,
-                const DirectionPlan<typename D::Algo>& d, const Buffers& buffers, void* ws) {
-  D::execute(handle, scalar_one(dtype), scalar_zero(dtype), t, d.conv, d.choice.algo, buffers, ws,
-             d.choice.workspace_bytes);
+                const DirectionPlan<typename D::Algo>& d, const Buffers& buffers, void* ws,
+                bool accumulate = false) {
+  D::execute(handle, scalar_one(dtype), accumulate ? scalar_one(dtype) : scalar_zero(dtype), t, d.conv,
+             d.choice.algo, buffers, ws, d.choice.workspace_bytes);
 }
 
 // Whether graph_plan_for times the graph API's engines against the legacy choice. Grouped convolutions
@@ -513,8 +519,7 @@ std::shared_ptr<conv_graph::GraphPlan> graph_plan_for(Direction direction, cudnn
 }
 
 // Runs a graph plan when there is one and the buffers suit it; false: the caller runs the legacy algorithm.
-bool run_graph_plan(const std::shared_ptr<conv_graph::GraphPlan>& plan, cudnnHandle_t handle, int device,
-                    const Buffers& buffers) {
+bool run_graph_plan(conv_graph::GraphPlan* plan, cudnnHandle_t handle, int device, const Buffers& buffers) {
   if (!plan || !conv_graph::accepts(buffers)) return false;
   const size_t bytes = conv_graph::workspace_bytes(*plan);
   conv_graph::execute(handle, *plan, buffers, bytes > 0 ? workspace(device, bytes) : nullptr);
@@ -594,9 +599,20 @@ bool restore(cudnnHandle_t handle, DType dtype, const Conv2dShape& g, Plan& plan
 // With the cache locked: on first use of direction D, the store's choice, else the search (legacy, then the
 // graph API against it), whose choice the store then keeps. Under QuickTuningScope a shape the store does not
 // know takes cuDNN's first guess instead, provisionally (not stored; searched on its first use outside).
+// The buffers a search may write: an output that holds data (a call that accumulates into it) is replaced by
+// a scratch one of its size, kept in `scratch` for the search's duration.
+Buffers searchable(const Buffers& buffers, bool output_holds_data, DType dtype, const Conv2dShape& g,
+                   int device, Tensor* scratch) {
+  if (!output_holds_data) return buffers;
+  *scratch = Tensor::empty({g.n * g.c * g.h * g.w}, dtype, Device::cuda(device));
+  Buffers b = buffers;
+  b.x = scratch->raw_data();  // backward data's output (the only direction that accumulates)
+  return b;
+}
+
 template <class D>
 Ready<D> prepare(cudnnHandle_t handle, int device, DType dtype, const Conv2dShape& g, Plan& plan,
-                 const Buffers& buffers, AlgorithmStore* store) {
+                 const Buffers& call_buffers, bool accumulate, AlgorithmStore* store) {
   DirectionPlan<typename D::Algo>& d = D::of(plan);
   const bool quick = quick_tuning_active();
   // A guess is searched on its first eager use outside the scope; inside a capture (where a search cannot
@@ -611,6 +627,8 @@ Ready<D> prepare(cudnnHandle_t handle, int device, DType dtype, const Conv2dShap
       record_algorithm_restored(store->path());
       return Ready<D>{plan.tensors, d};
     }
+    Tensor scratch;
+    const Buffers buffers = searchable(call_buffers, accumulate, dtype, g, device, &scratch);
     if (quick) {
       guess_legacy<D>(handle, device, dtype, g, plan.tensors, d, buffers);
       d.choice.provisional = true;
@@ -647,11 +665,19 @@ Ready<D> prepare(cudnnHandle_t handle, int device, DType dtype, const Conv2dShap
 }
 
 template <class D>
-void enqueue(const Ready<D>& ready, cudnnHandle_t handle, int device, DType dtype, const Buffers& buffers) {
-  if (run_graph_plan(ready.direction.choice.graph, handle, device, buffers)) return;
+void enqueue(const Ready<D>& ready, cudnnHandle_t handle, int device, DType dtype, const Buffers& buffers,
+             bool accumulate) {
+  if (accumulate) accumulated_executions().fetch_add(1, std::memory_order_relaxed);
+  const std::shared_ptr<conv_graph::GraphPlan>& graph = ready.direction.choice.graph;
+  if (!accumulate && run_graph_plan(graph.get(), handle, device, buffers)) return;
+  // The chosen graph plan's accumulating twin; where cuDNN refuses one, the legacy algorithm adds.
+  if (accumulate && graph &&
+      run_graph_plan(conv_graph::accumulating(handle, *graph), handle, device, buffers)) {
+    return;
+  }
   const size_t bytes = ready.direction.choice.workspace_bytes;
   run_legacy<D>(handle, dtype, ready.tensors, ready.direction, buffers,
-                bytes ? workspace(device, bytes) : nullptr);
+                bytes ? workspace(device, bytes) : nullptr, accumulate);
 }
 
 template <class Fn>
@@ -673,18 +699,24 @@ void run(int device, DType dtype, const Conv2dShape& g, const Call* calls, size_
   std::array<AnyReady, 3> ready;
   LIFTOFF_CHECK(count <= ready.size(), ValueError, "conv2d (CUDA): internal: ", count,
                 " convolutions in one run (at most 3)");
+  for (size_t i = 0; i < count; ++i) {
+    LIFTOFF_CHECK(!calls[i].accumulate || calls[i].direction == Direction::backward_data, ValueError,
+                  "conv2d (CUDA): internal: only the input gradient adds into its output");
+  }
   cudnnHandle_t handle = cudnn_handle(device);
   ConvPlanCache& cache = device_extension<ConvPlanCache>(device);
   cache.with_plan(dtype, g, [&](Plan& plan) {
     for (size_t i = 0; i < count; ++i) {
       ready[i] = with_traits(calls[i].direction, [&](auto traits) -> AnyReady {
         return prepare<decltype(traits)>(handle, device, dtype, g, plan, calls[i].buffers,
-                                         cache.store(device));
+                                         calls[i].accumulate, cache.store(device));
       });
     }
   });
   for (size_t i = 0; i < count; ++i) {
-    std::visit([&](const auto& r) { enqueue(r, handle, device, dtype, calls[i].buffers); }, ready[i]);
+    std::visit(
+        [&](const auto& r) { enqueue(r, handle, device, dtype, calls[i].buffers, calls[i].accumulate); },
+        ready[i]);
   }
 }
 
@@ -700,6 +732,10 @@ ConvEngines conv_engines() {
 
 int64_t conv_graph_executions() {
   return conv_plans::graph_executions().load(std::memory_order_relaxed);
+}
+
+int64_t conv_accumulated_input_gradients() {
+  return conv_plans::accumulated_executions().load(std::memory_order_relaxed);
 }
 
 int64_t conv_plan_count(int device) {

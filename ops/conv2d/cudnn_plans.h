@@ -17,6 +17,9 @@ namespace liftoff::cuda::conv_plans {
 struct Call {
   conv_graph::Direction direction;
   conv_graph::Buffers buffers;
+  // Backward data only: add the input gradient into Buffers::x, which holds one already (beta = 1). A
+  // search for the shape then runs its candidates on a scratch output.
+  bool accumulate = false;
 };
 
 // Enqueues `calls` in order on the device's compute stream. A direction used for the first time with this

@@ -23,9 +23,10 @@ namespace cpu {
 // y = conv(x, w) + bias; bias may be undefined.
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
                     const Conv2dShape& g);
-// Writes each defined gradient (gx, gw, gb) from gy; undefined ones are skipped.
+// Writes each defined gradient (gx, gw, gb) from gy; undefined ones are skipped. accumulate_gx: gx holds a
+// gradient already, and the input gradient is added to it.
 void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& gy, const Tensor& gx, const Tensor& gw,
-                     const Tensor& gb, const Conv2dShape& g);
+                     const Tensor& gb, const Conv2dShape& g, bool accumulate_gx = false);
 }  // namespace cpu
 namespace cuda {
 // Which cuDNN API runs the convolutions. automatic (default): per shape and direction, the faster of the
@@ -44,11 +45,15 @@ int64_t depthwise_executions();
 // Forward passes and weight gradients run by the own channels-last few-input-channel kernels so far in this
 // process (ops/conv2d/few_channels.h; LIFTOFF_FEW_CHANNEL_CONV=cudnn sends them to cuDNN instead).
 int64_t few_channel_executions();
+// Input gradients cuDNN added into a gradient already there (conv2d_backward's accumulate_gx) so far in
+// this process.
+int64_t conv_accumulated_input_gradients();
 // Convolution shapes planned on the device so far (each plan holds its three directions' choices).
 int64_t conv_plan_count(int device);
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
                     const Conv2dShape& g);
+// accumulate_gx as on the CPU: cuDNN adds the input gradient into gx itself (beta = 1).
 void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& gy, const Tensor& gx, const Tensor& gw,
-                     const Tensor& gb, const Conv2dShape& g);
+                     const Tensor& gb, const Conv2dShape& g, bool accumulate_gx = false);
 }  // namespace cuda
 }  // namespace liftoff

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/binary/binary.h"
 #include "runtime/autograd.h"
 #include "tests/common/gradcheck.h"
 
@@ -126,6 +127,23 @@ TEST(Conv2d, NonContiguousInputGetsItsGradient) {
   conv2d(x_copy, w, Tensor(), 1, 1).backward(gy);
   ASSERT_TRUE(x.grad().defined());
   EXPECT_TRUE(testing::all_close(x.grad(), x_copy.grad(), 1e-12, 1e-12));
+}
+
+// A residual block's input gets two gradients: the skip path's arrives first, and the convolution adds its
+// input gradient into it (waiting_gradient). The sum equals the two gradients taken one backward at a time.
+TEST(Conv2d, InputGradientAddsIntoTheSkipPathsGradient) {
+  const Shape shape{2, 3, 6, 5};
+  const Tensor x = testing::random_tensor(shape, 11).set_requires_grad(true);
+  const Tensor w = testing::random_tensor({3, 3, 3, 3}, 12, -0.5, 0.5);
+  const Tensor ones = Tensor::ones(shape, DType::f64);
+  // add's backward pushes the convolution's node first; the engine runs the skip path's mul first.
+  const Tensor h = mul(x, 2.0);
+  add(conv2d(h, w, Tensor(), 1, 1), mul(h, 3.0)).backward(ones);
+
+  const Tensor x_apart = x.detach().clone().set_requires_grad(true);
+  conv2d(mul(x_apart, 2.0), w, Tensor(), 1, 1).backward(ones);
+  mul(mul(x_apart, 2.0), 3.0).backward(ones);
+  EXPECT_TRUE(testing::all_close(x.grad(), x_apart.grad(), 1e-12, 1e-12));
 }
 
 TEST(Conv2d, EmptyBatch) {

@@ -31,6 +31,23 @@ Tensor sum_of(const Tensor& a, const Tensor& b) {
   return y;
 }
 
+// y = x * c whose backward adds its gradient into the one already waiting for x when the engine offers it
+// (waiting_gradient; a convolution's data gradient does so with cuDNN's beta = 1); *taken counts offers used.
+Tensor times_adding(const Tensor& x, double c, int* taken) {
+  Tensor y = times(x.detach(), c);
+  if (should_record({x})) {
+    record(y, "times_adding", {x}, [c, taken](const Tensor& gy, const NeedsGrad&) {
+      const Tensor g = times(gy, c);
+      const Tensor waiting = waiting_gradient(0);
+      if (!waiting.defined()) return std::vector<Tensor>{g};
+      ++*taken;
+      accumulate_into(waiting, g);
+      return std::vector<Tensor>{waiting};
+    });
+  }
+  return y;
+}
+
 // A node handing its f32 input a bf16 gradient as it is, as autocast's weight copies do for a parameter.
 Tensor half_copy(const Tensor& x) {
   Tensor y = x.detach().to(DType::bf16);
@@ -88,6 +105,39 @@ TEST(Autograd, SharedSubgraphAccumulates) {
   const Tensor y = sum_of(times(h, 2.0), times(h, 5.0));  // dy/dx = 3 * (2 + 5)
   y.backward(Tensor::ones({2}, DType::f64));
   EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{21.0, 21.0}));
+}
+
+// h feeds two branches; the one run second finds the other's gradient waiting for h and adds into it: the
+// sum counts each branch once.
+TEST(Autograd, AWaitingGradientIsAddedIntoOnce) {
+  const Tensor x = Tensor::from_vector<double>({1.0, -2.0}, {2}).set_requires_grad(true);
+  const Tensor h = times(x, 3.0);
+  int taken = 0;
+  // sum_of's backward pushes its inputs' nodes in order, and the engine runs the last pushed first: times(h,
+  // 5) leaves its own gradient for h, then times_adding is offered it.
+  sum_of(times_adding(h, 2.0, &taken), times(h, 5.0)).backward(Tensor::ones({2}, DType::f64));
+  EXPECT_EQ(taken, 1);
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{21.0, 21.0}));
+}
+
+// A waiting gradient someone else holds too (add's backward hands one tensor to both inputs) is not offered:
+// writing it would change the other holder's value.
+TEST(Autograd, ASharedWaitingGradientIsNotOffered) {
+  const Tensor x = Tensor::from_vector<double>({1.0, -2.0}, {2}).set_requires_grad(true);
+  const Tensor h = times(x, 3.0);
+  int taken = 0;
+  sum_of(times_adding(h, 2.0, &taken), h).backward(Tensor::ones({2}, DType::f64));
+  EXPECT_EQ(taken, 0);
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{9.0, 9.0}));
+}
+
+// A leaf's gradients are summed by its accumulator (in the leaf's dtype): never offered.
+TEST(Autograd, ALeafsWaitingGradientIsNotOffered) {
+  const Tensor x = Tensor::from_vector<double>({1.0, -2.0}, {2}).set_requires_grad(true);
+  int taken = 0;
+  sum_of(times_adding(x, 2.0, &taken), times(x, 5.0)).backward(Tensor::ones({2}, DType::f64));
+  EXPECT_EQ(taken, 0);
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{7.0, 7.0}));
 }
 
 TEST(Autograd, GradientsAccumulateAcrossBackwardCalls) {
