@@ -324,16 +324,26 @@ void backward_typed(const Tensor& x, const Tensor& grad_y, const Tensor& weight,
       from_x = {static_cast<const W*>(weight.raw_data()), static_cast<const W*>(bias.raw_data()), si};
       mask = nullptr;
     }
+    // A residual's gradient under the output's ReLU mask is the masked gy: the sums pass writes it, and the
+    // input gradient reads it in place of gy and the mask.
+    T* masked_out = mask != nullptr ? gres : nullptr;
     launch_nhwc_reduction<T>(
-        device, count, channels, /*cap_merge=*/false, {xp, gyp, mask}, [&](auto vec_tag, const NhwcGrid& g) {
+        device, count, channels, /*cap_merge=*/false, {xp, gyp, mask, masked_out},
+        [&](auto vec_tag, const NhwcGrid& g) {
           constexpr int vec = decltype(vec_tag)::value;
           const Tensor partial = Tensor::empty({channels, g.splits, 2}, DTypeOf<A>::value, x.device());
           grad_nhwc_kernel<T, A, W, vec>
               <<<dim3(static_cast<unsigned>(g.tiles), static_cast<unsigned>(g.splits)), kReduceBlock, 0,
                  stream>>>(xp, gyp, mask, from_x, cap, sm, channels, count, g.chunk, g.lanes,
-                           static_cast<A*>(partial.raw_data()), channel_counters(device), finalize);
+                           static_cast<A*>(partial.raw_data()), channel_counters(device), finalize,
+                           masked_out);
           LIFTOFF_LAUNCH_CHECK();
         });
+    if (masked_out != nullptr) {
+      gyp = masked_out;
+      mask = nullptr;
+      gres = nullptr;
+    }
     const int64_t total = count * channels;
     if ((gx == nullptr && gres == nullptr) || total == 0) return;
     launch_nhwc_elementwise<T>(channels, {xp, gyp, mask, gx, gres}, [&](auto vec_tag) {

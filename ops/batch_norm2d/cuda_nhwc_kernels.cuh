@@ -256,6 +256,9 @@ __global__ void __launch_bounds__(kReduceBlock, 2)
 }
 
 // Gradients: sums of g and g * (x - mean), g = gy masked by the fused ReLU's output when there is one.
+// g_masked (with y_relu's mask only): g is stored too, for the input-gradient pass to read instead of gy and
+// y, and as the residual's gradient: 7 tensor passes for the two kernels where 8 were (gy, x, y here; gy,
+// x, y read and two gradients written there).
 template <class A, class W>
 struct GradTileFinish {
   GradFinalize<A, W> finalize;
@@ -270,7 +273,7 @@ template <class T, class A, class W, int VEC>
 __global__ void __launch_bounds__(kReduceBlock, 2)
     grad_nhwc_kernel(const T* x, const T* gy, const T* y_relu, MaskFromX<A, W> from_x, A cap, const A* mean,
                      int64_t channels, int64_t rows, int64_t chunk, int lanes, A* partial, unsigned* done,
-                     GradFinalize<A, W> finalize) {
+                     GradFinalize<A, W> finalize, T* g_masked) {
   __shared__ A s_a[kReduceBlock * VEC], s_b[kReduceBlock * VEC];
   const int groups = kReduceBlock / lanes;
   const int64_t first = (static_cast<int64_t>(blockIdx.x) * lanes + threadIdx.x % lanes) * VEC;
@@ -290,16 +293,19 @@ __global__ void __launch_bounds__(kReduceBlock, 2)
     // One row's gy, x and (when masked) y, loaded before any is used.
     struct Row {
       Packet<T, VEC> g, x, y;
+      int64_t i;
     };
     const auto load_row = [&](int64_t r) {
       const int64_t i = r * channels + first;
       Row row;
+      row.i = i;
       row.g = load_packet<T, VEC>(gy + i);
       row.x = load_packet<T, VEC>(x + i);
       if (masked) row.y = load_packet<T, VEC>(y_relu + i);
       return row;
     };
     const auto add_row = [&](const Row& row) {
+      A gs[VEC];
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
         A g = convert<A>(row.g.v[j]);
@@ -308,7 +314,9 @@ __global__ void __launch_bounds__(kReduceBlock, 2)
         if (from_x.on() && !MaskFromX<A, W>::template passes<T>(xv, scale[j], shift[j], cap)) g = A(0);
         sum_dy[j] += g;
         sum_dy_xmu[j] += g * (xv - m[j]);
+        gs[j] = g;
       }
+      if (g_masked != nullptr) store_vec<T, A, VEC>(g_masked + row.i, gs);  // exact: a T value or zero
     };
     int64_t r = begin + threadIdx.x / lanes;
     for (; r + (kGradRowsInFlight - 1) * groups < end; r += kGradRowsInFlight * groups) {

@@ -194,6 +194,53 @@ TEST(BatchNormFusionCuda, AFoldedChainTakesTheStatisticsOnce) {
   EXPECT_TRUE(testing::all_close(xd.grad().to(DType::f32).to(Device::cpu()), xc.grad(), 1e-1, 5e-2));
 }
 
+// With a residual, the channels-last split backward's sums pass writes the masked gradient (the residual's
+// gradient), and the input-gradient pass reads it in place of the output gradient and the mask. In f32 every
+// gradient matches the CPU's unfused reference; in bf16 (where rounding moves outputs across the mask's edge)
+// the residual's gradient is gy where y > 0, bit for bit. Six channels take the scalar kernels.
+TEST(BatchNormFusionCuda, ResidualGradientOfTheSplitPassesMatchesTheCpu) {
+  LIFTOFF_REQUIRE_CUDA();
+  for (const int64_t channels : {int64_t{32}, int64_t{6}}) {
+    const Shape shape{16, channels, 12, 12};  // 2304 rows: past the one-launch kernels
+    for (const DType dtype : {DType::f32, DType::bf16}) {
+      SCOPED_TRACE(str_cat(dtype_name(dtype), " C = ", channels));
+      const Tensor x = rnd(shape, 51).to(dtype).to(DType::f32), r = rnd(shape, 52).to(dtype).to(DType::f32);
+      const Tensor w = rnd({channels}, 53, 0.5, 1.5), b = rnd({channels}, 54);
+      const Tensor gy = rnd(shape, 55).to(dtype).to(DType::f32);
+      const Device cuda = Device::cuda();
+      const auto on_gpu = [&](const Tensor& t) {
+        Tensor d = Tensor::empty(shape, dtype, cuda, MemoryFormat::channels_last);
+        d.copy_(t);
+        return d;
+      };
+      const Tensor xd = on_gpu(x).set_requires_grad(true), rd = on_gpu(r).set_requires_grad(true);
+      const Tensor wd = w.to(cuda).set_requires_grad(true), bd = b.to(cuda).set_requires_grad(true);
+      const Tensor y = relu(bn(xd, wd, bd) + rd);
+      EXPECT_EQ(y.grad_fn()->name(), "batch_norm2d_relu");
+      y.backward(on_gpu(gy));
+      if (dtype == DType::bf16) {
+        const std::vector<float> yv =
+            y.detach().to(Device::cpu(), DType::f32).contiguous().to_vector<float>();
+        const std::vector<float> gv = gy.to_vector<float>();
+        std::vector<float> expected(gv.size());
+        for (size_t i = 0; i < gv.size(); ++i) expected[i] = yv[i] > 0.0f ? gv[i] : 0.0f;
+        EXPECT_TRUE(testing::all_close(rd.grad().to(Device::cpu(), DType::f32).contiguous(),
+                                       Tensor::from_vector<float>(expected, shape), 0, 0));
+        continue;
+      }
+      const Tensor xc = x.detach().set_requires_grad(true), rc = r.detach().set_requires_grad(true);
+      const Tensor wc = w.detach().set_requires_grad(true), bc = b.detach().set_requires_grad(true);
+      relu(bn(xc, wc, bc) + rc).backward(gy);
+      const std::vector<std::pair<Tensor, Tensor>> pairs{{xd, xc}, {rd, rc}, {wd, wc}, {bd, bc}};
+      for (size_t i = 0; i < pairs.size(); ++i) {
+        EXPECT_TRUE(
+            testing::all_close(pairs[i].first.grad().to(Device::cpu()), pairs[i].second.grad(), 2e-3, 2e-3))
+            << "gradient " << i;
+      }
+    }
+  }
+}
+
 // Without a residual, the channels-last split backward (rows past the one-launch kernels' 2048) recomputes
 // the ReLU's mask from x (LIFTOFF_BN_MASK=auto) instead of reading the output (read): the same gradients bit
 // for bit, for relu and relu6 (weights of 3-5 put many outputs at the cap), f32 and bf16; in f32 also the
