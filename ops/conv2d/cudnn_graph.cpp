@@ -8,7 +8,6 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/capture.h"
 #include "runtime/config.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/context.h"  // compute_stream
@@ -23,8 +22,6 @@ namespace {
 
 constexpr int64_t kXid = 1, kWid = 2, kYid = 3;
 constexpr int64_t kAlignment = 16;
-// An accumulating twin's workspace may exceed its plan's up to this (the search's own scratch cap).
-constexpr size_t kGraphTwinWorkspace = size_t{64} << 20;
 
 using Desc = BackendDesc;
 
@@ -184,13 +181,6 @@ Desc make_convolution(const Conv2dShape& g) {
   return c;
 }
 
-// What a plan was made for: its graph's direction, convolution and dtype (a twin is built from them).
-struct PlanTarget {
-  Direction direction;
-  Conv2dShape g;
-  DType dtype;
-};
-
 // An execution plan of `config` with its workspace size; none when cuDNN cannot finalize it for this
 // shape or its workspace exceeds max_workspace.
 std::optional<std::pair<Desc, size_t>> finalized_plan(cudnnHandle_t handle, const Desc& config,
@@ -206,87 +196,17 @@ std::optional<std::pair<Desc, size_t>> finalized_plan(cudnnHandle_t handle, cons
   return std::make_pair(std::move(plan), static_cast<size_t>(ws_bytes));
 }
 
-// The engine configuration `config` names (its engine and knob choices), made for another graph of the
-// same convolution (`graph`: other scaling).
-Desc same_configuration(const Desc& config, int64_t engine_index, const OperationGraph& graph) {
-  Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-  const cudnnBackendDescriptor_t graph_desc = graph.graph.get();
-  engine.set(CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph_desc)
-      .set(CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &engine_index);
-  engine.finalize();
-  std::vector<Desc> read;
-  std::vector<cudnnBackendDescriptor_t> read_raw;
-  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; ++i) {
-    read.emplace_back(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
-    read_raw.push_back(read.back().get());
-  }
-  int64_t count = 0;
-  LIFTOFF_CUDNN_CHECK(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
-                                               CUDNN_TYPE_BACKEND_DESCRIPTOR, CUDNN_KNOB_TYPE_COUNTS, &count,
-                                               read_raw.data()));
-  std::vector<Desc> choices;
-  std::vector<cudnnBackendDescriptor_t> choices_raw;
-  for (int64_t i = 0; i < count; ++i) {
-    cudnnBackendKnobType_t type{};
-    int64_t value = 0, n = 0;
-    LIFTOFF_CUDNN_CHECK(cudnnBackendGetAttribute(read_raw[static_cast<size_t>(i)],
-                                                 CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1,
-                                                 &n, &type));
-    LIFTOFF_CUDNN_CHECK(cudnnBackendGetAttribute(read_raw[static_cast<size_t>(i)],
-                                                 CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &n,
-                                                 &value));
-    Desc choice(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
-    choice.set(CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &type)
-        .set(CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &value);
-    choice.finalize();
-    choices_raw.push_back(choice.get());
-    choices.push_back(std::move(choice));
-  }
-  Desc made(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-  made.set_desc(CUDNN_ATTR_ENGINECFG_ENGINE, engine);
-  if (!choices_raw.empty()) {
-    made.set(CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-             static_cast<int64_t>(choices_raw.size()), choices_raw.data());
-  }
-  made.finalize();
-  return made;
-}
-
 class GraphPlan {
  public:
-  GraphPlan(std::shared_ptr<OperationGraph> graph, Desc config, Desc plan, size_t workspace, int64_t engine,
-            const PlanTarget& target)
+  GraphPlan(std::shared_ptr<OperationGraph> graph, Desc config, Desc plan, size_t workspace, int64_t engine)
       : graph_(std::move(graph)),
         config_(std::move(config)),
         plan_(std::move(plan)),
         workspace_(workspace),
-        engine_(engine),
-        target_(target) {}
+        engine_(engine) {}
 
   size_t workspace() const { return workspace_; }
   int64_t engine() const { return engine_; }
-
-  // The same engine and knobs adding into the output (beta = 1), made on first use outside a capture (a
-  // plan's finalization may load kernels); null when cuDNN refuses it or a capture is running.
-  GraphPlan* accumulating(cudnnHandle_t handle) {
-    std::lock_guard<std::mutex> lock(twin_mutex_);
-    if (!twin_tried_ && !graph_capture_active()) {
-      twin_tried_ = true;
-      try {
-        auto graph = std::make_shared<OperationGraph>(
-            make_graph(target_.direction, handle, target_.g, target_.dtype, /*beta=*/1.0f));
-        Desc config = same_configuration(config_, engine_, *graph);
-        auto plan = finalized_plan(handle, config, std::max(workspace_, kGraphTwinWorkspace));
-        if (plan) {
-          twin_ = std::make_unique<GraphPlan>(graph, std::move(config), std::move(plan->first), plan->second,
-                                              engine_, target_);
-        }
-      } catch (const Error&) {
-        twin_.reset();  // the legacy algorithm adds instead
-      }
-    }
-    return twin_.get();
-  }
 
   void execute(cudnnHandle_t handle, const Buffers& b, void* ws) {
     // The variant pack is rebuilt only when the pointers change (the caching allocator mostly hands the
@@ -313,10 +233,6 @@ class GraphPlan {
   Desc plan_;
   size_t workspace_;
   int64_t engine_;
-  PlanTarget target_;
-  std::mutex twin_mutex_;
-  bool twin_tried_ = false;
-  std::unique_ptr<GraphPlan> twin_;
   std::mutex mutex_;
   std::unique_ptr<Desc> pack_;
   Buffers last_;
@@ -418,7 +334,7 @@ float time_ms(int device, const std::function<void()>& run, float give_up_above_
 
 SearchResult search(Direction direction, cudnnHandle_t handle, int device, const Conv2dShape& g, DType dtype,
                     const Buffers& buffers, void* scratch, size_t scratch_bytes, float baseline_ms,
-                    int max_candidates) {
+                    int max_candidates, float beta) {
   SearchResult result;
   if (!accepts(buffers)) {
     result.note = "buffers not 16-byte aligned";
@@ -427,7 +343,7 @@ SearchResult search(Direction direction, cudnnHandle_t handle, int device, const
   std::shared_ptr<OperationGraph> graph;
   std::vector<Desc> configs;
   try {
-    graph = std::make_shared<OperationGraph>(make_graph(direction, handle, g, dtype));
+    graph = std::make_shared<OperationGraph>(make_graph(direction, handle, g, dtype, beta));
     configs = heuristic_engine_configs(graph->graph, CUDNN_HEUR_MODE_A, 4 * max_candidates);
   } catch (const Error& e) {
     result.note = str_cat("graph not built: ", e.what());
@@ -447,8 +363,8 @@ SearchResult search(Direction direction, cudnnHandle_t handle, int device, const
       if (!acceptable_engine(config, &engine)) continue;
       auto plan = finalized_plan(handle, config, scratch_bytes);
       if (!plan) continue;  // not for this shape, or its workspace does not fit
-      auto candidate = std::make_shared<GraphPlan>(graph, std::move(config), std::move(plan->first),
-                                                   plan->second, engine, PlanTarget{direction, g, dtype});
+      auto candidate =
+          std::make_shared<GraphPlan>(graph, std::move(config), std::move(plan->first), plan->second, engine);
       const float ms = time_ms(
           device, [&] { candidate->execute(handle, buffers, scratch); }, best_ms);
       ++result.candidates;
@@ -482,8 +398,8 @@ std::shared_ptr<GraphPlan> rebuild(Direction direction, cudnnHandle_t handle, co
     if (!acceptable_engine(config, &found_engine) || found_engine != engine) return nullptr;
     auto plan = finalized_plan(handle, config, max_workspace);
     if (!plan) return nullptr;
-    return std::make_shared<GraphPlan>(graph, std::move(config), std::move(plan->first), plan->second, engine,
-                                       PlanTarget{direction, g, dtype});
+    return std::make_shared<GraphPlan>(graph, std::move(config), std::move(plan->first), plan->second,
+                                       engine);
   } catch (const Error&) {
     return nullptr;
   }
@@ -508,10 +424,6 @@ bool accepts(const Buffers& b) {
 
 void execute(cudnnHandle_t handle, GraphPlan& plan, const Buffers& buffers, void* workspace) {
   plan.execute(handle, buffers, workspace);
-}
-
-GraphPlan* accumulating(cudnnHandle_t handle, GraphPlan& plan) {
-  return plan.accumulating(handle);
 }
 
 }  // namespace liftoff::cuda::conv_graph

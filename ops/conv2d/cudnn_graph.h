@@ -52,10 +52,11 @@ struct SearchResult {
 // Builds the graph of one direction, times up to `max_candidates` heuristic configurations whose workspace
 // fits the search's `scratch` on `buffers` (synchronizes: eager steps only), and returns the fastest when it
 // beats `baseline_ms` (the legacy algorithm timed by time_ms; +inf to take any). Never throws for an engine
-// that fails: it is skipped; the result says why nothing was chosen.
+// that fails: it is skipped; the result says why nothing was chosen. beta = 1: the plans add their result
+// into the output buffer (which then must hold data).
 SearchResult search(Direction direction, cudnnHandle_t handle, int device, const Conv2dShape& g, DType dtype,
                     const Buffers& buffers, void* scratch, size_t scratch_bytes, float baseline_ms,
-                    int max_candidates = 8);
+                    int max_candidates = 8, float beta = 0.0f);
 
 // The plan `search` chose, made again without timing: the configuration at `config_index` of the same
 // heuristic list, when it is still engine `engine` (the store's record, algorithm_store.h) and its workspace
@@ -77,9 +78,5 @@ std::string describe(const GraphPlan& plan);  // "engine 12" (cuDNN's global eng
 bool accepts(const Buffers& buffers);
 // Enqueues the plan on the handle's stream (capturable).
 void execute(cudnnHandle_t handle, GraphPlan& plan, const Buffers& buffers, void* workspace);
-// The plan's twin that adds its result into the output buffer (beta = 1; the output of backward data is
-// Buffers::x): the same engine and knob choices. Made on first use outside a capture and kept with the
-// plan; null when cuDNN refuses it (or on first use inside a capture): the caller then adds another way.
-GraphPlan* accumulating(cudnnHandle_t handle, GraphPlan& plan);
 
 }  // namespace liftoff::cuda::conv_graph

@@ -63,8 +63,9 @@ class ResidualSumCuda : public ::testing::TestWithParam<std::tuple<cuda::ConvEng
   };
   OnGpu on_gpu(const Inputs& in) const {
     const Device gpu = Device::cuda(0);
+    const Tensor upstream = in.upstream(projection()).to(dtype()).to(gpu);
     return {in.w.to(DType::f32).to(gpu), in.w_skip.to(DType::f32).to(gpu),
-            in.upstream(projection()).to(dtype()).to(gpu)};
+            channels_last() ? upstream.contiguous(MemoryFormat::channels_last) : upstream};
   }
   // One backward on CUDA (x in the case's dtype, bf16 under autocast).
   void backward(const Tensor& x, const OnGpu& g) const {
@@ -79,9 +80,10 @@ class ResidualSumCuda : public ::testing::TestWithParam<std::tuple<cuda::ConvEng
   DType dtype() const { return std::get<1>(GetParam()); }
   bool channels_last() const { return std::get<2>(GetParam()) == Format::channels_last; }
   bool projection() const { return std::get<3>(GetParam()); }
-  // Autocast runs an NCHW input's convolution channels-last: its input gradient has the other layout than
-  // the skip path's, so the two are summed apart.
-  int64_t expected_additions() const { return dtype() == DType::bf16 && !channels_last() ? 0 : 1; }
+  // CUDA runs convolutions channels-last: an NCHW input's gradient from the convolution has the other
+  // layout than an NCHW skip path's, so the two are summed apart; two convolutions' gradients (the
+  // projection) share their layout.
+  int64_t expected_additions() const { return channels_last() || projection() ? 1 : 0; }
 
   cuda::ConvEngines previous_ = cuda::ConvEngines::automatic;
 };
