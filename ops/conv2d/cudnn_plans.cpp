@@ -29,6 +29,8 @@
 #include "runtime/determinism.h"
 #include "runtime/error.h"
 #include "runtime/profile/algorithm_search.h"
+#include "runtime/storage.h"
+#include "runtime/tensor.h"
 
 namespace liftoff::cuda {
 
@@ -139,8 +141,8 @@ struct Descriptors {
 
 // How the input gradient is added into one already there (Call::accumulate), chosen by timing the three
 // ways on the shape's first such call: a graph plan built with beta = 1 (searched like the others), the
-// legacy algorithm with beta = 1, or aside (the direction's own choice into a temporary, then
-// cudnnAddTensor). cuDNN's beta = 1 epilogues are not free: with the chosen engine's own beta = 1 plan,
+// legacy algorithm with beta = 1, or aside (the direction's own choice into a temporary, then the engine's
+// sum). cuDNN's beta = 1 epilogues are not free: with the chosen engine's own beta = 1 plan,
 // ResNet-18's 64-channel input gradients at batch 512 went from 210 to 350 us where the sum costs ~135.
 struct AccumulateChoice {
   enum class Way { unset, graph, legacy, aside };
@@ -690,15 +692,21 @@ void enqueue_chosen(const Ready<D>& ready, cudnnHandle_t handle, int device, DTy
                 bytes ? workspace(device, bytes) : nullptr, legacy_accumulates);
 }
 
-// Backward data into `aside` (the output's size), then added into the output (Buffers::x) by cudnnAddTensor.
+// Backward data into `aside` (the output's size), then added into the output (Buffers::x) by the engine's
+// own gradient sum (accumulate_into: one pass at the copy's bandwidth), as before the engine offered it.
 template <class D>
-void add_aside(const Ready<D>& ready, cudnnHandle_t handle, int device, DType dtype, const Buffers& buffers,
-               void* aside) {
+void add_aside(const Ready<D>& ready, cudnnHandle_t handle, int device, DType dtype, const Conv2dShape& g,
+               const Buffers& buffers, void* aside) {
   Buffers b = buffers;
   b.x = aside;
   enqueue_chosen(ready, handle, device, dtype, b);
-  LIFTOFF_CUDNN_CHECK(cudnnAddTensor(handle, scalar_one(dtype), ready.tensors.x, aside, scalar_one(dtype),
-                                     ready.tensors.x, buffers.x));
+  // Both buffers hold the output's elements in one dense order: added as flat vectors.
+  const int64_t elements = g.n * g.c * g.h * g.w;
+  const size_t bytes = static_cast<size_t>(elements) * dtype_size(dtype);
+  const auto flat = [&](void* data) {
+    return Tensor::from_blob(Storage::wrap(data, bytes, Device::cuda(device), nullptr), {elements}, dtype);
+  };
+  accumulate_into(flat(buffers.x), flat(aside));
 }
 
 // An output-sized temporary from the stream's cache (capturable; it goes back in stream order).
@@ -722,7 +730,7 @@ void enqueue(const Ready<D>& ready, cudnnHandle_t handle, int device, DType dtyp
     return;
   }
   // Also before a choice is made (a first use inside a capture).
-  add_aside(ready, handle, device, dtype, buffers, output_sized(g, dtype, device).raw_data());
+  add_aside(ready, handle, device, dtype, g, buffers, output_sized(g, dtype, device).raw_data());
 }
 
 // Times the ways of adding this shape's input gradient into one already there (AccumulateChoice) on the
@@ -737,7 +745,7 @@ AccumulateChoice choose_accumulate(cudnnHandle_t handle, int device, DType dtype
   b.x = existing.raw_data();
   AccumulateChoice best{Way::aside, nullptr};
   const float aside_ms =
-      conv_graph::time_ms(device, [&] { add_aside(ready, handle, device, dtype, b, aside.raw_data()); });
+      conv_graph::time_ms(device, [&] { add_aside(ready, handle, device, dtype, g, b, aside.raw_data()); });
   float best_ms = aside_ms;
   const float legacy_ms = conv_graph::time_ms(
       device, [&] { enqueue_chosen(ready, handle, device, dtype, b, /*legacy_accumulates=*/true); }, best_ms);

@@ -183,10 +183,6 @@ LIFTOFF_CUDNN_FORWARD(cudnnConvolutionBackwardFilter,
                        const cudnnFilterDescriptor_t dwDesc, void* dw),
                       (handle, alpha, xDesc, x, dyDesc, dy, convDesc, algo, workSpace, workSpaceSizeInBytes,
                        beta, dwDesc, dw))
-LIFTOFF_CUDNN_FORWARD(cudnnAddTensor,
-                      (cudnnHandle_t handle, const void* alpha, const cudnnTensorDescriptor_t aDesc,
-                       const void* A, const void* beta, const cudnnTensorDescriptor_t cDesc, void* C),
-                      (handle, alpha, aDesc, A, beta, cDesc, C))
 LIFTOFF_CUDNN_FORWARD(cudnnConvolutionBackwardData,
                       (cudnnHandle_t handle, const void* alpha, const cudnnFilterDescriptor_t wDesc,
                        const void* w, const cudnnTensorDescriptor_t dyDesc, const void* dy,
