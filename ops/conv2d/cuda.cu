@@ -159,12 +159,10 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& gy, const T
   }
   if (!gx.defined() && !gw.defined()) return;
   if (gx.defined() && accumulate_gx && depthwise::applies(g, dtype)) {
-    // The depthwise kernels overwrite: an accumulated input gradient is computed aside and added.
-    const Tensor gx_aside = gx.defined() && accumulate_gx
-                                ? Tensor::empty(gx.shape(), dtype, gx.device(), gx.memory_format())
-                                : gx;
+    // The depthwise kernels overwrite: the input gradient is computed aside and added.
+    const Tensor gx_aside = Tensor::empty(gx.shape(), dtype, gx.device(), gx.memory_format());
     conv2d_backward(x, w, gy, gx_aside, gw, Tensor(), g);
-    if (gx_aside.defined() && accumulate_gx) accumulate_into(gx, gx_aside);
+    accumulate_into(gx, gx_aside);
     return;
   }
   if (g.n == 0) {

@@ -612,20 +612,25 @@ bool restore(cudnnHandle_t handle, DType dtype, const Conv2dShape& g, Plan& plan
   return true;
 }
 
-// With the cache locked: on first use of direction D, the store's choice, else the search (legacy, then the
-// graph API against it), whose choice the store then keeps. Under QuickTuningScope a shape the store does not
-// know takes cuDNN's first guess instead, provisionally (not stored; searched on its first use outside).
+// An output-sized temporary from the stream's cache (capturable; it goes back in stream order).
+Tensor output_sized(const Conv2dShape& g, DType dtype, int device) {
+  return Tensor::empty({g.n * g.c * g.h * g.w}, dtype, Device::cuda(device));
+}
+
 // The buffers a search may write: an output that holds data (a call that accumulates into it) is replaced by
 // a scratch one of its size, kept in `scratch` for the search's duration.
 Buffers searchable(const Buffers& buffers, bool output_holds_data, DType dtype, const Conv2dShape& g,
                    int device, Tensor* scratch) {
   if (!output_holds_data) return buffers;
-  *scratch = Tensor::empty({g.n * g.c * g.h * g.w}, dtype, Device::cuda(device));
+  *scratch = output_sized(g, dtype, device);
   Buffers b = buffers;
   b.x = scratch->raw_data();  // backward data's output (the only direction that accumulates)
   return b;
 }
 
+// With the cache locked: on first use of direction D, the store's choice, else the search (legacy, then the
+// graph API against it), whose choice the store then keeps. Under QuickTuningScope a shape the store does not
+// know takes cuDNN's first guess instead, provisionally (not stored; searched on its first use outside).
 template <class D>
 Ready<D> prepare_direction(cudnnHandle_t handle, int device, DType dtype, const Conv2dShape& g, Plan& plan,
                            const Buffers& call_buffers, bool accumulate, AlgorithmStore* store) {
@@ -685,8 +690,9 @@ Ready<D> prepare_direction(cudnnHandle_t handle, int device, DType dtype, const 
 template <class D>
 void enqueue_chosen(const Ready<D>& ready, cudnnHandle_t handle, int device, DType dtype,
                     const Buffers& buffers, bool legacy_accumulates = false) {
-  if (!legacy_accumulates && run_graph_plan(ready.direction.choice.graph.get(), handle, device, buffers))
+  if (!legacy_accumulates && run_graph_plan(ready.direction.choice.graph.get(), handle, device, buffers)) {
     return;
+  }
   const size_t bytes = ready.direction.choice.workspace_bytes;
   run_legacy<D>(handle, dtype, ready.tensors, ready.direction, buffers,
                 bytes ? workspace(device, bytes) : nullptr, legacy_accumulates);
@@ -707,11 +713,6 @@ void add_aside(const Ready<D>& ready, cudnnHandle_t handle, int device, DType dt
     return Tensor::from_blob(Storage::wrap(data, bytes, Device::cuda(device), nullptr), {elements}, dtype);
   };
   accumulate_into(flat(buffers.x), flat(aside));
-}
-
-// An output-sized temporary from the stream's cache (capturable; it goes back in stream order).
-Tensor output_sized(const Conv2dShape& g, DType dtype, int device) {
-  return Tensor::empty({g.n * g.c * g.h * g.w}, dtype, Device::cuda(device));
 }
 
 template <class D>

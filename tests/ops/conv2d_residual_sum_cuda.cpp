@@ -139,6 +139,34 @@ INSTANTIATE_TEST_SUITE_P(Engines, ResidualSumCuda,
                                             ::testing::Bool()),
                          case_name);
 
+// A depthwise convolution's kernels overwrite their output: its input gradient is computed aside and added
+// into the waiting one (channels-last f32 and bf16 against the CPU in f64).
+TEST(ResidualSumDepthwiseCuda, InputGradientIsAddedAside) {
+  LIFTOFF_REQUIRE_CUDA();
+  const Tensor x = testing::random_tensor({4, 32, 10, 10}, 31);
+  const Tensor w = testing::random_tensor({32, 1, 3, 3}, 32, -0.5, 0.5);
+  const Tensor up = testing::random_tensor({4, 32, 10, 10}, 33);
+  const auto block = [](const Tensor& in, const Tensor& weight) {
+    const Tensor h = mul(relu(in), 2.0);
+    return add(conv2d(h, weight, Tensor(), 1, 1, 1, 32), mul(h, 3.0));
+  };
+  const Tensor xc = x.clone().set_requires_grad(true);
+  block(xc, w).backward(up);
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Device gpu = Device::cuda(0);
+    const Tensor xd = x.to(dtype).to(gpu).contiguous(MemoryFormat::channels_last).set_requires_grad(true);
+    const Tensor wd = w.to(DType::f32).to(gpu);
+    const Tensor upd = up.to(dtype).to(gpu).contiguous(MemoryFormat::channels_last);
+    {
+      AutocastGuard autocast(dtype);
+      block(xd, wd).backward(upd);
+    }
+    const double tol = dtype == DType::bf16 ? 5e-2 : 1e-2;  // TF32 where cuDNN takes an f32 one
+    EXPECT_TRUE(testing::all_close(xd.grad().to(Device::cpu()).to(DType::f64), xc.grad(), tol, tol));
+  }
+}
+
 #else
 TEST(ResidualSumCuda, NeedsCuda) {
   GTEST_SKIP() << "this build has no CUDA backend";
