@@ -118,7 +118,8 @@ Tensor conv2d(const Tensor& input, const Tensor& weight_in, const Tensor& bias_i
           const Tensor gy = gy_in.contiguous(format);
           const Device dev = gy.device();
           // The input's gradient is added into one already waiting for it (a residual block's skip path)
-          // when that one has this layout: cuDNN writes the sum itself (beta = 1).
+          // when that one has this layout: the kernels write the sum (on CUDA the faster of cuDNN's beta = 1
+          // and a separate sum, timed per shape), the engine skips its own.
           const Shape x_shape{g.n, g.c, g.h, g.w};
           const Tensor waiting = needs[0] ? waiting_gradient(0) : Tensor();
           const bool accumulate = waiting.defined() && waiting.shape() == x_shape &&
