@@ -2,6 +2,7 @@
 
 #include "ops/adaptive_avg_pool2d/kernels.h"
 #include "ops/common/layout.h"
+#include "ops/global_avg_pool2d/global_avg_pool2d.h"
 #include "runtime/autograd.h"
 #include "runtime/dispatch.h"
 
@@ -34,6 +35,17 @@ Tensor adaptive_avg_pool2d(const Tensor& input, const std::vector<int64_t>& outp
                 " must have a positive height and width");
   LIFTOFF_CHECK(a.oh >= 1 && a.ow >= 1, ValueError, "adaptive_avg_pool2d: output size [", a.oh, ", ", a.ow,
                 "] must be positive (or -1 to keep the input's size) for input ", shape_str(input.shape()));
+  if (a.oh == 1 && a.ow == 1) {
+    // AdaptiveAvgPool2d(1), the head of most CNNs, is the global pool: its kernels are a column reduction and
+    // a packed broadcast. The bin walk below runs a thread per element with 64-bit index divisions: its
+    // backward took 112 us of ResNet-18's fp32 step at batch 512 on an H100 (0.9%).
+    // A channels-last input gets [N, C, 1, 1] with channels-last strides: [N, 1, 1, C] seen through a
+    // permute.
+    const Tensor pooled = global_avg_pool2d(input);
+    if (op_memory_format(input) == MemoryFormat::channels_last)
+      return pooled.view({a.n, 1, 1, a.c}).permute({0, 3, 1, 2});
+    return pooled.view({a.n, a.c, 1, 1});
+  }
   const MemoryFormat format = op_memory_format(input);
   a.channels_last = format == MemoryFormat::channels_last;
   const Tensor x = input.contiguous(format);

@@ -15,5 +15,12 @@ TEST(AdaptiveAvgPool2dCuda, MatchesCpuInAllDtypesAndLayouts) {
   }
 }
 
+// Output size 1 runs the global pool's kernels; a CNN head's shape takes their packed paths.
+TEST(AdaptiveAvgPool2dCuda, OutputOfOneMatchesCpuOnACnnHead) {
+  LIFTOFF_REQUIRE_CUDA();
+  testing::expect_layout_parity([](const Tensor& x) { return adaptive_avg_pool2d(x, {1}); }, {8, 64, 4, 4},
+                                "[8, 64, 4, 4] -> 1");
+}
+
 }  // namespace
 }  // namespace liftoff

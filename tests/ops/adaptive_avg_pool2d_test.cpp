@@ -55,6 +55,17 @@ TEST(AdaptiveAvgPool2d, MatchesBinDefinition) {
   EXPECT_LT(closeness(one, reference(x, 2, 3).select(0, 1), 1e-12, 1e-12), 1.0);
 }
 
+// Output size 1 is the global pool (its kernels serve it), for [N, C, H, W] and [C, H, W] inputs.
+TEST(AdaptiveAvgPool2d, OutputOfOneIsTheGlobalMean) {
+  const Tensor x = testing::random_tensor({3, 4, 5, 6}, 5);
+  const Tensor y = adaptive_avg_pool2d(x, {1});
+  EXPECT_EQ(y.shape(), Shape({3, 4, 1, 1}));
+  EXPECT_LT(closeness(y, reference(x, 1, 1), 1e-12, 1e-12), 1.0);
+  const Tensor one = adaptive_avg_pool2d(x.select(0, 2), {1, 1});
+  EXPECT_EQ(one.shape(), Shape({4, 1, 1}));
+  EXPECT_LT(closeness(one, reference(x, 1, 1).select(0, 2), 1e-12, 1e-12), 1.0);
+}
+
 TEST(AdaptiveAvgPool2d, Gradcheck) {
   const Tensor x = testing::random_tensor({2, 2, 5, 4}, 2).set_requires_grad(true);
   for (const std::vector<int64_t>& size : {std::vector<int64_t>{3, 3}, {1, 1}, {7, 6}, {2, 4}}) {
