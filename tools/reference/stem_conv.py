@@ -4,11 +4,6 @@ default, TF32 as PyTorch's default for convolutions), with the input channels as
 median forward and weight-gradient times (CUDA events over --reps calls after a warm-up; cudnn.benchmark), and the
 kernels each ran (profiler). Tells whether padding a 3-channel stem lets cuDNN's tensor-core engines take it.
   python3 tools/reference/stem_conv.py --batch 512 --size 32 --out-channels 64
-"""A CNN's first convolution (few input channels) channels-last (--dtype, fp32 by default) on cuDNN, as PyTorch runs it, with the input
-channels as given and zero-padded to 4 or 8: median forward and weight-gradient times (CUDA events over --reps calls
-after a warm-up; cudnn.benchmark; TF32 as PyTorch's default for convolutions), and the kernels each ran (profiler).
-Tells whether padding a 3-channel stem to 4 lets cuDNN's tensor-core engines take it.
-  python3 tools/reference/stem_conv.py --batch 512 --size 32 --out-channels 64
 """
 import argparse
 import statistics
