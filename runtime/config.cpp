@@ -85,11 +85,9 @@ constexpr Entry kTable[] = {
                 "Liftoff's own forward and weight-gradient kernels for up to 16 filters, own for up to 64, "
                 "padded cuDNN on channels zero-padded to 16 bytes where the own kernels do not run, cudnn "
                 "never"),
-    choice_knob(Knob::bn_resident, "LIFTOFF_BN_RESIDENT", "auto", "auto|single|off",
-                "channels-last training batch norm of few rows (N*H*W) on CUDA: auto runs each pass in one "
-                "launch, rows held in registers (up to 2048 rows in one block a channel tile; on sm_90 up to "
-                "8192 in a cluster of blocks), single up to 2048 only, off the split reduction + elementwise "
-                "kernels"),
+    choice_knob(Knob::bn_resident, "LIFTOFF_BN_RESIDENT", "auto", "auto|off",
+                "channels-last training batch norm of at most 2048 rows (N*H*W) on CUDA: auto runs each pass "
+                "in one launch (rows held in registers), off the split reduction + elementwise kernels"),
     choice_knob(Knob::bn_mask, "LIFTOFF_BN_MASK", "auto", "auto|read",
                 "CUDA backward of a batch norm fused with a ReLU and no residual: auto recomputes the ReLU's "
                 "mask from the input (one tensor fewer read), read loads the forward's output"),

@@ -9,7 +9,6 @@
 #include <map>
 #include <mutex>
 #include <type_traits>
-#include <utility>
 
 #include "ops/batch_norm2d/cuda_nhwc_resident.cuh"
 #include "ops/batch_norm2d/kernels.h"
@@ -114,63 +113,24 @@ void launch_nhwc_elementwise(int64_t channels, std::initializer_list<const void*
   }
 }
 
-// The most blocks a resident pass may spread its rows over on x's device: clusters need sm_90, and
-// LIFTOFF_BN_RESIDENT=single keeps one block a channel tile.
-int resident_max_cluster(const Tensor& x) {
-  if (config::get_string(config::Knob::bn_resident).value_or("auto") != "auto") return 1;
-  static const int major = [device = x.device().index] {
-    int value = 0;
-    LIFTOFF_CUDA_CHECK(cudaDeviceGetAttribute(&value, cudaDevAttrComputeCapabilityMajor, device));
-    return value;
-  }();
-  return major >= 9 ? kResidentMaxCluster : 1;
-}
-
 // Whether a channels-last training batch norm of x runs each pass in one launch (cuda_nhwc_resident.cuh):
-// rows that fit the registers of a block (or of a cluster's blocks), f16/bf16/f32 (f64 keeps the split
-// kernels), LIFTOFF_BN_RESIDENT not off.
+// rows that fit a block's registers, f16/bf16/f32 (f64 keeps the split kernels), LIFTOFF_BN_RESIDENT not off.
 bool resident_fits(const Tensor& x) {
   const bool enabled = config::get_string(config::Knob::bn_resident).value_or("auto") != "off";
   return enabled && nhwc_layout(x) && x.dtype() != DType::f64 &&
-         x.size(0) * x.size(2) * x.size(3) <= kResidentMaxRows * resident_max_cluster(x);
+         x.size(0) * x.size(2) * x.size(3) <= kResidentMaxRows;
 }
 
-// Launches a resident `kernel` on a grid of (tiles, cluster) blocks of kResidentThreads, in clusters of (1,
-// cluster, 1) when cluster > 1.
-template <class... Params, class... Args>
-void launch_resident_kernel(void (*kernel)(Params...), unsigned tiles, int cluster, cudaStream_t stream,
-                            Args&&... args) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(tiles, static_cast<unsigned>(cluster));
-  config.blockDim = dim3(kResidentThreads);
-  config.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = 1;
-  attribute[0].val.clusterDim.y = static_cast<unsigned>(cluster);
-  attribute[0].val.clusterDim.z = 1;
-  config.attrs = attribute;
-  config.numAttrs = cluster > 1 ? 1 : 0;
-  LIFTOFF_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
-}
-
-// Launches a resident kernel: launch(vec_tag, passes_tag, cluster_tag, cluster), 16-byte vectors when C and
-// the data allow; one pass for up to kResidentThreads rows, else kResidentMaxPasses (predicated); beyond
-// kResidentMaxRows, a cluster of 2 or 4 blocks with kResidentMaxRows rows each.
+// Launches a resident kernel: launch(vec_tag, passes_tag), 16-byte vectors when C and the data allow, one
+// pass for up to kResidentThreads rows, else kResidentMaxPasses (predicated).
 template <class T, class Launch>
 void launch_resident(int64_t rows, int64_t channels, std::initializer_list<const void*> data,
                      Launch&& launch) {
   launch_nhwc_elementwise<T>(channels, data, [&](auto vec_tag) {
-    using One = std::integral_constant<int, 1>;
-    using Max = std::integral_constant<int, kResidentMaxPasses>;
     if (rows <= kResidentThreads) {
-      launch(vec_tag, One{}, One{}, 1);
-    } else if (rows <= kResidentMaxRows) {
-      launch(vec_tag, Max{}, One{}, 1);
+      launch(vec_tag, std::integral_constant<int, 1>{});
     } else {
-      static_assert(kResidentMaxCluster == 4, "clusters of 2 and 4 blocks");
-      const int cluster = rows <= 2 * kResidentMaxRows ? 2 : 4;
-      launch(vec_tag, Max{}, std::integral_constant<int, kResidentMaxCluster>{}, cluster);
+      launch(vec_tag, std::integral_constant<int, kResidentMaxPasses>{});
     }
   });
 }
@@ -273,16 +233,15 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
       T* out = epilogue.skip_normalize ? nullptr : static_cast<T*>(y.raw_data());
       const StatsFinalize<A, W> finalize{
           static_cast<A>(count), static_cast<A>(eps), static_cast<A>(momentum), rm, rv, sm, si, tracked};
-      launch_resident<T>(
-          count, channels, {xp, residual, out},
-          [&](auto vec_tag, auto passes_tag, auto cluster_tag, int cluster) {
-            constexpr int vec = decltype(vec_tag)::value, passes = decltype(passes_tag)::value;
-            launch_resident_kernel(
-                forward_resident_nhwc_kernel<T, A, W, vec, passes, decltype(cluster_tag)::value>,
-                static_cast<unsigned>(channels / vec), cluster, stream, xp, channels, count,
-                static_cast<const W*>(weight.raw_data()), static_cast<const W*>(bias.raw_data()), finalize,
-                residual, epilogue.relu, static_cast<A>(epilogue.relu_cap), out);
-          });
+      launch_resident<T>(count, channels, {xp, residual, out}, [&](auto vec_tag, auto passes_tag) {
+        constexpr int vec = decltype(vec_tag)::value, passes = decltype(passes_tag)::value;
+        forward_resident_nhwc_kernel<T, A, W, vec, passes>
+            <<<static_cast<unsigned>(channels / vec), kResidentThreads, 0, stream>>>(
+                xp, channels, count, static_cast<const W*>(weight.raw_data()),
+                static_cast<const W*>(bias.raw_data()), finalize, residual, epilogue.relu,
+                static_cast<A>(epilogue.relu_cap), out);
+        LIFTOFF_LAUNCH_CHECK();
+      });
     }
     return;  // normalized too, unless deferred
   } else if (nhwc_layout(x)) {
@@ -346,15 +305,13 @@ void backward_typed(const Tensor& x, const Tensor& grad_y, const Tensor& weight,
   const T* gyp = static_cast<const T*>(grad_y.raw_data());
   if (nhwc && resident_fits(x)) {
     if constexpr (!std::is_same_v<T, double>) {
-      launch_resident<T>(
-          count, channels, {xp, gyp, mask, gx, gres},
-          [&](auto vec_tag, auto passes_tag, auto cluster_tag, int cluster) {
-            constexpr int vec = decltype(vec_tag)::value, passes = decltype(passes_tag)::value;
-            launch_resident_kernel(
-                backward_resident_nhwc_kernel<T, A, W, vec, passes, decltype(cluster_tag)::value>,
-                static_cast<unsigned>(channels / vec), cluster, stream, xp, gyp, mask, cap, sm, channels,
-                count, finalize, gx, gres);
-          });
+      launch_resident<T>(count, channels, {xp, gyp, mask, gx, gres}, [&](auto vec_tag, auto passes_tag) {
+        constexpr int vec = decltype(vec_tag)::value, passes = decltype(passes_tag)::value;
+        backward_resident_nhwc_kernel<T, A, W, vec, passes>
+            <<<static_cast<unsigned>(channels / vec), kResidentThreads, 0, stream>>>(
+                xp, gyp, mask, cap, sm, channels, count, finalize, gx, gres);
+        LIFTOFF_LAUNCH_CHECK();
+      });
     }
     return;
   }

@@ -5,13 +5,8 @@
 // sums, finalizes them and writes the input gradient in one kernel. No partials, no arrival
 // counters, no second launch: on MobileNetV2's 2 x 2 and 4 x 4 layers the split kernels' floor (statistics
 // ~10 us + normalize ~4.5 us, gradient sums 10-15 us + input gradient ~5 us, session 17) is mostly latency,
-// and 33 of its 52 batch norms are that small. On sm_90 a pass of up to kResidentMaxCluster times as many
-// rows runs on a cluster of blocks (CLUSTER > 1): each block holds a share of the rows, and the blocks' sums
-// are added through distributed shared memory (ResNet-18's last stage at batch 512 and its third at 128:
-// 8,192 rows). Internal to ops/batch_norm2d: cuda.cu is the only includer.
+// and 33 of its 52 batch norms are that small. Internal to ops/batch_norm2d: cuda.cu is the only includer.
 #pragma once
-#include <cooperative_groups.h>
-
 #include <cstdint>
 
 #include "ops/batch_norm2d/cuda_nhwc_kernels.cuh"
@@ -23,8 +18,6 @@ constexpr int kResidentThreads = 512;
 // Rows a thread holds: 4 x 16 bytes per tensor (the backward holds three tensors: 48 registers).
 constexpr int kResidentMaxPasses = 4;
 constexpr int64_t kResidentMaxRows = static_cast<int64_t>(kResidentThreads) * kResidentMaxPasses;
-// Blocks a cluster spreads a pass's rows over (sm_90): kResidentMaxRows each.
-constexpr int kResidentMaxCluster = 4;
 
 // Adds each of the N values over the block's threads (all of them hold the same channels); every thread gets
 // the totals. Warp shuffles, then the warps' values in warp order from shared memory: deterministic.
@@ -52,59 +45,20 @@ __device__ __forceinline__ void resident_block_sum(A (&v)[N], A* scratch /* [war
   __syncthreads();  // the scratch may be reused
 }
 
-// The cluster's totals of the N values (each block's totals, held by all its threads): thread 0 of each block
-// publishes them in shared memory, and every block adds the cluster's in rank order, so all blocks get the
-// same bits. CLUSTER > 1: launched in clusters (of any size up to kResidentMaxCluster); exchange and totals:
-// [N] each in shared memory.
-template <class A, int N, int CLUSTER>
-__device__ __forceinline__ void resident_cluster_sum(A (&v)[N], A* exchange, A* totals) {
-  if constexpr (CLUSTER > 1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-    if (threadIdx.x == 0) {
-#pragma unroll
-      for (int j = 0; j < N; ++j) exchange[j] = v[j];
-    }
-    cluster.sync();
-    if (threadIdx.x < N) {
-      A total = 0;
-      for (unsigned rank = 0; rank < cluster.num_blocks(); ++rank)
-        total += cluster.map_shared_rank(exchange, rank)[threadIdx.x];
-      totals[threadIdx.x] = total;
-    }
-    cluster
-        .sync();  // every block has read the others' values (they may exit or publish again) and its totals
-#pragma unroll
-    for (int j = 0; j < N; ++j) v[j] = totals[j];
-#else
-    __trap();  // the host launches clusters on sm_90 and later only
-#endif
-  }
-}
-
-// The first row of this block's share: rank blockIdx.y of a cluster (the grid's y extent is the cluster's)
-// holds kResidentThreads * PASSES rows.
-template <int PASSES, int CLUSTER>
-__device__ __forceinline__ int64_t resident_first_row() {
-  return CLUSTER > 1 ? static_cast<int64_t>(blockIdx.y) * kResidentThreads * PASSES : 0;
-}
-
 // Training forward: statistics (two passes over the registers: the mean, then the squared deviations),
 // finalize (saved mean/invstd, running statistics, batches_tracked), then y = bn(x) (+ residual) (ReLU capped
 // at cap), unless y is null (the statistics alone). Grid: C / VEC blocks of kResidentThreads; thread t holds
 // rows t, t + kResidentThreads, ...
-template <class T, class A, class W, int VEC, int PASSES, int CLUSTER>
+template <class T, class A, class W, int VEC, int PASSES>
 __global__ void __launch_bounds__(kResidentThreads)
     forward_resident_nhwc_kernel(const T* x, int64_t channels, int64_t rows, const W* weight, const W* bias,
                                  StatsFinalize<A, W> finalize, const T* residual, bool relu, A cap, T* y) {
   __shared__ A scratch[(kResidentThreads / 32) * VEC];
-  __shared__ A exchange[VEC], totals[VEC];
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * VEC;
-  const int64_t first = resident_first_row<PASSES, CLUSTER>() + threadIdx.x;
   Packet<T, VEC> v[PASSES];
 #pragma unroll
   for (int p = 0; p < PASSES; ++p) {
-    const int64_t r = first + static_cast<int64_t>(p) * kResidentThreads;
+    const int64_t r = threadIdx.x + static_cast<int64_t>(p) * kResidentThreads;
     if (r < rows) v[p] = load_packet<T, VEC>(x + r * channels + c0);
   }
   A mean[VEC], m2[VEC];
@@ -112,18 +66,17 @@ __global__ void __launch_bounds__(kResidentThreads)
   for (int j = 0; j < VEC; ++j) mean[j] = m2[j] = A(0);
 #pragma unroll
   for (int p = 0; p < PASSES; ++p) {
-    if (first + static_cast<int64_t>(p) * kResidentThreads < rows) {
+    if (threadIdx.x + static_cast<int64_t>(p) * kResidentThreads < rows) {
 #pragma unroll
       for (int j = 0; j < VEC; ++j) mean[j] += convert<A>(v[p].v[j]);
     }
   }
   resident_block_sum<A, VEC>(mean, scratch);
-  resident_cluster_sum<A, VEC, CLUSTER>(mean, exchange, totals);
 #pragma unroll
   for (int j = 0; j < VEC; ++j) mean[j] /= finalize.count;
 #pragma unroll
   for (int p = 0; p < PASSES; ++p) {
-    if (first + static_cast<int64_t>(p) * kResidentThreads < rows) {
+    if (threadIdx.x + static_cast<int64_t>(p) * kResidentThreads < rows) {
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
         const A d = convert<A>(v[p].v[j]) - mean[j];
@@ -132,11 +85,9 @@ __global__ void __launch_bounds__(kResidentThreads)
     }
   }
   resident_block_sum<A, VEC>(m2, scratch);
-  resident_cluster_sum<A, VEC, CLUSTER>(m2, exchange, totals);
-  // Thread j < VEC of the cluster's first block finalizes channel c0 + j (one call site: eight inlined copies
-  // cost registers).
+  // Thread j < VEC finalizes channel c0 + j (one call site: eight inlined copies cost registers).
   const int t = static_cast<int>(threadIdx.x);
-  if (t < VEC && (CLUSTER == 1 || blockIdx.y == 0)) {
+  if (t < VEC) {
     A my_mean = 0, my_m2 = 0;
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
@@ -159,7 +110,7 @@ __global__ void __launch_bounds__(kResidentThreads)
   }
 #pragma unroll
   for (int p = 0; p < PASSES; ++p) {
-    const int64_t r = first + static_cast<int64_t>(p) * kResidentThreads;
+    const int64_t r = threadIdx.x + static_cast<int64_t>(p) * kResidentThreads;
     if (r >= rows) continue;
     const int64_t i = r * channels + c0;
     A out[VEC];
@@ -172,15 +123,13 @@ __global__ void __launch_bounds__(kResidentThreads)
 // Backward: sums of g and g * (x - mean) (g = gy masked by the fused ReLU's output when there is one),
 // finalize (weight and bias gradients), then gx = k1 * (g - k2 - (x - mean) * k3) and the residual's
 // gradient g. Grid as the forward's.
-template <class T, class A, class W, int VEC, int PASSES, int CLUSTER>
+template <class T, class A, class W, int VEC, int PASSES>
 __global__ void __launch_bounds__(kResidentThreads)
     backward_resident_nhwc_kernel(const T* x, const T* gy, const T* y_relu, A cap, const A* mean,
                                   int64_t channels, int64_t rows, GradFinalize<A, W> finalize, T* gx,
                                   T* g_residual) {
   __shared__ A scratch[(kResidentThreads / 32) * 2 * VEC];
-  __shared__ A exchange[2 * VEC], totals[2 * VEC];
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * VEC;
-  const int64_t first = resident_first_row<PASSES, CLUSTER>() + threadIdx.x;
   const bool masked = y_relu != nullptr;
   A m[VEC], invstd[VEC], w[VEC];
 #pragma unroll
@@ -193,7 +142,7 @@ __global__ void __launch_bounds__(kResidentThreads)
   Packet<T, VEC> g[PASSES], xv[PASSES];
 #pragma unroll
   for (int p = 0; p < PASSES; ++p) {
-    const int64_t r = first + static_cast<int64_t>(p) * kResidentThreads;
+    const int64_t r = threadIdx.x + static_cast<int64_t>(p) * kResidentThreads;
     if (r >= rows) continue;
     const int64_t i = r * channels + c0;
     g[p] = load_packet<T, VEC>(gy + i);
@@ -211,7 +160,7 @@ __global__ void __launch_bounds__(kResidentThreads)
   for (int j = 0; j < 2 * VEC; ++j) sums[j] = A(0);
 #pragma unroll
   for (int p = 0; p < PASSES; ++p) {
-    if (first + static_cast<int64_t>(p) * kResidentThreads < rows) {
+    if (threadIdx.x + static_cast<int64_t>(p) * kResidentThreads < rows) {
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
         const A gj = convert<A>(g[p].v[j]);
@@ -221,10 +170,9 @@ __global__ void __launch_bounds__(kResidentThreads)
     }
   }
   resident_block_sum<A, 2 * VEC>(sums, scratch);
-  resident_cluster_sum<A, 2 * VEC, CLUSTER>(sums, exchange, totals);
   A k1[VEC], k2[VEC], k3[VEC];
   const int t = static_cast<int>(threadIdx.x);
-  if (t < VEC && (CLUSTER == 1 || blockIdx.y == 0)) {
+  if (t < VEC) {
     A my_dy = 0, my_dy_xmu = 0;
     typename GradFinalize<A, W>::Inputs in;
 #pragma unroll
@@ -246,7 +194,7 @@ __global__ void __launch_bounds__(kResidentThreads)
   }
 #pragma unroll
   for (int p = 0; p < PASSES; ++p) {
-    const int64_t r = first + static_cast<int64_t>(p) * kResidentThreads;
+    const int64_t r = threadIdx.x + static_cast<int64_t>(p) * kResidentThreads;
     if (r >= rows) continue;
     const int64_t i = r * channels + c0;
     A gj[VEC];
