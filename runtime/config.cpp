@@ -80,11 +80,10 @@ constexpr Entry kTable[] = {
     choice_knob(
         Knob::depthwise, "LIFTOFF_DEPTHWISE", "auto", "auto|cudnn",
         "channels-last depthwise convolutions on CUDA: auto runs Liftoff's own kernels, cudnn cuDNN's"),
-    choice_knob(Knob::few_channel_conv, "LIFTOFF_FEW_CHANNEL_CONV", "auto", "auto|own|padded|cudnn",
+    choice_knob(Knob::few_channel_conv, "LIFTOFF_FEW_CHANNEL_CONV", "auto", "auto|own|cudnn",
                 "channels-last CUDA convolutions with at most 4 input channels (a first layer): auto runs "
                 "Liftoff's own forward and weight-gradient kernels for up to 16 filters, own for up to 64, "
-                "padded cuDNN on channels zero-padded to 16 bytes where the own kernels do not run, cudnn "
-                "never"),
+                "cudnn never"),
     choice_knob(Knob::bn_resident, "LIFTOFF_BN_RESIDENT", "auto", "auto|off",
                 "channels-last training batch norm of at most 2048 rows (N*H*W) on CUDA: auto runs each pass "
                 "in one launch (rows held in registers), off the split reduction + elementwise kernels"),

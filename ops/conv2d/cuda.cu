@@ -105,8 +105,6 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
     depthwise::forward(x, w, y, g);
   } else if (few_channels::applies(g, dtype)) {
     few_channels::forward(x, w, y, g);
-  } else if (few_channels::pads(g, dtype)) {
-    few_channels::forward_padded(x, w, y, g);
   } else {
     const conv_plans::Call call{conv_graph::Direction::forward, {x.raw_data(), w.raw_data(), y.raw_data()}};
     conv_plans::run(device, dtype, g, &call, 1);
@@ -179,12 +177,9 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& gy, const T
     if (gw.defined()) depthwise::backward_weight(x, gy, gw, g);
     return;
   }
-  // The few-channel kernels (or the padded channels) take the weight gradient; the input gradient stays
-  // with cuDNN on the shape as it is.
+  // The few-channel kernels take the weight gradient; the input gradient stays with cuDNN.
   const bool own_weight_gradient = gw.defined() && few_channels::applies(g, dtype);
-  const bool padded_weight_gradient = gw.defined() && few_channels::pads(g, dtype);
   if (own_weight_gradient) few_channels::backward_weight(x, gy, gw, g);
-  if (padded_weight_gradient) few_channels::backward_weight_padded(x, gy, gw, g);
   auto data_of = [](const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; };
   conv_plans::Call calls[2];
   size_t count = 0;
@@ -192,7 +187,7 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& gy, const T
     calls[count++] = {
         conv_graph::Direction::backward_data, {data_of(gx), data_of(w), gy.raw_data()}, accumulate_gx};
   }
-  if (gw.defined() && !own_weight_gradient && !padded_weight_gradient) {
+  if (gw.defined() && !own_weight_gradient) {
     calls[count++] = {conv_graph::Direction::backward_filter, {data_of(x), data_of(gw), gy.raw_data()}};
   }
   if (count > 0) conv_plans::run(device, dtype, g, calls, count);

@@ -25,14 +25,4 @@ void forward(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dShap
 // c].
 void backward_weight(const Tensor& x, const Tensor& gy, const Tensor& gw, const Conv2dShape& g);
 
-// The other way for a shape these kernels do not take (padded_channels_cuda.cu): cuDNN on the input and the
-// weight with their channels zero-padded to 16 bytes a pixel (4 f32, 8 f16/bf16), which its tensor-core
-// engines need. pads(): channels-last, groups 1, f32/f16/bf16, fewer channels than that, applies() false,
-// and LIFTOFF_FEW_CHANNEL_CONV=padded.
-bool pads(const Conv2dShape& g, DType dtype);
-// y = conv(x, w), as forward().
-void forward_padded(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dShape& g);
-// gw (KRSC, g.c channels) from x and gy, as backward_weight().
-void backward_weight_padded(const Tensor& x, const Tensor& gy, const Tensor& gw, const Conv2dShape& g);
-
 }  // namespace liftoff::cuda::few_channels

@@ -45,9 +45,6 @@ int64_t depthwise_executions();
 // Forward passes and weight gradients run by the own channels-last few-input-channel kernels so far in this
 // process (ops/conv2d/few_channels.h; LIFTOFF_FEW_CHANNEL_CONV=cudnn sends them to cuDNN instead).
 int64_t few_channel_executions();
-// Forward passes and weight gradients run on channels zero-padded to 16 bytes
-// (LIFTOFF_FEW_CHANNEL_CONV=padded).
-int64_t padded_channel_executions();
 // Input gradients cuDNN added into a gradient already there (conv2d_backward's accumulate_gx) so far in
 // this process.
 int64_t conv_accumulated_input_gradients();

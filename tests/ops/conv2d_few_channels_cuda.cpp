@@ -11,7 +11,6 @@
 #include "ops/conv2d/kernels.h"
 #include "runtime/autograd.h"
 #include "runtime/config.h"
-#include "runtime/determinism.h"
 #include "runtime/graph.h"
 #include "tests/common/cuda_test.h"
 #include "tests/common/graph_capture.h"
@@ -185,34 +184,6 @@ TEST(Conv2dFewChannelsCuda, CudnnKnobGivesTheSameValues) {
   }
 }
 
-int64_t padded_runs() {
-#if LIFTOFF_WITH_CUDA
-  return cuda::padded_channel_executions();
-#else
-  return 0;
-#endif
-}
-
-// LIFTOFF_FEW_CHANNEL_CONV=padded: cuDNN on channels zero-padded to 16 bytes, every case and dtype; the
-// input gradient stays on the shape as it is.
-TEST(Conv2dFewChannelsCuda, PaddedChannelsMatchCpu) {
-  LIFTOFF_REQUIRE_CUDA();
-  config::ScopedSetting padded(config::Knob::few_channel_conv, "padded");
-  for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
-    for (const Case& c : kCases) {
-      const Inputs in = inputs_for(c, dtype);
-      const int64_t before = padded_runs(), own_before = own_kernel_runs();
-      const Result got = on_device(c, in, dtype);
-      // 4 channels in f32 are 16 bytes already: cuDNN takes them as they are.
-      const bool pads = c.x[1] < (dtype == DType::f32 ? 4 : 8);
-      EXPECT_EQ(padded_runs() - before, pads ? 2 : 0) << name_of(c, dtype);
-      EXPECT_EQ(own_kernel_runs(), own_before) << name_of(c, dtype);
-      // cuDNN's f32 is TF32: the half types' tolerance.
-      EXPECT_TRUE(close(got, cpu_reference(c, in), DType::bf16)) << name_of(c, dtype);
-    }
-  }
-}
-
 TEST(Conv2dFewChannelsCuda, OtherConvolutionsKeepCudnn) {
   LIFTOFF_REQUIRE_CUDA();
   config::ScopedSetting own(config::Knob::few_channel_conv, "own");
@@ -240,19 +211,9 @@ TEST(Conv2dFewChannelsCuda, OtherConvolutionsKeepCudnn) {
   EXPECT_EQ(own_kernel_runs(), before + 1);
 }
 
-// Bitwise repeatability and capture, own kernels and padded channels.
-class FewChannelsWay : public ::testing::TestWithParam<const char*> {};
-
-TEST_P(FewChannelsWay, RepeatableAndCapturable) {
+TEST(Conv2dFewChannelsCuda, RepeatableAndCapturable) {
   LIFTOFF_REQUIRE_CUDA();
-  config::ScopedSetting way(config::Knob::few_channel_conv, GetParam());
-  // cuDNN runs the padded way: only its reproducible algorithms (the own kernels are so anyway).
-  const bool was_deterministic = deterministic_algorithms();
-  set_deterministic_algorithms(true);
-  struct Restore {
-    bool on;
-    ~Restore() { set_deterministic_algorithms(on); }
-  } restore{was_deterministic};
+  config::ScopedSetting own(config::Knob::few_channel_conv, "own");
   const Device cuda = Device::cuda(0);
   const Case& c = kCases.back();  // the most tiles a block
   const Inputs in = inputs_for(c, DType::f32);
@@ -283,8 +244,6 @@ TEST_P(FewChannelsWay, RepeatableAndCapturable) {
     EXPECT_TRUE(testing::all_close(replayed[i], first[i], 0, 0)) << "tensor " << i << " replayed";
   }
 }
-
-INSTANTIATE_TEST_SUITE_P(Conv2dFewChannelsCuda, FewChannelsWay, ::testing::Values("own", "padded"));
 
 }  // namespace
 }  // namespace liftoff
