@@ -3,11 +3,11 @@
 // cuDNN. cuDNN has no tensor-core kernel for 3 channels: on the strided CNN at 512 px (fp32, batch 128) its
 // weight gradient for the 3->16 stem took 2.19 ms of a 9.3 ms step, and its forward 0.55 ms plus a 0.33 ms
 // layout conversion, where reading x and gy once is about 0.3 ms on an H100. Both kernels are direct and
-// memory-bound: the forward gives each thread one output pixel and 16 filters (weights in shared memory);
-// the weight gradient is a tall-skinny product gy^T x patches, tiles of pixels staged in shared memory and
-// 4x4 register blocks per thread, then a fixed-order merge of the blocks' partials (deterministic, no
-// atomics, no host sync). The input gradient stays with cuDNN (a first layer's input needs none).
-// Internal to ops/conv2d (CUDA builds only).
+// memory-bound: the forward gives each thread one output pixel and 16 filters (four pixels beyond 16
+// filters; weights in shared memory); the weight gradient is a tall-skinny product gy^T x patches, tiles of
+// pixels staged in shared memory and 4x4 register blocks per thread, then a fixed-order merge of the blocks'
+// partials (deterministic, no atomics, no host sync). The input gradient stays with cuDNN (a first layer's
+// input needs none). Internal to ops/conv2d (CUDA builds only).
 #pragma once
 #include "ops/conv2d/kernels.h"
 

@@ -25,6 +25,8 @@ constexpr int kAutoMaxFilters = 16;  // LIFTOFF_FEW_CHANNEL_CONV=auto's limit (a
 constexpr int kMaxTaps = 64;  // C * R * S: the weight gradient's 4x4 blocks for 64 x 64 fill 256 threads
 // Filters one forward thread computes: 16 accumulators, one 64-byte (f32) or 32-byte (half) output run.
 constexpr int kFiltersPerThread = 16;
+// Output pixels a forward thread computes when K > 16 (the weights of a tap loaded once for all of them).
+constexpr int kWidePixels = 4;
 // Blocks of the forward's grid-stride loop: each loads the weights into shared memory once.
 constexpr int kForwardBlocks = 2048;
 // Pixels staged per tile of the weight gradient, and its blocks: a constant (not the device's SM count) so
@@ -80,6 +82,42 @@ __device__ __forceinline__ Window window_of(int p, const Geometry& geo) {
 
 // ---- forward: thread (p, chunk) computes y[p, chunk*16 .. +16) ----
 
+// The block's weights as [taps][k_pad] floats in shared memory, zero past K (w is KRSC).
+template <class T>
+__device__ __forceinline__ void stage_forward_weights(const T* __restrict__ w, float* weights,
+                                                      const Geometry& geo) {
+  for (int e = threadIdx.x; e < geo.taps * geo.k_pad; e += blockDim.x) {
+    const int j = e / geo.k_pad, k = e % geo.k_pad;
+    weights[e] = k < geo.k ? convert<float>(w[k * geo.taps + j]) : 0.0f;
+  }
+  __syncthreads();
+}
+
+// One pixel's 16 outputs from filter k0 on: 16-byte stores (kVector), else one by one up to K.
+template <class T, bool kVector>
+__device__ __forceinline__ void store_filter_run(T* out, const float (&acc)[kFiltersPerThread], int k0,
+                                                 const Geometry& geo) {
+  if constexpr (kVector) {
+    // 16 outputs: four 16-byte stores in f32, two in f16/bf16.
+    constexpr int kPerStore = 16 / sizeof(T);
+#pragma unroll
+    for (int q = 0; q < kFiltersPerThread / kPerStore; ++q) {
+      union {
+        uint4 raw;
+        T v[kPerStore];
+      } pack;
+#pragma unroll
+      for (int i = 0; i < kPerStore; ++i) pack.v[i] = convert<T>(acc[q * kPerStore + i]);
+      reinterpret_cast<uint4*>(out)[q] = pack.raw;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kFiltersPerThread; ++i) {
+      if (k0 + i < geo.k) out[i] = convert<T>(acc[i]);
+    }
+  }
+}
+
 // kVector: 16-byte stores of the output run (the caller checked alignment and K). No launch bounds: with
 // them ptxas capped the registers at 48 and spilled the accumulators.
 template <class T, int C, bool kVector>
@@ -87,11 +125,7 @@ __global__ void few_channels_forward_kernel(const T* __restrict__ x, const T* __
                                             T* __restrict__ y, Geometry geo) {
   extern __shared__ float4 forward_shared[];
   float* weights = reinterpret_cast<float*>(forward_shared);  // [taps][k_pad], zero past K
-  for (int e = threadIdx.x; e < geo.taps * geo.k_pad; e += blockDim.x) {
-    const int j = e / geo.k_pad, k = e % geo.k_pad;
-    weights[e] = k < geo.k ? convert<float>(w[k * geo.taps + j]) : 0.0f;
-  }
-  __syncthreads();
+  stage_forward_weights(w, weights, geo);
   // Items fit 32 bits: pixels * chunks <= pixels * K < 2^31 (applies()); unsigned, so the stride cannot wrap.
   const unsigned chunks = geo.k_pad / kFiltersPerThread;
   const unsigned items = static_cast<unsigned>(geo.pixels) * chunks;
@@ -125,25 +159,80 @@ __global__ void few_channels_forward_kernel(const T* __restrict__ x, const T* __
         }
       }
     }
-    T* out = y + static_cast<int64_t>(p) * geo.k + k0;
-    if constexpr (kVector) {
-      // 16 outputs: four 16-byte stores in f32, two in f16/bf16.
-      constexpr int kPerStore = 16 / sizeof(T);
+    store_filter_run<T, kVector>(y + static_cast<int64_t>(p) * geo.k + k0, acc, k0, geo);
+  }
+}
+
+// ---- forward for more than 16 filters: thread (pixel group, chunk) computes y[p, chunk*16 .. +16) for PIX
+// consecutive pixels p ----
+
+// As few_channels_forward_kernel, but each tap's weights (shared memory) serve PIX pixels, and the PIX * C
+// input values are loaded before the FMAs (a tap outside the image adds zero). 114-128 registers, no spills
+// (sm_90, ptxas -v).
+template <class T, int C, bool kVector, int PIX>
+__global__ void few_channels_forward_wide_kernel(const T* __restrict__ x, const T* __restrict__ w,
+                                                 T* __restrict__ y, Geometry geo) {
+  extern __shared__ float4 forward_shared[];
+  float* weights = reinterpret_cast<float*>(forward_shared);  // [taps][k_pad], zero past K
+  stage_forward_weights(w, weights, geo);
+  // Items fit 32 bits: groups * chunks <= pixels * K < 2^31 (applies()); unsigned, so the stride cannot wrap.
+  const unsigned chunks = geo.k_pad / kFiltersPerThread;
+  const unsigned groups = (static_cast<unsigned>(geo.pixels) + PIX - 1) / PIX;
+  const unsigned items = groups * chunks;
+  for (unsigned item = blockIdx.x * blockDim.x + threadIdx.x; item < items; item += gridDim.x * blockDim.x) {
+    const int p0 = static_cast<int>(item / chunks) * PIX;
+    const int k0 = static_cast<int>(item % chunks) * kFiltersPerThread;
+    Window win[PIX];
+    bool valid[PIX];
 #pragma unroll
-      for (int q = 0; q < kFiltersPerThread / kPerStore; ++q) {
-        union {
-          uint4 raw;
-          T v[kPerStore];
-        } pack;
+    for (int i = 0; i < PIX; ++i) {
+      valid[i] = p0 + i < geo.pixels;
+      win[i] = window_of(valid[i] ? p0 + i : p0, geo);
+    }
+    float acc[PIX][kFiltersPerThread];
 #pragma unroll
-        for (int i = 0; i < kPerStore; ++i) pack.v[i] = convert<T>(acc[q * kPerStore + i]);
-        reinterpret_cast<uint4*>(out)[q] = pack.raw;
+    for (int i = 0; i < PIX; ++i) {
+#pragma unroll
+      for (int f = 0; f < kFiltersPerThread; ++f) acc[i][f] = 0.0f;
+    }
+    for (int r = 0; r < geo.r; ++r) {
+      for (int s = 0; s < geo.s; ++s) {
+        // The tap's C input values of each pixel (zero outside the image: adds nothing), loaded first.
+        float v[PIX][C];
+        bool any = false;
+#pragma unroll
+        for (int i = 0; i < PIX; ++i) {
+          const int ih = win[i].ih0 + r * geo.dilation, iw = win[i].iw0 + s * geo.dilation;
+          const bool inside = valid[i] && static_cast<unsigned>(ih) < static_cast<unsigned>(geo.h) &&
+                              static_cast<unsigned>(iw) < static_cast<unsigned>(geo.w);
+          any = any || inside;
+          const T* at = inside ? x + (static_cast<int64_t>(win[i].image_row0 + ih) * geo.w + iw) * C : x;
+#pragma unroll
+          for (int c = 0; c < C; ++c) v[i][c] = inside ? convert<float>(at[c]) : 0.0f;
+        }
+        if (!any) continue;
+        const float* tap_weights = weights + ((r * geo.s + s) * C) * geo.k_pad + k0;
+#pragma unroll
+        for (int c = 0; c < C; ++c) {
+          const float4* wv = reinterpret_cast<const float4*>(tap_weights + c * geo.k_pad);
+#pragma unroll
+          for (int q = 0; q < kFiltersPerThread / 4; ++q) {
+            const float4 f = wv[q];
+#pragma unroll
+            for (int i = 0; i < PIX; ++i) {
+              acc[i][4 * q] += v[i][c] * f.x;
+              acc[i][4 * q + 1] += v[i][c] * f.y;
+              acc[i][4 * q + 2] += v[i][c] * f.z;
+              acc[i][4 * q + 3] += v[i][c] * f.w;
+            }
+          }
+        }
       }
-    } else {
+    }
 #pragma unroll
-      for (int i = 0; i < kFiltersPerThread; ++i) {
-        if (k0 + i < geo.k) out[i] = convert<T>(acc[i]);
-      }
+    for (int i = 0; i < PIX; ++i) {
+      if (valid[i])
+        store_filter_run<T, kVector>(y + static_cast<int64_t>(p0 + i) * geo.k + k0, acc[i], k0, geo);
     }
   }
 }
@@ -320,7 +409,13 @@ bool applies(const Conv2dShape& g, DType dtype) {
 void forward(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dShape& g) {
   const int device = x.device().index;
   const Geometry geo = geometry_of(g, kFiltersPerThread);
-  const int64_t items = int64_t{geo.pixels} * (geo.k_pad / kFiltersPerThread);
+  // One pixel an item up to 16 filters (the kernel auto measured); four beyond, where a pixel's tap feeds
+  // several 16-filter chunks and one pixel an item ran ResNet-18's 3->64 stem at about a fifth of its issue
+  // limit (253.6 us at b512 on an H100, session 29; the four-pixel form has not run on a GPU yet).
+  const bool wide = geo.k_pad > kFiltersPerThread;
+  const int pixels_per_item = wide ? kWidePixels : 1;
+  const int64_t items =
+      (int64_t{geo.pixels} + pixels_per_item - 1) / pixels_per_item * (geo.k_pad / kFiltersPerThread);
   const auto blocks =
       static_cast<unsigned>(std::min<int64_t>((items + kThreads - 1) / kThreads, kForwardBlocks));
   const size_t shared = sizeof(float) * geo.taps * geo.k_pad;
@@ -333,12 +428,15 @@ void forward(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dShap
     const bool vector = geo.k % kFiltersPerThread == 0 && reinterpret_cast<uintptr_t>(yp) % 16 == 0;
     with_channels(geo.c, [&](auto channels) {
       constexpr int C = decltype(channels)::value;
+      const auto launch = [&](auto kernel) {
+        kernel<<<blocks, kThreads, shared, compute_stream(device)>>>(xp, wp, yp, geo);
+      };
       if (vector) {
-        few_channels_forward_kernel<T, C, true>
-            <<<blocks, kThreads, shared, compute_stream(device)>>>(xp, wp, yp, geo);
+        wide ? launch(few_channels_forward_wide_kernel<T, C, true, kWidePixels>)
+             : launch(few_channels_forward_kernel<T, C, true>);
       } else {
-        few_channels_forward_kernel<T, C, false>
-            <<<blocks, kThreads, shared, compute_stream(device)>>>(xp, wp, yp, geo);
+        wide ? launch(few_channels_forward_wide_kernel<T, C, false, kWidePixels>)
+             : launch(few_channels_forward_kernel<T, C, false>);
       }
     });
     LIFTOFF_LAUNCH_CHECK();
