@@ -410,8 +410,9 @@ void forward(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dShap
   const int device = x.device().index;
   const Geometry geo = geometry_of(g, kFiltersPerThread);
   // One pixel an item up to 16 filters (the kernel auto measured); four beyond, where a pixel's tap feeds
-  // several 16-filter chunks and one pixel an item ran ResNet-18's 3->64 stem at about a fifth of its issue
-  // limit (253.6 us at b512 on an H100, session 29; the four-pixel form has not run on a GPU yet).
+  // several 16-filter chunks: one pixel an item took 253.6 us for ResNet-18's 3->64 stem at b512 on an H100
+  // (session 29), about five times what its instruction count would issue in. The four-pixel form has not
+  // run on a GPU yet.
   const bool wide = geo.k_pad > kFiltersPerThread;
   const int pixels_per_item = wide ? kWidePixels : 1;
   const int64_t items =
