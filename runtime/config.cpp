@@ -80,10 +80,10 @@ constexpr Entry kTable[] = {
     choice_knob(
         Knob::depthwise, "LIFTOFF_DEPTHWISE", "auto", "auto|cudnn",
         "channels-last depthwise convolutions on CUDA: auto runs Liftoff's own kernels, cudnn cuDNN's"),
-    choice_knob(Knob::few_channel_conv, "LIFTOFF_FEW_CHANNEL_CONV", "auto", "auto|own|cudnn",
+    choice_knob(Knob::few_channel_conv, "LIFTOFF_FEW_CHANNEL_CONV", "auto", "auto|own|forward|cudnn",
                 "channels-last CUDA convolutions with at most 4 input channels (a first layer): auto runs "
                 "Liftoff's own forward and weight-gradient kernels for up to 16 filters, own for up to 64, "
-                "cudnn never"),
+                "forward the own forward alone for up to 64 (cuDNN's weight gradient), cudnn never"),
     choice_knob(Knob::bn_resident, "LIFTOFF_BN_RESIDENT", "auto", "auto|off",
                 "channels-last training batch norm of at most 2048 rows (N*H*W) on CUDA: auto runs each pass "
                 "in one launch (rows held in registers), off the split reduction + elementwise kernels"),

@@ -178,7 +178,7 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& gy, const T
     return;
   }
   // The few-channel kernels take the weight gradient; the input gradient stays with cuDNN.
-  const bool own_weight_gradient = gw.defined() && few_channels::applies(g, dtype);
+  const bool own_weight_gradient = gw.defined() && few_channels::applies_to_weight_gradient(g, dtype);
   if (own_weight_gradient) few_channels::backward_weight(x, gy, gw, g);
   auto data_of = [](const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; };
   conv_plans::Call calls[2];

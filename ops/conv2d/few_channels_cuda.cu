@@ -392,18 +392,37 @@ int64_t few_channel_executions() {
 
 namespace few_channels {
 
-bool applies(const Conv2dShape& g, DType dtype) {
+namespace {
+// The shapes the kernels take: channels-last, groups 1, few channels, filters and taps, 32-bit indexing.
+bool fits(const Conv2dShape& g, DType dtype) {
   if (!g.channels_last || g.groups != 1 || g.c > kMaxChannels || g.k > kMaxFilters) return false;
   if (g.c * g.r * g.s > kMaxTaps) return false;
   if (g.n * g.c * g.h * g.w > kMaxElements || g.n * g.k * g.oh * g.ow > kMaxElements) return false;
-  if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16) return false;
-  const std::string setting = config::get_string(config::Knob::few_channel_conv).value_or("auto");
-  // auto: stems of up to 16 filters, the shape measured. The strided CNN's 3->16 stem at 512 px ran 8.6%
-  // (f32) and 30% (bf16) faster than with cuDNN's (session 26, H100); ResNet-18's 3->64 CIFAR stem lost 1.9%
-  // in f32 with the first version of the weight gradient and has not been measured since (nor has
-  // MobileNetV2's 3->32), so those stay with cuDNN.
-  if (setting == "auto") return g.k <= kAutoMaxFilters;
-  return setting == "own";
+  return dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16;
+}
+
+// auto: stems of up to 16 filters, the shape measured. The strided CNN's 3->16 stem at 512 px ran 8.6% (f32)
+// and 30% (bf16) faster than with cuDNN's (session 26, H100). At 64 filters (ResNet-18's 3->64 CIFAR stem)
+// both own kernels lost to cuDNN's in session 29 (forward 253.6 against 166 us, weight gradient 219.6 against
+// 157.5 at b512 on an H100); MobileNetV2's 3->32 has not been measured. "forward" runs the own forward alone,
+// so the two directions can be measured apart.
+std::string setting() {
+  return config::get_string(config::Knob::few_channel_conv).value_or("auto");
+}
+}  // namespace
+
+bool applies(const Conv2dShape& g, DType dtype) {
+  if (!fits(g, dtype)) return false;
+  const std::string way = setting();
+  if (way == "auto") return g.k <= kAutoMaxFilters;
+  return way == "own" || way == "forward";
+}
+
+bool applies_to_weight_gradient(const Conv2dShape& g, DType dtype) {
+  if (!fits(g, dtype)) return false;
+  const std::string way = setting();
+  if (way == "auto") return g.k <= kAutoMaxFilters;
+  return way == "own";
 }
 
 void forward(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dShape& g) {

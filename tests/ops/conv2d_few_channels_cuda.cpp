@@ -3,8 +3,9 @@
 // 1-4 input channels, 1-64 filters (multiples of 16 take the vector stores, others the scalar ones), kernels
 // 1x1 to 7x7, strides 1-3, paddings, dilation 2, odd sizes, enough pixels for every weight-gradient block to
 // take several tiles, and an input view that starts one element into its storage; in f32, bf16 and f16; that
-// the path was taken (LIFTOFF_FEW_CHANNEL_CONV=own; auto up to 16 filters; cudnn turns it off, with the same
-// values), that other shapes keep cuDNN; bitwise repeatability and CUDA graph capture.
+// the path was taken (LIFTOFF_FEW_CHANNEL_CONV=own; auto up to 16 filters; forward the forward alone; cudnn
+// turns it off, with the same values), that other shapes keep cuDNN; bitwise repeatability and CUDA graph
+// capture.
 #include <gtest/gtest.h>
 
 #include "ops/conv2d/conv2d.h"
@@ -163,6 +164,22 @@ TEST(Conv2dFewChannelsCuda, AutoTakesUpTo16Filters) {
       EXPECT_TRUE(close(on_device(c, in, dtype), cpu_reference(c, in), own ? dtype : DType::bf16))
           << name_of(c, dtype);
       EXPECT_EQ(own_kernel_runs() - before, own ? 2 : 0) << name_of(c, dtype);
+    }
+  }
+}
+
+// forward: the own forward alone (every shape that fits), the weight gradient on cuDNN.
+TEST(Conv2dFewChannelsCuda, ForwardSettingLeavesTheWeightGradientToCudnn) {
+  LIFTOFF_REQUIRE_CUDA();
+  config::ScopedSetting forward_only(config::Knob::few_channel_conv, "forward");
+  for (const size_t i : {size_t{0}, size_t{1}, size_t{3}}) {  // 16, 64 (with bias) and 24 filters
+    const Case& c = kCases[i];
+    for (const DType dtype : {DType::f32, DType::bf16}) {
+      const Inputs in = inputs_for(c, dtype);
+      const int64_t before = own_kernel_runs();
+      // cuDNN's f32 weight gradient is TF32: the half types' tolerance.
+      EXPECT_TRUE(close(on_device(c, in, dtype), cpu_reference(c, in), DType::bf16)) << name_of(c, dtype);
+      EXPECT_EQ(own_kernel_runs() - before, 1) << "the forward only, " << name_of(c, dtype);
     }
   }
 }
