@@ -15,10 +15,10 @@ namespace liftoff::cuda::few_channels {
 
 // True when these kernels run conv2d's forward with geometry g in dtype: channels-last, groups 1, at most 4
 // input channels, at most 64 filters, C*R*S at most 64 taps, f32/f16/bf16, tensors under 2^31 elements
-// (32-bit indexing), and LIFTOFF_FEW_CHANNEL_CONV: auto takes up to 16 filters (the shape measured faster
-// than cuDNN), own and forward every shape that fits, cudnn none.
+// (32-bit indexing), and LIFTOFF_FEW_CHANNEL_CONV: auto takes up to 32 filters (the shapes measured faster
+// than cuDNN on whole steps), own and forward every shape that fits, cudnn none.
 bool applies(const Conv2dShape& g, DType dtype);
-// The same for the weight gradient, except that forward leaves it to cuDNN.
+// The same for the weight gradient, except that auto takes up to 16 filters and forward none.
 bool applies_to_weight_gradient(const Conv2dShape& g, DType dtype);
 
 // y = conv(x, w) (no bias). x, y NHWC; w KRSC.

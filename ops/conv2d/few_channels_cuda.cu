@@ -21,7 +21,9 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kMaxChannels = 4;
 constexpr int kMaxFilters = 64;
-constexpr int kAutoMaxFilters = 16;  // LIFTOFF_FEW_CHANNEL_CONV=auto's limit (applies())
+// LIFTOFF_FEW_CHANNEL_CONV=auto's filter limits (applies(), applies_to_weight_gradient()).
+constexpr int kAutoMaxForwardFilters = 32;
+constexpr int kAutoMaxWeightGradientFilters = 16;
 constexpr int kMaxTaps = 64;  // C * R * S: the weight gradient's 4x4 blocks for 64 x 64 fill 256 threads
 // Filters one forward thread computes: 16 accumulators, one 64-byte (f32) or 32-byte (half) output run.
 constexpr int kFiltersPerThread = 16;
@@ -401,11 +403,13 @@ bool fits(const Conv2dShape& g, DType dtype) {
   return dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16;
 }
 
-// auto: stems of up to 16 filters, the shape measured. The strided CNN's 3->16 stem at 512 px ran 8.6% (f32)
-// and 30% (bf16) faster than with cuDNN's (session 26, H100). At 64 filters (ResNet-18's 3->64 CIFAR stem)
-// both own kernels lost to cuDNN's in session 29 (forward 253.6 against 166 us, weight gradient 219.6 against
-// 157.5 at b512 on an H100); MobileNetV2's 3->32 has not been measured. "forward" runs the own forward alone,
-// so the two directions can be measured apart.
+// auto: the own forward up to 32 filters, the own weight gradient up to 16, as measured on whole training
+// steps (H100, graphs captured). The strided CNN's 3->16 stem at 512 px ran 8.6% (f32) and 30% (bf16) faster
+// with both than with cuDNN's (session 26). MobileNetV2's 3->32 (b128) with the own forward: +0.45% in
+// bf16, level in f32 (session 30). ResNet-18's 3->64 CIFAR stem: the four-pixel forward took 117.9 us
+// against cuDNN's 164.4 at b512 (ncu), yet its steps ran 0.25-0.45% slower in f32 and bf16 (session 30),
+// and the own weight gradient lost outright (219.6 against 157.5 us, session 29). "forward" runs the own
+// forward alone at any filter count, so the two directions can be measured apart.
 std::string setting() {
   return config::get_string(config::Knob::few_channel_conv).value_or("auto");
 }
@@ -414,24 +418,23 @@ std::string setting() {
 bool applies(const Conv2dShape& g, DType dtype) {
   if (!fits(g, dtype)) return false;
   const std::string way = setting();
-  if (way == "auto") return g.k <= kAutoMaxFilters;
+  if (way == "auto") return g.k <= kAutoMaxForwardFilters;
   return way == "own" || way == "forward";
 }
 
 bool applies_to_weight_gradient(const Conv2dShape& g, DType dtype) {
   if (!fits(g, dtype)) return false;
   const std::string way = setting();
-  if (way == "auto") return g.k <= kAutoMaxFilters;
+  if (way == "auto") return g.k <= kAutoMaxWeightGradientFilters;
   return way == "own";
 }
 
 void forward(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dShape& g) {
   const int device = x.device().index;
   const Geometry geo = geometry_of(g, kFiltersPerThread);
-  // One pixel an item up to 16 filters (the kernel auto measured); four beyond, where a pixel's tap feeds
-  // several 16-filter chunks: one pixel an item took 253.6 us for ResNet-18's 3->64 stem at b512 on an H100
-  // (session 29), about five times what its instruction count would issue in. The four-pixel form has not
-  // run on a GPU yet.
+  // One pixel an item up to 16 filters; four beyond, where a pixel's tap feeds several 16-filter chunks:
+  // for ResNet-18's 3->64 stem at b512 on an H100 one pixel an item took 253.6 us (session 29), four 117.9
+  // (session 30).
   const bool wide = geo.k_pad > kFiltersPerThread;
   const int pixels_per_item = wide ? kWidePixels : 1;
   const int64_t items =

@@ -3,9 +3,9 @@
 // 1-4 input channels, 1-64 filters (multiples of 16 take the vector stores, others the scalar ones), kernels
 // 1x1 to 7x7, strides 1-3, paddings, dilation 2, odd sizes, enough pixels for every weight-gradient block to
 // take several tiles, and an input view that starts one element into its storage; in f32, bf16 and f16; that
-// the path was taken (LIFTOFF_FEW_CHANNEL_CONV=own; auto up to 16 filters; forward the forward alone; cudnn
-// turns it off, with the same values), that other shapes keep cuDNN; bitwise repeatability and CUDA graph
-// capture.
+// the path was taken (LIFTOFF_FEW_CHANNEL_CONV=own; auto the forward up to 32 filters and the weight gradient
+// up to 16; forward the forward alone; cudnn turns it off, with the same values), that other shapes keep
+// cuDNN; bitwise repeatability and CUDA graph capture.
 #include <gtest/gtest.h>
 
 #include "ops/conv2d/conv2d.h"
@@ -150,20 +150,21 @@ TEST(Conv2dFewChannelsCuda, UnalignedInputView) {
   }
 }
 
-// auto: own kernels for stems of up to 16 filters in every dtype; 64 filters stay with cuDNN.
-TEST(Conv2dFewChannelsCuda, AutoTakesUpTo16Filters) {
+// auto: the own forward up to 32 filters, the own weight gradient up to 16, in every dtype; 64 filters stay
+// with cuDNN.
+TEST(Conv2dFewChannelsCuda, AutoTakesTheForwardUpTo32FiltersAndTheWeightGradientUpTo16) {
   LIFTOFF_REQUIRE_CUDA();
   config::ScopedSetting automatic(config::Knob::few_channel_conv, "auto");
-  for (const size_t i : {size_t{0}, size_t{1}}) {  // 16 filters, 64 filters
+  for (const size_t i : {size_t{0}, size_t{4}, size_t{1}}) {  // 16, 32 and 64 filters
     const Case& c = kCases[i];
     for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
       const Inputs in = inputs_for(c, dtype);
       const int64_t before = own_kernel_runs();
-      const bool own = c.k <= 16;
-      // cuDNN's f32 is TF32: the half types' tolerance.
-      EXPECT_TRUE(close(on_device(c, in, dtype), cpu_reference(c, in), own ? dtype : DType::bf16))
+      const int64_t own_runs = (c.k <= 32 ? 1 : 0) + (c.k <= 16 ? 1 : 0);
+      // cuDNN's f32 is TF32: the half types' tolerance unless both directions are own.
+      EXPECT_TRUE(close(on_device(c, in, dtype), cpu_reference(c, in), own_runs == 2 ? dtype : DType::bf16))
           << name_of(c, dtype);
-      EXPECT_EQ(own_kernel_runs() - before, own ? 2 : 0) << name_of(c, dtype);
+      EXPECT_EQ(own_kernel_runs() - before, own_runs) << name_of(c, dtype);
     }
   }
 }
