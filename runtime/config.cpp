@@ -82,8 +82,9 @@ constexpr Entry kTable[] = {
         "channels-last depthwise convolutions on CUDA: auto runs Liftoff's own kernels, cudnn cuDNN's"),
     choice_knob(Knob::few_channel_conv, "LIFTOFF_FEW_CHANNEL_CONV", "auto", "auto|own|forward|cudnn",
                 "channels-last CUDA convolutions with at most 4 input channels (a first layer): auto runs "
-                "Liftoff's own forward and weight-gradient kernels for up to 16 filters, own for up to 64, "
-                "forward the own forward alone for up to 64 (cuDNN's weight gradient), cudnn never"),
+                "Liftoff's own forward for up to 32 filters and its weight gradient for up to 16, own both "
+                "for up to 64, forward the own forward alone for up to 64 (cuDNN's weight gradient), cudnn "
+                "never"),
     choice_knob(Knob::bn_resident, "LIFTOFF_BN_RESIDENT", "auto", "auto|off",
                 "channels-last training batch norm of at most 2048 rows (N*H*W) on CUDA: auto runs each pass "
                 "in one launch (rows held in registers), off the split reduction + elementwise kernels"),
@@ -102,7 +103,8 @@ constexpr Entry kTable[] = {
         "the convolutions read; no copy a step), keep leaves them as the model made them"),
     text_knob(Knob::cudnn_library, "LIFTOFF_CUDNN_LIBRARY", "libcudnn.so.9, else libcudnn.so",
               "the cuDNN library file to load (only that one)"),
-    number_knob(Knob::cudnn_workspace_mb, "LIFTOFF_CUDNN_WORKSPACE_MB", "1024, 64 for f16", 0, false,
+    number_knob(Knob::cudnn_workspace_mb, "LIFTOFF_CUDNN_WORKSPACE_MB",
+                "1024 (the graph API's engines 64), 64 for f16", 0, false,
                 "cap on any cuDNN search or algorithm workspace, MiB"),
     bool_knob(Knob::cudnn_log, "LIFTOFF_CUDNN_LOG", "0", nullptr,
               "1: print each cuDNN algorithm choice, its workspace and the legacy-vs-graph timings, and each "
@@ -161,6 +163,10 @@ constexpr Entry kTable[] = {
         "the user's cache folder (the convolution algorithm store goes under it, LIFTOFF_CONV_CACHE)")),
     process(text_knob(Knob::home, "HOME", "no cache folder: the algorithm store is off",
                       "the user's home folder (its .cache when XDG_CACHE_HOME is unset)")),
+    process(text_knob(Knob::cuda_injection64_path, "CUDA_INJECTION64_PATH", "no CUDA profiler attached",
+                      "set by CUDA profilers: the convolution algorithm store is then read but not written "
+                      "(choices timed under a profiler are not the run's; so too when a profiler's library "
+                      "is loaded)")),
 };
 
 constexpr size_t kCount = static_cast<size_t>(Knob::count_);

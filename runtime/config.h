@@ -63,6 +63,7 @@ enum class Knob {
   ompi_local_size,
   xdg_cache_home,
   home,
+  cuda_injection64_path,
   count_,
 };
 

@@ -1,8 +1,11 @@
 #include "ops/conv2d/algorithm_store.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <utility>
 
 #include "runtime/config.h"
@@ -19,7 +22,8 @@ bool splits_lines(const std::string& s) {
 }
 }  // namespace
 
-AlgorithmStore::AlgorithmStore(std::string path) : path_(std::move(path)) {}
+AlgorithmStore::AlgorithmStore(std::string path, bool keeps_new_choices)
+    : path_(std::move(path)), keeps_new_choices_(keeps_new_choices) {}
 
 void AlgorithmStore::load_locked() {
   if (loaded_) return;
@@ -49,7 +53,7 @@ void AlgorithmStore::add(const std::string& key, const std::string& choice) {
   std::lock_guard<std::mutex> lock(mutex_);
   load_locked();
   entries_[key] = choice;
-  if (write_failed_) return;
+  if (!keeps_new_choices_ || write_failed_) return;
   std::error_code ignored;
   const std::filesystem::path file(path_);
   if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path(), ignored);
@@ -95,6 +99,33 @@ std::string algorithm_store_path(const std::string& identity) {
     name += plain ? c : '_';
   }
   return (folder / (name + ".tsv")).string();
+}
+
+std::string profiler_library_in_maps(const std::string& maps) {
+  std::istringstream lines(maps);
+  std::string line;
+  while (std::getline(lines, line)) {
+    const size_t slash = line.find('/');
+    if (slash == std::string::npos) continue;  // anonymous mappings, [heap], [stack]
+    const std::string path = line.substr(slash);
+    std::string lower = path;
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    const std::string file = lower.substr(lower.rfind('/') + 1);
+    if (file.find("injection") != std::string::npos || lower.find("/nsight") != std::string::npos)
+      return path;
+  }
+  return "";
+}
+
+std::string cuda_profiler_evidence() {
+  const std::string injection = config::get_string(config::Knob::cuda_injection64_path).value_or("");
+  if (!injection.empty()) return "CUDA_INJECTION64_PATH=" + injection;
+  std::ifstream in("/proc/self/maps");
+  std::stringstream maps;
+  maps << in.rdbuf();
+  const std::string library = profiler_library_in_maps(maps.str());
+  return library.empty() ? "" : library + " is loaded";
 }
 
 }  // namespace liftoff

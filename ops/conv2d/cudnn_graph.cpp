@@ -251,7 +251,6 @@ const char* direction_name(Direction d) {
   return "?";
 }
 
-namespace {
 // Candidates are timed replayed from a graph during the warm-up before a capture (GraphWarmupScope), else
 // launched one by one, as the steps that will run them do. LIFTOFF_CONV_TIMING=graph|eager forces either.
 bool time_in_graphs() {
@@ -265,6 +264,8 @@ bool time_in_graphs() {
   }();
   return forced < 0 ? graph_warmup_active() : forced == 1;
 }
+
+namespace {
 
 // `run` captured kRunsPerGraph times into one graph, instantiated; null when the work cannot be captured.
 constexpr int kRunsPerGraph = 4;

@@ -71,6 +71,10 @@ int64_t engine_of(const GraphPlan& plan);  // cuDNN's global engine index
 // runs over 0.25 ms. A candidate that lost returns its one eager time (larger than give_up_above_ms).
 float time_ms(int device, const std::function<void()>& run,
               float give_up_above_ms = std::numeric_limits<float>::infinity());
+// Whether time_ms replays its runs from a graph now (the warm-up before a capture, or
+// LIFTOFF_CONV_TIMING=graph) rather than launching them one by one: choices timed one way are not the
+// other's.
+bool time_in_graphs();
 
 size_t workspace_bytes(const GraphPlan& plan);
 std::string describe(const GraphPlan& plan);  // "engine 12" (cuDNN's global engine index)

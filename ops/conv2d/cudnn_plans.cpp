@@ -108,7 +108,18 @@ class ConvPlanCache final : public DeviceExtension {
         const std::string path = algorithm_store_path(str_cat(prop.name, " sm_", prop.major, prop.minor, " ",
                                                               prop.multiProcessorCount, " SMs cuDNN ",
                                                               static_cast<int64_t>(cudnnGetVersion())));
-        if (!path.empty()) store_ = std::make_unique<AlgorithmStore>(path);
+        if (!path.empty()) {
+          const std::string profiler = cuda_profiler_evidence();
+          const bool profiled = !profiler.empty();
+          if (profiled) {
+            std::fprintf(stderr,
+                         "liftoff: a CUDA profiler is attached (%s): the convolution algorithm store %s is "
+                         "read, but this run's searches are not written to it (timed under a profiler, they "
+                         "would slow later runs)\n",
+                         profiler.c_str(), path.c_str());
+          }
+          store_ = std::make_unique<AlgorithmStore>(path, /*keeps_new_choices=*/!profiled);
+        }
       } else {
         cudaGetLastError();
       }
@@ -267,8 +278,13 @@ void guess_legacy(cudnnHandle_t handle, int device, DType dtype, const Conv2dSha
 }
 
 // The graph API's search scratch: the engines these convolutions get need a few MiB at most; a larger
-// scratch would only raise the run's peak memory (it is returned right after the search).
+// scratch would only raise the run's peak memory (it is returned right after the search). A
+// LIFTOFF_CUDNN_WORKSPACE_MB the user set caps the graph API's engines too, above 64 MiB as well.
 constexpr size_t kGraphSearchWorkspace = size_t{64} << 20;
+size_t graph_search_workspace(DType dtype) {
+  if (config::get_double(config::Knob::cudnn_workspace_mb)) return SearchWorkspace::workspace_limit(dtype);
+  return std::min(kGraphSearchWorkspace, SearchWorkspace::workspace_limit(dtype));
+}
 
 // Times the legacy choice (run_legacy, given a workspace) and the graph API's engines on the call's buffers,
 // and returns a graph plan that was faster (under ConvEngines::graph, any that runs); null keeps the legacy
@@ -280,10 +296,7 @@ std::shared_ptr<conv_graph::GraphPlan> graph_plan_for(Direction direction, cudnn
                                                       int* config_index) {
   if (!graph_engines_timed(g, dtype, buffers)) return nullptr;
   const ConvEngines engines = conv_engines();
-  const SearchWorkspace scratch(
-      device,
-      std::max(legacy_bytes, std::min(kGraphSearchWorkspace, SearchWorkspace::workspace_limit(dtype))),
-      dtype);
+  const SearchWorkspace scratch(device, std::max(legacy_bytes, graph_search_workspace(dtype)), dtype);
   float legacy_ms = std::numeric_limits<float>::infinity();
   if (engines == ConvEngines::automatic && legacy_bytes <= scratch.bytes()) {
     legacy_ms = conv_graph::time_ms(device, [&] { run_legacy(scratch.get()); });
@@ -319,14 +332,6 @@ struct Ready {
 };
 using AnyReady = std::variant<Ready<Forward>, Ready<BackwardData>, Ready<BackwardFilter>>;
 
-// The store's key of one shape and direction: everything PlanKey holds, as text.
-std::string store_key(DType dtype, const Conv2dShape& g, Direction direction) {
-  return str_cat(dtype_name(dtype), g.channels_last ? " nhwc " : " nchw ", g.n, " ", g.c, " ", g.h, " ", g.w,
-                 " ", g.k, " ", g.r, " ", g.s, " s", g.stride, " p", g.padding, " d", g.dilation, " g",
-                 g.groups, deterministic_algorithms() ? " deterministic " : " ", "engines ",
-                 static_cast<int>(conv_engines()), " ", conv_graph::direction_name(direction));
-}
-
 // The store's record of a direction's choice: "legacy <algo> <math type> graph <heuristic index> <engine>"
 // (index -1: the legacy algorithm runs).
 template <class Algo>
@@ -360,8 +365,7 @@ bool restore(cudnnHandle_t handle, DType dtype, const Conv2dShape& g, Plan& plan
   bool ok = D::workspace_size(handle, plan.tensors, d.conv, chosen, &bytes) == CUDNN_STATUS_SUCCESS &&
             bytes <= SearchWorkspace::workspace_limit(dtype);
   if (ok && index >= 0) {
-    const size_t graph_bytes =
-        std::max(bytes, std::min(kGraphSearchWorkspace, SearchWorkspace::workspace_limit(dtype)));
+    const size_t graph_bytes = std::max(bytes, graph_search_workspace(dtype));
     graph = conv_graph::rebuild(D::kDirection, handle, g, dtype, index, engine, graph_bytes);
     ok = graph != nullptr;
   }
@@ -447,7 +451,7 @@ Ready<D> prepare_direction(cudnnHandle_t handle, int device, DType dtype, const 
     }
     if (store != nullptr) {
       store->add(key, choice_text(d, graph_index));
-      record_algorithm_store(store->path());
+      if (store->keeps_new_choices()) record_algorithm_store(store->path());
     }
   }
   return Ready<D>{plan.tensors, d, {}};
@@ -524,8 +528,7 @@ AccumulateChoice choose_accumulate(cudnnHandle_t handle, int device, DType dtype
   }
   conv_graph::SearchResult found;
   if (graph_engines_timed(g, dtype, b)) {
-    const SearchWorkspace scratch(
-        device, std::min(kGraphSearchWorkspace, SearchWorkspace::workspace_limit(dtype)), dtype);
+    const SearchWorkspace scratch(device, graph_search_workspace(dtype), dtype);
     found = conv_graph::search(D::kDirection, handle, device, g, dtype, b, scratch.get(), scratch.bytes(),
                                best_ms,
                                /*max_candidates=*/8, /*beta=*/1.0f);
@@ -577,6 +580,14 @@ AnyReady with_traits(Direction direction, Fn&& fn) {
 }
 
 }  // namespace
+
+std::string store_key(DType dtype, const Conv2dShape& g, Direction direction) {
+  return str_cat(dtype_name(dtype), g.channels_last ? " nhwc " : " nchw ", g.n, " ", g.c, " ", g.h, " ", g.w,
+                 " ", g.k, " ", g.r, " ", g.s, " s", g.stride, " p", g.padding, " d", g.dilation, " g",
+                 g.groups, deterministic_algorithms() ? " deterministic " : " ", "engines ",
+                 static_cast<int>(conv_engines()), " ", conv_graph::direction_name(direction),
+                 conv_graph::time_in_graphs() ? " timed-in-graphs" : " timed-eagerly");
+}
 
 void run(int device, DType dtype, const Conv2dShape& g, const Call* calls, size_t count) {
   std::array<AnyReady, 3> ready;

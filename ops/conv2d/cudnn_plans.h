@@ -6,6 +6,7 @@
 // (runtime/cuda/context.h, device_extension). The searches synchronize; every later call only enqueues.
 #pragma once
 #include <cstddef>
+#include <string>
 
 #include "ops/conv2d/cudnn_graph.h"
 #include "ops/conv2d/kernels.h"
@@ -25,5 +26,11 @@ struct Call {
 // Enqueues `calls` in order on the device's compute stream. A direction used for the first time with this
 // shape is searched first (synchronizes: eager steps only); all searches happen before any call is enqueued.
 void run(int device, DType dtype, const Conv2dShape& g, const Call* calls, size_t count);
+
+// The algorithm store's key (algorithm_store.h) of one shape and direction: everything a plan is cached by,
+// as text, and how the candidates are timed (replayed in graphs before a capture, else launched one by one):
+// an eager run's choice, kept for a captured run, would serve it an engine chosen for launch costs it does
+// not pay.
+std::string store_key(DType dtype, const Conv2dShape& g, conv_graph::Direction direction);
 
 }  // namespace liftoff::cuda::conv_plans

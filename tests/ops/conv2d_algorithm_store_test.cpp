@@ -60,6 +60,49 @@ TEST(AlgorithmStore, AnUnwritableFileIsSkipped) {
   EXPECT_EQ(store.find("k2").value_or(""), "v2");
 }
 
+// Under a CUDA profiler (CUDA_INJECTION64_PATH) the store serves what earlier runs chose but writes nothing:
+// choices timed under the profiler's overheads would slow every later run on the machine.
+TEST(AlgorithmStore, UnderAProfilerChoicesAreReadButNotWritten) {
+  const std::string path = fresh_folder("profiled") + "/conv.tsv";
+  AlgorithmStore(path).add("kept", "legacy 1 1 graph 0 12");
+  {
+    config::ScopedSetting profiler(config::Knob::cuda_injection64_path, "/opt/tool/libInjection.so");
+    EXPECT_EQ(cuda_profiler_evidence(), "CUDA_INJECTION64_PATH=/opt/tool/libInjection.so");
+  }
+  {
+    config::ScopedSetting no_profiler(config::Knob::cuda_injection64_path, std::nullopt);
+    EXPECT_EQ(cuda_profiler_evidence(), "") << "no profiler loads into the test";
+  }
+  AlgorithmStore profiled(path, /*keeps_new_choices=*/false);
+  EXPECT_EQ(profiled.find("kept").value_or(""), "legacy 1 1 graph 0 12");
+  profiled.add("searched under the profiler", "legacy 0 1 graph 3 27");
+  EXPECT_EQ(profiled.find("searched under the profiler").value_or(""), "legacy 0 1 graph 3 27")
+      << "this run still reuses its own choice";
+  AlgorithmStore next_run(path);
+  EXPECT_EQ(next_run.find("kept").value_or(""), "legacy 1 1 graph 0 12");
+  EXPECT_FALSE(next_run.find("searched under the profiler").has_value());
+}
+
+// A profiler that preloads its library instead of setting CUDA_INJECTION64_PATH is found in the process's
+// mappings; the CUDA libraries themselves are not a profiler.
+TEST(AlgorithmStore, ProfilerLibrariesAreFoundInTheMappings) {
+  const std::string plain =
+      "55d0c000-55d0d000 r--p 00000000 08:01 123 /usr/bin/train\n"
+      "7f00a000-7f00b000 r-xp 00000000 08:01 456 /usr/lib/x86_64-linux-gnu/libcuda.so.580.1\n"
+      "7f00c000-7f00d000 r-xp 00000000 08:01 789 "
+      "/usr/lib/x86_64-linux-gnu/libcudnn_engines_precompiled.so.9\n"
+      "7ffd0000-7ffd1000 rw-p 00000000 00:00 0 [stack]\n"
+      "7f00e000-7f00f000 rw-p 00000000 00:00 0\n";
+  EXPECT_EQ(profiler_library_in_maps(plain), "");
+  EXPECT_EQ(profiler_library_in_maps(plain + "7f010000-7f011000 r-xp 00000000 08:01 42 "
+                                             "/opt/tools/target/x64/libTreeLauncherTargetInjection.so\n"),
+            "/opt/tools/target/x64/libTreeLauncherTargetInjection.so");
+  EXPECT_EQ(
+      profiler_library_in_maps(plain + "7f010000-7f011000 r-xp 00000000 08:01 42 "
+                                       "/usr/local/cuda/Nsight-Compute-2026.1/target/libnvperf_target.so\n"),
+      "/usr/local/cuda/Nsight-Compute-2026.1/target/libnvperf_target.so");
+}
+
 // LIFTOFF_CONV_CACHE: off, a folder, or auto under XDG_CACHE_HOME; the identity becomes a safe file name.
 TEST(AlgorithmStore, PathFollowsTheSetting) {
   {

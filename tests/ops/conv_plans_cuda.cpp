@@ -18,6 +18,7 @@
 #include "tests/common/gradcheck.h"
 
 #if LIFTOFF_WITH_CUDA
+#include "ops/conv2d/cudnn_plans.h"
 #include "runtime/cuda/context.h"
 #endif
 
@@ -186,6 +187,33 @@ TEST(ConvPlansCuda, QuickTuningGuessesThenSearchesOnLaterUse) {
   EXPECT_EQ(searched.searches + searched.restored - guessed.searches - guessed.restored, 3);
   EXPECT_EQ(plans_added(odd), 0);
   EXPECT_EQ(algorithm_search_totals().searches, searched.searches);  // the search's choice stays
+#endif
+}
+
+// The algorithm store keeps choices timed one by one (an eager run) apart from those timed replayed in graphs
+// (the warm-up before a capture): a captured run restoring an eager run's choice would get an engine chosen
+// for launch costs it does not pay. Host-only: runs in CUDA builds without a GPU too.
+TEST(ConvPlansCuda, StoreKeyNamesHowTheChoiceWasTimed) {
+#if LIFTOFF_WITH_CUDA
+  if (config::get_string(config::Knob::conv_timing).value_or("auto") != "auto") {
+    GTEST_SKIP() << "LIFTOFF_CONV_TIMING is set: every choice is timed one way";
+  }
+  Conv2dShape g{8, 64, 32, 32, 64, 3, 3, 32, 32, 1, 1};
+  g.channels_last = true;
+  using cuda::conv_graph::Direction;
+  const std::string eager = cuda::conv_plans::store_key(DType::f32, g, Direction::backward_filter);
+  std::string in_graphs;
+  {
+    const GraphWarmupScope warm_up(true);
+    in_graphs = cuda::conv_plans::store_key(DType::f32, g, Direction::backward_filter);
+  }
+  EXPECT_NE(eager, in_graphs);
+  EXPECT_NE(eager.find("timed-eagerly"), std::string::npos) << eager;
+  EXPECT_NE(in_graphs.find("timed-in-graphs"), std::string::npos) << in_graphs;
+  EXPECT_EQ(cuda::conv_plans::store_key(DType::f32, g, Direction::backward_filter), eager);
+  EXPECT_NE(cuda::conv_plans::store_key(DType::f32, g, Direction::backward_data), eager);
+#else
+  GTEST_SKIP() << "the algorithm store's keys are made by the CUDA build";
 #endif
 }
 
