@@ -2,8 +2,8 @@
 # Packs what a run on the lent GPU machine needs into .devrun/ (git-ignored; carried by the device tool):
 # the built executables (compressed), a copy of ../shared and the Fashion-MNIST files.
 #   scripts/pack_device_run.sh [build-dir] [baseline-build-dir]
-# BINS (space-separated names) limits the executables packed (default: all); a baseline build's `train` goes to
-# .devrun/old.tar.xz for before/after comparisons in one call.
+# BINS (space-separated names) limits the executables packed (default: all); a baseline build's OLD_BINS
+# (default `train`) go to .devrun/old.tar.xz for before/after comparisons in one call.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -26,7 +26,8 @@ else
   pack "$build/bin" .devrun/bin.tar.xz $(cd "$build/bin" && ls)
 fi
 if [ -n "${2:-}" ]; then
-  pack "$2/bin" .devrun/old.tar.xz train
+  # shellcheck disable=SC2086
+  pack "$2/bin" .devrun/old.tar.xz ${OLD_BINS:-train}
 fi
 cp -r ../shared .devrun/shared
 cp /usr/share/datasets/fashion-mnist/*.gz .devrun/data/
