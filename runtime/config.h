@@ -32,6 +32,8 @@ enum class Knob {
   few_channel_conv,
   bn_resident,
   bn_mask,
+  bn_sweep,
+  bn_rows_in_flight,
   wgrad_lane,
   conv_layout,
   weight_layout,

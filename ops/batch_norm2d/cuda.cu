@@ -43,7 +43,7 @@ bool aligned16(std::initializer_list<const void*> data) {
 // need the blocks (capped, MobileNetV2's 144-channel layers went from 30 to 43 us).
 struct NhwcGrid {
   int lanes = 1;
-  int64_t tiles = 1, splits = 1, chunk = 0;
+  int64_t tiles = 1, splits = 1;
 };
 NhwcGrid nhwc_grid(int device, int64_t rows, int64_t channels, int vec, bool cap_merge) {
   int sms = 0;
@@ -61,18 +61,37 @@ NhwcGrid nhwc_grid(int device, int64_t rows, int64_t channels, int vec, bool cap
   const int64_t merge_groups = std::max<int64_t>(kReduceBlock / (g.lanes * vec), 1);
   const int64_t by_merge = cap_merge ? merge_groups * kMergeInFlight * kMaxMergeRounds : by_fill;
   g.splits = std::clamp<int64_t>(std::min({by_fill, by_work, by_merge}), 1, 65535);
-  g.chunk = (rows + g.splits - 1) / g.splits;
   LIFTOFF_CHECK(g.tiles <= 65535, ShapeError, "batch_norm2d: ", channels, " channels exceed the CUDA grid");
   return g;
 }
 
+// Whether the reductions sweep their rows from the last back (sweep_rows; LIFTOFF_BN_SWEEP).
+bool reductions_sweep_backward() {
+  return config::get_string(config::Knob::bn_sweep).value_or("auto") != "forward";
+}
+
+// Blocks of kBlock threads of `kernel` one SM holds at once (the occupancy API, asked once per kernel and
+// device).
+int blocks_per_sm(const void* kernel, int device) {
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, int> known;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto [it, added] = known.try_emplace({kernel, device}, 0);
+  if (added) {
+    LIFTOFF_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&it->second, kernel, kBlock, 0));
+  }
+  return std::max(it->second, 1);
+}
+
 // The grid of an NHWC elementwise pass (normalize, input gradient): blocks of lanes x (kBlock / lanes)
-// threads over tiles of lanes * vec channels and row blocks, about eight blocks per SM, each thread at least
-// a few rows.
+// threads over tiles of lanes * vec channels and row blocks, each thread at least a few rows, and no more
+// blocks than the SMs hold at once: a second wave would walk the rows from row 0 again, after the first had
+// pushed the rows the reduction left in L2 out of it.
 struct ElementwiseGrid {
   dim3 grid, block;
 };
-ElementwiseGrid nhwc_elementwise_grid(int device, int64_t rows, int64_t channels, int vec) {
+ElementwiseGrid nhwc_elementwise_grid(int device, int64_t rows, int64_t channels, int vec,
+                                      const void* kernel) {
   int sms = 0;
   LIFTOFF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const int64_t vectors = channels / vec;
@@ -81,7 +100,8 @@ ElementwiseGrid nhwc_elementwise_grid(int device, int64_t rows, int64_t channels
   const int64_t tiles = (vectors + lanes - 1) / lanes;
   const int64_t rows_per_block = kBlock / lanes;
   const int64_t by_rows = (rows + rows_per_block * 4 - 1) / (rows_per_block * 4);
-  const int64_t by_fill = (8 * static_cast<int64_t>(sms) + tiles - 1) / tiles;
+  const int64_t by_fill =
+      std::max<int64_t>(1, static_cast<int64_t>(blocks_per_sm(kernel, device)) * sms / tiles);
   const int64_t row_blocks = std::clamp<int64_t>(std::min(by_rows, by_fill), 1, 65535);
   LIFTOFF_CHECK(tiles <= 0x7fffffff, ShapeError, "batch_norm2d: ", channels,
                 " channels exceed the CUDA grid");
@@ -99,6 +119,18 @@ void launch_nhwc_reduction(int device, int64_t rows, int64_t channels, bool cap_
     launch(std::integral_constant<int, vec>{}, nhwc_grid(device, rows, channels, vec, cap_merge));
   } else {
     launch(std::integral_constant<int, 1>{}, nhwc_grid(device, rows, channels, 1, cap_merge));
+  }
+}
+
+// Rows each thread of the elementwise passes loads before storing any: launch(rows_tag), 2 unless
+// LIFTOFF_BN_ROWS_IN_FLIGHT is 1. One row a thread left most of the DRAM latency exposed at the occupancy
+// their registers allow (four blocks an SM for the input gradient).
+template <class Launch>
+void with_rows_in_flight(Launch&& launch) {
+  if (config::get_string(config::Knob::bn_rows_in_flight).value_or("auto") == "1") {
+    launch(std::integral_constant<int, 1>{});
+  } else {
+    launch(std::integral_constant<int, 2>{});
   }
 }
 
@@ -189,11 +221,15 @@ void apply_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, cons
   if (total == 0) return;
   if (nhwc_layout(x)) {
     launch_nhwc_elementwise<T>(channels, {xp, out, residual}, [&](auto vec_tag) {
-      constexpr int vec = decltype(vec_tag)::value;
-      const ElementwiseGrid eg = nhwc_elementwise_grid(x.device().index, batch * hw, channels, vec);
-      normalize_nhwc_kernel<T, W, A, vec><<<eg.grid, eg.block, 0, stream>>>(
-          xp, sm, si, w, b, NhwcRows{channels, batch * hw}, residual, epilogue.relu, cap, out);
-      LIFTOFF_LAUNCH_CHECK();
+      with_rows_in_flight([&](auto rows_tag) {
+        constexpr int vec = decltype(vec_tag)::value, rows = decltype(rows_tag)::value;
+        const auto kernel = normalize_nhwc_kernel<T, W, A, vec, rows>;
+        const ElementwiseGrid eg = nhwc_elementwise_grid(x.device().index, batch * hw, channels, vec,
+                                                         reinterpret_cast<const void*>(kernel));
+        kernel<<<eg.grid, eg.block, 0, stream>>>(xp, sm, si, w, b, NhwcRows{channels, batch * hw}, residual,
+                                                 epilogue.relu, cap, out);
+        LIFTOFF_LAUNCH_CHECK();
+      });
     });
     return;
   }
@@ -254,8 +290,8 @@ void forward_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, co
           const Tensor partial = Tensor::empty({channels, g.splits, 2}, DTypeOf<A>::value, x.device());
           stats_nhwc_kernel<T, A, W, vec>
               <<<dim3(static_cast<unsigned>(g.tiles), static_cast<unsigned>(g.splits)), kReduceBlock, 0,
-                 stream>>>(xp, channels, count, g.chunk, g.lanes, static_cast<A*>(partial.raw_data()),
-                           channel_counters(device), finalize);
+                 stream>>>(xp, channels, count, reductions_sweep_backward(), g.lanes,
+                           static_cast<A*>(partial.raw_data()), channel_counters(device), finalize);
           LIFTOFF_LAUNCH_CHECK();
         });
   } else {
@@ -334,8 +370,8 @@ void backward_typed(const Tensor& x, const Tensor& grad_y, const Tensor& weight,
           const Tensor partial = Tensor::empty({channels, g.splits, 2}, DTypeOf<A>::value, x.device());
           grad_nhwc_kernel<T, A, W, vec>
               <<<dim3(static_cast<unsigned>(g.tiles), static_cast<unsigned>(g.splits)), kReduceBlock, 0,
-                 stream>>>(xp, gyp, mask, from_x, cap, sm, channels, count, g.chunk, g.lanes,
-                           static_cast<A*>(partial.raw_data()), channel_counters(device), finalize,
+                 stream>>>(xp, gyp, mask, from_x, cap, sm, channels, count, reductions_sweep_backward(),
+                           g.lanes, static_cast<A*>(partial.raw_data()), channel_counters(device), finalize,
                            masked_out);
           LIFTOFF_LAUNCH_CHECK();
         });
@@ -347,12 +383,16 @@ void backward_typed(const Tensor& x, const Tensor& grad_y, const Tensor& weight,
     const int64_t total = count * channels;
     if ((gx == nullptr && gres == nullptr) || total == 0) return;
     launch_nhwc_elementwise<T>(channels, {xp, gyp, mask, gx, gres}, [&](auto vec_tag) {
-      constexpr int vec = decltype(vec_tag)::value;
-      const ElementwiseGrid eg = nhwc_elementwise_grid(device, count, channels, vec);
-      grad_input_nhwc_kernel<T, A, W, vec><<<eg.grid, eg.block, 0, stream>>>(
-          xp, gyp, mask, from_x, cap, sm, static_cast<const A*>(coeff.raw_data()), NhwcRows{channels, count},
-          gx, gres);
-      LIFTOFF_LAUNCH_CHECK();
+      with_rows_in_flight([&](auto rows_tag) {
+        constexpr int vec = decltype(vec_tag)::value, rows = decltype(rows_tag)::value;
+        const auto kernel = grad_input_nhwc_kernel<T, A, W, vec, rows>;
+        const ElementwiseGrid eg =
+            nhwc_elementwise_grid(device, count, channels, vec, reinterpret_cast<const void*>(kernel));
+        kernel<<<eg.grid, eg.block, 0, stream>>>(xp, gyp, mask, from_x, cap, sm,
+                                                 static_cast<const A*>(coeff.raw_data()),
+                                                 NhwcRows{channels, count}, gx, gres);
+        LIFTOFF_LAUNCH_CHECK();
+      });
     });
     return;
   }

@@ -1,7 +1,7 @@
 // Channels-last (NHWC) batch-norm kernels for any channel count. x is [rows = N * H * W][C] in memory: a
 // channel is a column. The reductions run on a 2-D grid: blockIdx.x picks a tile of lanes * VEC channels
-// (lanes threads, VEC consecutive channels each, 16-byte loads when VEC > 1), blockIdx.y a chunk of rows; the
-// block's kReduceBlock / lanes row groups stride over the chunk, so a warp reads whole rows (or 512-byte
+// (lanes threads, VEC consecutive channels each, 16-byte loads when VEC > 1), blockIdx.y a set of row groups;
+// the grid's row groups sweep the tensor together (sweep_rows), so a warp reads whole rows (or 512-byte
 // spans of wide rows). Per block the groups' sums are added in a fixed tree order, one partial per (channel,
 // split); the tile's last block to finish merges the splits in a fixed order and finalizes: deterministic, no
 // float atomics, one launch, and no cap on C (the tiles keep the register and shared-memory use of a block
@@ -41,6 +41,35 @@ struct alignas(VEC * sizeof(T) == 16 ? 16 : alignof(T)) Packet {
 template <class T, int VEC>
 __device__ __forceinline__ Packet<T, VEC> load_packet(const T* p) {
   return *reinterpret_cast<const Packet<T, VEC>*>(p);
+}
+
+// The rows of one row group in a sweep of the whole tensor: the grid's `stride` groups move through it as
+// one band (group g takes rows g, g + stride, ...), every group on the same band at a time, so a warp's
+// groups read neighbouring rows. backward walks from the last band to row 0: a pass that reads the tensor
+// right after (normalize after statistics, input gradient after the gradient sums) starts at row 0, where
+// the rows this sweep read last are still in L2. IN_FLIGHT rows are loaded before any is used;
+// load(row) -> value, use(value).
+template <int IN_FLIGHT, class Load, class Use>
+__device__ __forceinline__ void sweep_rows(int64_t rows, int64_t group, int64_t stride, bool backward,
+                                           const Load& load, const Use& use) {
+  const int64_t full_bands = rows / stride;
+  const int64_t tail_row = full_bands * stride + group;  // the last, partial band
+  const bool has_tail = tail_row < rows;
+  if (backward && has_tail) use(load(tail_row));
+  // One running row and a signed step (not a band index times the stride per load): the reductions are at
+  // their 128-register bound.
+  const int64_t step = backward ? -stride : stride;
+  int64_t row = backward ? tail_row - stride : group;
+  int64_t b = 0;
+  for (; b + IN_FLIGHT <= full_bands; b += IN_FLIGHT, row += IN_FLIGHT * step) {
+    decltype(load(row)) v[IN_FLIGHT];
+#pragma unroll
+    for (int u = 0; u < IN_FLIGHT; ++u) v[u] = load(row + u * step);
+#pragma unroll
+    for (int u = 0; u < IN_FLIGHT; ++u) use(v[u]);
+  }
+  for (; b < full_bands; ++b, row += step) use(load(row));
+  if (!backward && has_tail) use(load(tail_row));
 }
 
 // One (a, b) partial pair from L2 in one load (the other blocks' fenced writes are there).
@@ -219,19 +248,18 @@ struct StatsTileFinish {
 
 template <class T, class A, class W, int VEC>
 __global__ void __launch_bounds__(kReduceBlock, 2)
-    stats_nhwc_kernel(const T* x, int64_t channels, int64_t rows, int64_t chunk, int lanes, A* partial,
+    stats_nhwc_kernel(const T* x, int64_t channels, int64_t rows, bool backward, int lanes, A* partial,
                       unsigned* done, StatsFinalize<A, W> finalize) {
   __shared__ A s_a[kReduceBlock * VEC], s_b[kReduceBlock * VEC];
   const int groups = kReduceBlock / lanes;
   const int64_t first = (static_cast<int64_t>(blockIdx.x) * lanes + threadIdx.x % lanes) * VEC;
-  const int64_t begin = blockIdx.y * chunk;
-  const int64_t end = min(rows, begin + chunk);
   A sum[VEC], sum_sq[VEC];
 #pragma unroll
   for (int j = 0; j < VEC; ++j) sum[j] = sum_sq[j] = A(0);
   if (first < channels) {
     A shift[VEC];
     load_vec<T, A, VEC>(x + first, shift);
+    const auto load_row = [&](int64_t r) { return load_packet<T, VEC>(x + r * channels + first); };
     const auto add_row = [&](const Packet<T, VEC>& v) {
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
@@ -240,16 +268,8 @@ __global__ void __launch_bounds__(kReduceBlock, 2)
         sum_sq[j] += d * d;
       }
     };
-    int64_t r = begin + threadIdx.x / lanes;
-    constexpr int in_flight = kRowsInFlight<T>;
-    for (; r + (in_flight - 1) * groups < end; r += in_flight * groups) {
-      Packet<T, VEC> v[in_flight];
-#pragma unroll
-      for (int u = 0; u < in_flight; ++u) v[u] = load_packet<T, VEC>(x + (r + u * groups) * channels + first);
-#pragma unroll
-      for (int u = 0; u < in_flight; ++u) add_row(v[u]);
-    }
-    for (; r < end; r += groups) add_row(load_packet<T, VEC>(x + r * channels + first));
+    sweep_rows<kRowsInFlight<T>>(rows, static_cast<int64_t>(blockIdx.y) * groups + threadIdx.x / lanes,
+                                 static_cast<int64_t>(gridDim.y) * groups, backward, load_row, add_row);
   }
   reduce_tile<A, VEC>(sum, sum_sq, s_a, s_b, lanes, channels, partial, done,
                       StatsTileFinish<T, A, W>{x, finalize});
@@ -272,13 +292,11 @@ struct GradTileFinish {
 template <class T, class A, class W, int VEC>
 __global__ void __launch_bounds__(kReduceBlock, 2)
     grad_nhwc_kernel(const T* x, const T* gy, const T* y_relu, MaskFromX<A, W> from_x, A cap, const A* mean,
-                     int64_t channels, int64_t rows, int64_t chunk, int lanes, A* partial, unsigned* done,
+                     int64_t channels, int64_t rows, bool backward, int lanes, A* partial, unsigned* done,
                      GradFinalize<A, W> finalize, T* g_masked) {
   __shared__ A s_a[kReduceBlock * VEC], s_b[kReduceBlock * VEC];
   const int groups = kReduceBlock / lanes;
   const int64_t first = (static_cast<int64_t>(blockIdx.x) * lanes + threadIdx.x % lanes) * VEC;
-  const int64_t begin = blockIdx.y * chunk;
-  const int64_t end = min(rows, begin + chunk);
   A sum_dy[VEC], sum_dy_xmu[VEC];
 #pragma unroll
   for (int j = 0; j < VEC; ++j) sum_dy[j] = sum_dy_xmu[j] = A(0);
@@ -318,15 +336,8 @@ __global__ void __launch_bounds__(kReduceBlock, 2)
       }
       if (g_masked != nullptr) store_vec<T, A, VEC>(g_masked + row.i, gs);  // exact: a T value or zero
     };
-    int64_t r = begin + threadIdx.x / lanes;
-    for (; r + (kGradRowsInFlight - 1) * groups < end; r += kGradRowsInFlight * groups) {
-      Row rows_in_flight[kGradRowsInFlight];
-#pragma unroll
-      for (int u = 0; u < kGradRowsInFlight; ++u) rows_in_flight[u] = load_row(r + u * groups);
-#pragma unroll
-      for (int u = 0; u < kGradRowsInFlight; ++u) add_row(rows_in_flight[u]);
-    }
-    for (; r < end; r += groups) add_row(load_row(r));
+    sweep_rows<kGradRowsInFlight>(rows, static_cast<int64_t>(blockIdx.y) * groups + threadIdx.x / lanes,
+                                  static_cast<int64_t>(gridDim.y) * groups, backward, load_row, add_row);
   }
   reduce_tile<A, VEC>(sum_dy, sum_dy_xmu, s_a, s_b, lanes, channels, partial, done,
                       GradTileFinish<A, W>{finalize});
@@ -335,7 +346,9 @@ __global__ void __launch_bounds__(kReduceBlock, 2)
 // The elementwise passes run on a 2-D grid: x = tiles of lanes * VEC channels (threadIdx.x picks VEC
 // consecutive channels), y = row blocks; each thread keeps its channels' constants in registers and walks
 // rows, so no element pays a 64-bit modulo or per-channel parameter loads (the flat version of session 8 ran
-// at about half of PyTorch's speed on ResNet-50).
+// at about half of PyTorch's speed on ResNet-50). The grid is one wave (nhwc_elementwise_grid), so its rows
+// move through the tensor as one band from row 0 (sweep_rows), after the reduction that read the same tensor
+// backward; ROWS rows a thread are loaded before any is stored.
 struct NhwcRows {
   int64_t channels, rows;
 };
@@ -358,9 +371,16 @@ __device__ __forceinline__ void store_with_epilogue(A (&out)[VEC], const T* resi
   store_vec<T, A, VEC>(y + i, out);
 }
 
+// One row's inputs of an elementwise pass, loaded before any is used, and where they are.
+template <class T, int VEC>
+struct LoadedRow {
+  Packet<T, VEC> a, b, c;
+  int64_t i;
+};
+
 // y = x * scale[c] + shift[c] (+ residual) (ReLU capped at cap), VEC consecutive channels per thread (C % VEC
 // == 0; VEC > 1 needs 16-byte aligned data).
-template <class T, class W, class A, int VEC>
+template <class T, class W, class A, int VEC, int ROWS>
 __global__ void normalize_nhwc_kernel(const T* x, const A* mean, const A* invstd, const W* weight,
                                       const W* bias, NhwcRows shape, const T* residual, bool relu, A cap,
                                       T* y) {
@@ -372,19 +392,24 @@ __global__ void normalize_nhwc_kernel(const T* x, const A* mean, const A* invstd
     bn_scale_shift(convert<A>(weight[c0 + j]), convert<A>(bias[c0 + j]), mean[c0 + j], invstd[c0 + j],
                    scale[j], shift[j]);
   }
-  for (int64_t r = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; r < shape.rows;
-       r += static_cast<int64_t>(gridDim.y) * blockDim.y) {
-    const int64_t i = r * shape.channels + c0;
-    A xv[VEC], out[VEC];
-    load_vec<T, A, VEC>(x + i, xv);
+  const auto load_row = [&](int64_t r) {
+    LoadedRow<T, VEC> row;
+    row.i = r * shape.channels + c0;
+    row.a = load_packet<T, VEC>(x + row.i);
+    return row;
+  };
+  const auto store_row = [&](const LoadedRow<T, VEC>& row) {
+    A out[VEC];
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) out[j] = bn_affine(xv[j], scale[j], shift[j]);
-    store_with_epilogue<T, A, VEC>(out, residual, relu, cap, y, i);
-  }
+    for (int j = 0; j < VEC; ++j) out[j] = bn_affine(convert<A>(row.a.v[j]), scale[j], shift[j]);
+    store_with_epilogue<T, A, VEC>(out, residual, relu, cap, y, row.i);
+  };
+  sweep_rows<ROWS>(shape.rows, static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y,
+                   static_cast<int64_t>(gridDim.y) * blockDim.y, /*backward=*/false, load_row, store_row);
 }
 
 // gx = k1 * (g - k2 - (x - mean) * k3) with g the (ReLU-masked) gy, VEC consecutive channels per thread.
-template <class T, class A, class W, int VEC>
+template <class T, class A, class W, int VEC, int ROWS>
 __global__ void grad_input_nhwc_kernel(const T* x, const T* gy, const T* y_relu, MaskFromX<A, W> from_x,
                                        A cap, const A* mean, const A* coeff, NhwcRows shape, T* gx,
                                        T* g_residual) {
@@ -400,33 +425,39 @@ __global__ void grad_input_nhwc_kernel(const T* x, const T* gy, const T* y_relu,
     m[j] = mean[c0 + j];
     if (from_x.on()) from_x.load(c0 + j, mean, scale[j], shift[j]);
   }
-  for (int64_t r = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; r < shape.rows;
-       r += static_cast<int64_t>(gridDim.y) * blockDim.y) {
-    const int64_t i = r * shape.channels + c0;
+  // x is needed for the mask (from_x) or the input gradient; loaded once for both.
+  const bool need_x = from_x.on() || gx != nullptr;
+  const bool read_mask = !from_x.on() && y_relu != nullptr;
+  const auto load_row = [&](int64_t r) {
+    LoadedRow<T, VEC> row;  // a: gy, b: x, c: the ReLU's output
+    row.i = r * shape.channels + c0;
+    row.a = load_packet<T, VEC>(gy + row.i);
+    if (need_x) row.b = load_packet<T, VEC>(x + row.i);
+    if (read_mask) row.c = load_packet<T, VEC>(y_relu + row.i);
+    return row;
+  };
+  const auto store_row = [&](const LoadedRow<T, VEC>& row) {
     A g[VEC];
-    load_vec<T, A, VEC>(gy + i, g);
-    // x is needed for the mask (from_x) or the input gradient; loaded once for both.
-    A xv[VEC];
-    if (from_x.on() || gx != nullptr) load_vec<T, A, VEC>(x + i, xv);
-    if (from_x.on()) {
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        g[j] = MaskFromX<A, W>::template passes<T>(xv[j], scale[j], shift[j], cap) ? g[j] : A(0);
+    for (int j = 0; j < VEC; ++j) {
+      bool passes = true;
+      if (from_x.on()) {
+        passes = MaskFromX<A, W>::template passes<T>(convert<A>(row.b.v[j]), scale[j], shift[j], cap);
+      } else if (read_mask) {
+        passes = relu_passes(convert<A>(row.c.v[j]), cap);  // as masked_grad
       }
-    } else if (y_relu != nullptr) {
-      A yv[VEC];
-      load_vec<T, A, VEC>(y_relu + i, yv);
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) g[j] = relu_passes(yv[j], cap) ? g[j] : A(0);  // as masked_grad
+      g[j] = passes ? convert<A>(row.a.v[j]) : A(0);
     }
-    if (g_residual != nullptr) store_vec<T, A, VEC>(g_residual + i, g);
+    if (g_residual != nullptr) store_vec<T, A, VEC>(g_residual + row.i, g);
     if (gx != nullptr) {
       A out[VEC];
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) out[j] = k1[j] * (g[j] - k2[j] - (xv[j] - m[j]) * k3[j]);
-      store_vec<T, A, VEC>(gx + i, out);
+      for (int j = 0; j < VEC; ++j) out[j] = k1[j] * (g[j] - k2[j] - (convert<A>(row.b.v[j]) - m[j]) * k3[j]);
+      store_vec<T, A, VEC>(gx + row.i, out);
     }
-  }
+  };
+  sweep_rows<ROWS>(shape.rows, static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y,
+                   static_cast<int64_t>(gridDim.y) * blockDim.y, /*backward=*/false, load_row, store_row);
 }
 
 }  // namespace

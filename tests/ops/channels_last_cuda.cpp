@@ -308,6 +308,48 @@ TEST(ChannelsLastCuda, BatchNormResidentMatchesCpu) {
   }
 }
 
+// The split kernels (more rows than one launch holds) sweep the rows in either direction
+// (LIFTOFF_BN_SWEEP) and load one or two rows a thread in the elementwise passes (LIFTOFF_BN_ROWS_IN_FLIGHT):
+// every setting matches the CPU, plain, with the ReLU's mask recomputed from x, and with a residual (the
+// mask read). The shapes leave a partial last band (rows not a multiple of the grid's row groups), and 13
+// channels take the one-channel-a-thread kernels.
+TEST(ChannelsLastCuda, BatchNormSweepsMatchCpu) {
+  LIFTOFF_REQUIRE_CUDA();
+  const testing::TensorFn plain = [](const std::vector<Tensor>& t) {
+    return batch_norm2d(t[0], t[1], t[2], Tensor(), Tensor(), true);
+  };
+  const testing::TensorFn with_relu = [](const std::vector<Tensor>& t) {
+    return relu(batch_norm2d(t[0], t[1], t[2], Tensor(), Tensor(), true));
+  };
+  const testing::TensorFn with_residual = [](const std::vector<Tensor>& t) {
+    return relu(batch_norm2d(t[0], t[1], t[2], Tensor(), Tensor(), true) + t[3]);
+  };
+  const config::ScopedSetting split(config::Knob::bn_resident, "off");
+  for (const char* sweep : {"auto", "forward"}) {
+    const config::ScopedSetting sweep_setting(config::Knob::bn_sweep, sweep);
+    for (const char* rows : {"auto", "1"}) {
+      const config::ScopedSetting rows_setting(config::Knob::bn_rows_in_flight, rows);
+      for (const Shape& shape : {Shape{16, 24, 23, 23}, Shape{9, 13, 31, 31}, Shape{64, 64, 16, 16}}) {
+        const int64_t c = shape[1];
+        for (DType dt : {DType::f32, DType::bf16}) {
+          const Tol tol = dt == DType::f32 ? Tol{1e-4, 1e-4, 5e-3} : Tol{3e-2, 3e-2, 5e-2};
+          const std::vector<ClInput> inputs = {{rnd(shape, 70, -1, 3), dt},
+                                               {rnd({c}, 71, 0.5, 1.5)},
+                                               {rnd({c}, 72, -1, 1)},
+                                               {rnd(shape, 73), dt}};
+          for (const testing::TensorFn* fn : {&plain, &with_relu, &with_residual}) {
+            EXPECT_TRUE(channels_last_parity(*fn, inputs, tol))
+                << sweep << " rows " << rows << " " << dtype_name(dt) << " " << shape_str(shape) << " fn "
+                << (fn == &plain       ? "plain"
+                    : fn == &with_relu ? "relu"
+                                       : "residual");
+          }
+        }
+      }
+    }
+  }
+}
+
 // The one-launch statistics update the running statistics and count the batch as the CPU does.
 TEST(ChannelsLastCuda, BatchNormResidentRunningStatsMatchCpu) {
   LIFTOFF_REQUIRE_CUDA();
