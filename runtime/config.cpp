@@ -95,9 +95,6 @@ constexpr Entry kTable[] = {
         Knob::bn_sweep, "LIFTOFF_BN_SWEEP", "auto", "auto|forward",
         "channels-last CUDA batch-norm reductions (statistics, gradient sums): auto walks the rows "
         "from the last back, so the pass after it finds the rows read last in L2; forward from row 0"),
-    choice_knob(Knob::bn_rows_in_flight, "LIFTOFF_BN_ROWS_IN_FLIGHT", "auto", "auto|1",
-                "channels-last CUDA batch-norm normalize and input-gradient passes: rows each thread loads "
-                "before storing any (auto: 2)"),
     choice_knob(
         Knob::wgrad_lane, "LIFTOFF_WGRAD_LANE", "auto", "auto|on|off",
         "CUDA backward: weight gradients of convolutions on a second stream beside the input-gradient "

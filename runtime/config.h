@@ -33,7 +33,6 @@ enum class Knob {
   bn_resident,
   bn_mask,
   bn_sweep,
-  bn_rows_in_flight,
   wgrad_lane,
   conv_layout,
   weight_layout,

@@ -122,18 +122,6 @@ void launch_nhwc_reduction(int device, int64_t rows, int64_t channels, bool cap_
   }
 }
 
-// Rows each thread of the elementwise passes loads before storing any: launch(rows_tag), 2 unless
-// LIFTOFF_BN_ROWS_IN_FLIGHT is 1. One row a thread left most of the DRAM latency exposed at the occupancy
-// their registers allow (four blocks an SM for the input gradient).
-template <class Launch>
-void with_rows_in_flight(Launch&& launch) {
-  if (config::get_string(config::Knob::bn_rows_in_flight).value_or("auto") == "1") {
-    launch(std::integral_constant<int, 1>{});
-  } else {
-    launch(std::integral_constant<int, 2>{});
-  }
-}
-
 // Launches an NHWC elementwise kernel the same way: launch(vec_tag).
 template <class T, class Launch>
 void launch_nhwc_elementwise(int64_t channels, std::initializer_list<const void*> data, Launch&& launch) {
@@ -221,15 +209,13 @@ void apply_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, cons
   if (total == 0) return;
   if (nhwc_layout(x)) {
     launch_nhwc_elementwise<T>(channels, {xp, out, residual}, [&](auto vec_tag) {
-      with_rows_in_flight([&](auto rows_tag) {
-        constexpr int vec = decltype(vec_tag)::value, rows = decltype(rows_tag)::value;
-        const auto kernel = normalize_nhwc_kernel<T, W, A, vec, rows>;
-        const ElementwiseGrid eg = nhwc_elementwise_grid(x.device().index, batch * hw, channels, vec,
-                                                         reinterpret_cast<const void*>(kernel));
-        kernel<<<eg.grid, eg.block, 0, stream>>>(xp, sm, si, w, b, NhwcRows{channels, batch * hw}, residual,
-                                                 epilogue.relu, cap, out);
-        LIFTOFF_LAUNCH_CHECK();
-      });
+      constexpr int vec = decltype(vec_tag)::value;
+      const auto kernel = normalize_nhwc_kernel<T, W, A, vec>;
+      const ElementwiseGrid eg = nhwc_elementwise_grid(x.device().index, batch * hw, channels, vec,
+                                                       reinterpret_cast<const void*>(kernel));
+      kernel<<<eg.grid, eg.block, 0, stream>>>(xp, sm, si, w, b, NhwcRows{channels, batch * hw}, residual,
+                                               epilogue.relu, cap, out);
+      LIFTOFF_LAUNCH_CHECK();
     });
     return;
   }
@@ -383,16 +369,14 @@ void backward_typed(const Tensor& x, const Tensor& grad_y, const Tensor& weight,
     const int64_t total = count * channels;
     if ((gx == nullptr && gres == nullptr) || total == 0) return;
     launch_nhwc_elementwise<T>(channels, {xp, gyp, mask, gx, gres}, [&](auto vec_tag) {
-      with_rows_in_flight([&](auto rows_tag) {
-        constexpr int vec = decltype(vec_tag)::value, rows = decltype(rows_tag)::value;
-        const auto kernel = grad_input_nhwc_kernel<T, A, W, vec, rows>;
-        const ElementwiseGrid eg =
-            nhwc_elementwise_grid(device, count, channels, vec, reinterpret_cast<const void*>(kernel));
-        kernel<<<eg.grid, eg.block, 0, stream>>>(xp, gyp, mask, from_x, cap, sm,
-                                                 static_cast<const A*>(coeff.raw_data()),
-                                                 NhwcRows{channels, count}, gx, gres);
-        LIFTOFF_LAUNCH_CHECK();
-      });
+      constexpr int vec = decltype(vec_tag)::value;
+      const auto kernel = grad_input_nhwc_kernel<T, A, W, vec>;
+      const ElementwiseGrid eg =
+          nhwc_elementwise_grid(device, count, channels, vec, reinterpret_cast<const void*>(kernel));
+      kernel<<<eg.grid, eg.block, 0, stream>>>(xp, gyp, mask, from_x, cap, sm,
+                                               static_cast<const A*>(coeff.raw_data()),
+                                               NhwcRows{channels, count}, gx, gres);
+      LIFTOFF_LAUNCH_CHECK();
     });
     return;
   }

@@ -348,7 +348,7 @@ __global__ void __launch_bounds__(kReduceBlock, 2)
 // rows, so no element pays a 64-bit modulo or per-channel parameter loads (the flat version of session 8 ran
 // at about half of PyTorch's speed on ResNet-50). The grid is one wave (nhwc_elementwise_grid), so its rows
 // move through the tensor as one band from row 0 (sweep_rows), after the reduction that read the same tensor
-// backward; ROWS rows a thread are loaded before any is stored.
+// backward. (Two rows a thread in flight measured level with one: session 33.)
 struct NhwcRows {
   int64_t channels, rows;
 };
@@ -380,7 +380,7 @@ struct LoadedRow {
 
 // y = x * scale[c] + shift[c] (+ residual) (ReLU capped at cap), VEC consecutive channels per thread (C % VEC
 // == 0; VEC > 1 needs 16-byte aligned data).
-template <class T, class W, class A, int VEC, int ROWS>
+template <class T, class W, class A, int VEC>
 __global__ void normalize_nhwc_kernel(const T* x, const A* mean, const A* invstd, const W* weight,
                                       const W* bias, NhwcRows shape, const T* residual, bool relu, A cap,
                                       T* y) {
@@ -404,12 +404,12 @@ __global__ void normalize_nhwc_kernel(const T* x, const A* mean, const A* invstd
     for (int j = 0; j < VEC; ++j) out[j] = bn_affine(convert<A>(row.a.v[j]), scale[j], shift[j]);
     store_with_epilogue<T, A, VEC>(out, residual, relu, cap, y, row.i);
   };
-  sweep_rows<ROWS>(shape.rows, static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y,
-                   static_cast<int64_t>(gridDim.y) * blockDim.y, /*backward=*/false, load_row, store_row);
+  sweep_rows<1>(shape.rows, static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y,
+                static_cast<int64_t>(gridDim.y) * blockDim.y, /*backward=*/false, load_row, store_row);
 }
 
 // gx = k1 * (g - k2 - (x - mean) * k3) with g the (ReLU-masked) gy, VEC consecutive channels per thread.
-template <class T, class A, class W, int VEC, int ROWS>
+template <class T, class A, class W, int VEC>
 __global__ void grad_input_nhwc_kernel(const T* x, const T* gy, const T* y_relu, MaskFromX<A, W> from_x,
                                        A cap, const A* mean, const A* coeff, NhwcRows shape, T* gx,
                                        T* g_residual) {
@@ -456,8 +456,8 @@ __global__ void grad_input_nhwc_kernel(const T* x, const T* gy, const T* y_relu,
       store_vec<T, A, VEC>(gx + row.i, out);
     }
   };
-  sweep_rows<ROWS>(shape.rows, static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y,
-                   static_cast<int64_t>(gridDim.y) * blockDim.y, /*backward=*/false, load_row, store_row);
+  sweep_rows<1>(shape.rows, static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y,
+                static_cast<int64_t>(gridDim.y) * blockDim.y, /*backward=*/false, load_row, store_row);
 }
 
 }  // namespace
