@@ -94,7 +94,8 @@ constexpr Entry kTable[] = {
     choice_knob(
         Knob::bn_sweep, "LIFTOFF_BN_SWEEP", "auto", "auto|forward",
         "channels-last CUDA batch-norm reductions (statistics, gradient sums): auto walks the rows "
-        "from the last back, so the pass after it finds the rows read last in L2; forward from row 0"),
+        "from the last back, so the pass after it starts on the rows read last (the likeliest still in "
+        "L2); forward from row 0"),
     choice_knob(
         Knob::wgrad_lane, "LIFTOFF_WGRAD_LANE", "auto", "auto|on|off",
         "CUDA backward: weight gradients of convolutions on a second stream beside the input-gradient "

@@ -114,8 +114,9 @@ Tensor rnd(const Shape& shape, uint64_t seed, double low = -1, double high = 1, 
 
 // A residual r for relu(batch_norm2d(x) + r) whose sum stays at least 0.02 from zero. The device and the CPU
 // add the statistics in different orders, so a sum within about 1e-7 of zero can fall on the ReLU's other
-// side on one of them: that element's input gradient is then a whole w * invstd * dy apart (one element of
-// 3.2 million in session 33, after a change of summation order). x and r are rounded to dtype first, as
+// side on one of them: that element's input gradient is then a whole w * invstd * dy apart (the likely cause,
+// reasoned rather than measured, of one element of 3.2 million failing in session 33 after a change of
+// summation order). x and r are rounded to dtype first, as
 // the device sees them; r keeps requires_grad.
 Tensor residual_clear_of_relu(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& r,
                               DType dtype) {
