@@ -47,8 +47,9 @@ __device__ __forceinline__ Packet<T, VEC> load_packet(const T* p) {
 // one band (group g takes rows g, g + stride, ...), every group on the same band at a time, so a warp's
 // groups read neighbouring rows. backward walks from the last band to row 0: a pass that reads the tensor
 // right after (normalize after statistics, input gradient after the gradient sums) starts at row 0, on the
-// rows this sweep read last, the likeliest to be in L2 still (ResNet-18's step +0.9%, ResNet-50's +1.3-3.4%:
-// docs/perf.md, session 33). IN_FLIGHT rows are loaded before any is used; load(row) -> value, use(value).
+// rows this sweep read last, the likeliest to be in L2 still (ResNet-18's step +0.9-1.5%, ResNet-50's
+// +1.3-3.4%: docs/perf.md, session 33). IN_FLIGHT rows are loaded before any is used; load(row) -> value,
+// use(value).
 template <int IN_FLIGHT, class Load, class Use>
 __device__ __forceinline__ void sweep_rows(int64_t rows, int64_t group, int64_t stride, bool backward,
                                            const Load& load, const Use& use) {
