@@ -217,6 +217,7 @@ if [ -x "$COMPARE" ]; then
   "$COMPARE" "$work/tp.json" "$work/tp.json" >"$work/tpc.log" 2>&1
   check "... and compare the same" grep -qE "^  images/s +$table +$table " "$work/tpc.log"
 fi
+check "the epoch line's own figure says it holds the warm-up steps" grep -qE "^epoch 1/1: .* img/s \(.* steps, warm-up included\)" "$work/tp.log"
 
 # 10. --drop-last (default): 1000 / 32 leaves 8 images out, 31 steps; --no-drop-last trains on them (32 steps).
 check "drop-last is the default: 31 steps of 32" grep -q "done: 31 optimizer steps, 992 images" "$work/tp.log"

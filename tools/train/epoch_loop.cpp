@@ -65,6 +65,7 @@ class EpochLoop {
     for (int64_t epoch = resume.epoch; epoch < f_.epochs && !trainer_.finished(); ++epoch) {
       label_ = progress_.epoch_label(epoch);
       epoch_images_at_start_ = 0;
+      epoch_has_warmup_ = !r_.steady_started;
       const int64_t skip = epoch == resume.epoch ? resume.skip_micro_batches : 0;
       const EpochResult r = trainer_.train_epoch(
           s_.train_batches(), epoch, [this](const StepProgress& p) { on_step(p); }, skip);
@@ -143,9 +144,13 @@ class EpochLoop {
       r_.steady_seconds += seconds_since(steady_start_);
       r_.steady_images += r.images - epoch_images_at_start_;
     }
+    // The steady-state figure leaves the warm-up steps out: an epoch holding them says so, or the two figures
+    // read as a contradiction.
+    const std::string span = fmt("%.1f", r.seconds) + " s, " + std::to_string(r.steps) + " steps" +
+                             (epoch_has_warmup_ ? ", warm-up included" : "");
     std::string line = label_ + ": train loss " + fmt("%.4f", r.mean_loss) + ", " +
                        fmt("%.0f", static_cast<double>(r.images * s_.placement.env.world_size) / r.seconds) +
-                       " img/s (" + fmt("%.1f", r.seconds) + " s, " + std::to_string(r.steps) + " steps)";
+                       " img/s (" + span + ")";
     if (evaluates_after(epoch)) {
       const double eval_start_s = clock_.elapsed_s();
       EvalOptions eval_options;
@@ -198,6 +203,7 @@ class EpochLoop {
   std::string label_;
   std::string last_checkpoint_line_;
   int64_t epoch_images_at_start_ = 0;
+  bool epoch_has_warmup_ = false;  // this epoch ran some of the --timing-warmup steps
 };
 
 }  // namespace
