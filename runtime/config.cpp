@@ -96,6 +96,10 @@ constexpr Entry kTable[] = {
         "channels-last CUDA batch-norm reductions (statistics, gradient sums): auto walks the rows "
         "from the last back, so the pass after it starts on the rows read last (the likeliest still in "
         "L2); forward from row 0"),
+    choice_knob(Knob::conv_bias_relu, "LIFTOFF_CONV_BIAS_RELU", "off", "off|auto",
+                "CUDA convolutions with a bias: auto defers the bias add so that a relu right after adds it "
+                "in its own pass (one pass over the output instead of two); off adds it at once (the default "
+                "until measured on a GPU)"),
     choice_knob(
         Knob::wgrad_lane, "LIFTOFF_WGRAD_LANE", "auto", "auto|on|off",
         "CUDA backward: weight gradients of convolutions on a second stream beside the input-gradient "

@@ -33,6 +33,7 @@ enum class Knob {
   bn_resident,
   bn_mask,
   bn_sweep,
+  conv_bias_relu,
   wgrad_lane,
   conv_layout,
   weight_layout,

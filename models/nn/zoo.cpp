@@ -139,7 +139,7 @@ Tensor ResNet9::forward(const Tensor& x) {
 
 std::vector<std::string> model_names() {
   return {"simple_cnn", "strided_cnn", "resnet9",  "resnet20",     "resnet32", "resnet44",
-          "resnet56",   "resnet18",    "resnet50", "mobilenet_v2", "vit_tiny"};
+          "resnet56",   "resnet18",    "resnet50", "mobilenet_v2", "vit_tiny", "vgg11"};
 }
 
 std::unique_ptr<Module> make_model(const std::string& name, int64_t in_channels, int64_t classes,
@@ -172,6 +172,11 @@ std::unique_ptr<Module> make_model(const std::string& name, int64_t in_channels,
   if (name == "vit_tiny")
     return std::make_unique<VisionTransformer>(in_channels, classes, image_size, small ? 4 : 16, 192, 6, 3,
                                                768, gen);
+  if (name == "vgg11") {
+    LIFTOFF_CHECK(image_size >= 16, ValueError,
+                  "vgg11: image_size must be >= 16 (at least four 2x2 max pools), got ", image_size);
+    return std::make_unique<VGG11>(in_channels, classes, image_size >= 32, gen);
+  }
   std::string known;
   for (const auto& m : model_names()) known += (known.empty() ? "" : ", ") + m;
   throw ValueError(str_cat("unknown model \"", name, "\"; known models: ", known));

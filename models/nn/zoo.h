@@ -9,6 +9,7 @@
 #include "models/nn/layers.h"
 #include "models/nn/mobilenet.h"
 #include "models/nn/resnet_imagenet.h"
+#include "models/nn/vgg.h"
 #include "models/nn/vit.h"
 
 namespace liftoff {
@@ -91,9 +92,9 @@ class ResNet : public Module {
 };
 
 // David Page's ResNet-9 (Myrtle.ai's DAWNBench CIFAR-10 entry, 2018): few, wide layers, so a step is a
-// handful of large convolutions instead of many small ones (at 28 px 8.8x ResNet-20's FLOPs in 8 convolutions, not 21).
-// conv_bn(a, b) = Conv2d(a, b, 3, padding=1, bias=False) -> BatchNorm2d(b) -> ReLU. As PyTorch
-// (tools/reference/resnet_cifar.py, ResNet9):
+// handful of large convolutions instead of many small ones (at 28 px 8.8x ResNet-20's FLOPs in 8
+// convolutions, not 21). conv_bn(a, b) = Conv2d(a, b, 3, padding=1, bias=False) -> BatchNorm2d(b) -> ReLU. As
+// PyTorch (tools/reference/resnet_cifar.py, ResNet9):
 //   prep = conv_bn(in, 64)
 //   layer1 = conv_bn(64, 128) -> MaxPool2d(2);  x = x + res1b(res1a(x)), res1a/res1b = conv_bn(128, 128)
 //   layer2 = conv_bn(128, 256) -> MaxPool2d(2)
@@ -120,7 +121,7 @@ class ResNet9 : public Module {
 };
 
 // The names make_model knows: simple_cnn, strided_cnn, resnet9, resnet20, resnet32, resnet44, resnet56,
-// resnet18, resnet50, mobilenet_v2, vit_tiny.
+// resnet18, resnet50, mobilenet_v2, vit_tiny, vgg11.
 std::vector<std::string> model_names();
 
 // Builds a model by name, initialised from Generator(seed). image_size is the side of the (square) input;
@@ -132,6 +133,8 @@ std::vector<std::string> model_names();
 //   mobilenet_v2: torchvision's MobileNetV2 (width 1.0); small: the first conv strides 1 instead of 2.
 //   vit_tiny: VisionTransformer with dim 192, depth 6, 3 heads, MLP 768; patch 4 when small, else 16;
 //     image_size must be a multiple of the patch, and the model then takes only that size.
+//   vgg11: VGG-11 without batch norm (vgg.h: convolutions with a bias, each followed by a ReLU) and a
+//     global-pool head; image_size >= 16, the last max pool left out below 32.
 std::unique_ptr<Module> make_model(const std::string& name, int64_t in_channels, int64_t classes,
                                    int64_t image_size, uint64_t seed);
 

@@ -2,6 +2,7 @@
 
 #include "ops/cast/cast.h"
 #include "ops/common/layout.h"
+#include "ops/conv2d/fusion.h"
 #include "ops/conv2d/kernels.h"
 #include "runtime/autocast.h"
 #include "runtime/autograd.h"
@@ -101,7 +102,10 @@ Tensor conv2d(const Tensor& input, const Tensor& weight_in, const Tensor& bias_i
   const Tensor w = weight_in.detach().contiguous(format);
   const Tensor b = bias_in.defined() ? bias_in.contiguous() : Tensor();
   Tensor y = Tensor::empty({g.n, g.k, g.oh, g.ow}, x.dtype(), x.device(), format);
-  LIFTOFF_DISPATCH(x.device(), conv2d_forward, x, w, b, y, g);
+  // With the bias deferred, a relu that follows adds it in its own pass (ops/conv2d/fusion.h).
+  const bool defer_bias = b.defined() && detail::conv_defers_bias(x);
+  LIFTOFF_DISPATCH(x.device(), conv2d_forward, x, w, defer_bias ? Tensor() : b, y, g);
+  if (defer_bias) detail::defer_conv_bias(y, b, g.channels_last);
   // Record against the caller's tensors: contiguous() of a strided input is a raw copy without grad edges.
   if (should_record({input, weight_in, bias_in})) {
     // Keep only what backward reads: x for the weight gradient, the weight for the input gradient.

@@ -3,6 +3,7 @@
 // forward and weight gradient of channels-last ones with few input channels too (few_channels.h); this file
 // adds the bias and computes its gradient with its own kernels.
 #include <algorithm>
+#include <atomic>
 
 #include "ops/conv2d/cudnn_plans.h"
 #include "ops/conv2d/depthwise.h"
@@ -16,13 +17,22 @@ namespace liftoff::cuda {
 
 namespace {
 
-// nhwc: y is channels-last (the channel is the innermost index).
+// out = y + bias[channel], then max(., 0) when relu; out may be y. nhwc: y is channels-last (the channel is
+// the innermost index).
 template <class T>
-__global__ void add_bias_kernel(T* y, const T* bias, int64_t n, int64_t plane, int64_t channels, bool nhwc) {
+__global__ void add_bias_kernel(const T* y, const T* bias, T* out, int64_t n, int64_t plane, int64_t channels,
+                                bool nhwc, bool relu) {
   LIFTOFF_GRID_STRIDE_LOOP(i, n) {
     const int64_t ch = nhwc ? i % channels : (i / plane) % channels;
-    y[i] = convert<T>(convert<acc_t<T>>(y[i]) + convert<acc_t<T>>(bias[ch]));
+    const acc_t<T> v = convert<acc_t<T>>(y[i]) + convert<acc_t<T>>(bias[ch]);
+    // As relu's kernel: rounding to T is monotonic and keeps 0, so the bits equal the unfused pair's.
+    out[i] = convert<T>(!relu || v > acc_t<T>(0) ? v : acc_t<T>(0));
   }
+}
+
+std::atomic<int64_t>& bias_relu_folds() {
+  static std::atomic<int64_t> count{0};
+  return count;
 }
 
 // gb[k] = sum over images and pixels of gy[:, k], in two deterministic passes: each channel's images*plane
@@ -109,17 +119,28 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
     const conv_plans::Call call{conv_graph::Direction::forward, {x.raw_data(), w.raw_data(), y.raw_data()}};
     conv_plans::run(device, dtype, g, &call, 1);
   }
-  if (bias.defined()) {
-    require_contiguous(bias, "bias");
-    const int64_t n = y.numel();
-    dispatch_device_float(dtype, "conv2d", [&](auto tag) {
-      using T = decltype(tag);
-      add_bias_kernel<T><<<grid_for(n), kBlock, 0, compute_stream(device)>>>(
-          static_cast<T*>(y.raw_data()), static_cast<const T*>(bias.raw_data()), n, g.oh * g.ow, g.k,
-          g.channels_last);
-      LIFTOFF_LAUNCH_CHECK();
-    });
-  }
+  if (bias.defined()) conv2d_add_bias(y, bias, y, g.channels_last, false);
+}
+
+void conv2d_add_bias(const Tensor& y, const Tensor& bias, const Tensor& out, bool channels_last, bool relu) {
+  const int device = y.device().index;
+  DeviceGuard guard(device);
+  require_contiguous(bias, "bias");
+  const int64_t n = y.numel();
+  if (n == 0) return;
+  const int64_t channels = y.size(1), plane = y.size(2) * y.size(3);
+  dispatch_device_float(y.dtype(), "conv2d", [&](auto tag) {
+    using T = decltype(tag);
+    add_bias_kernel<T><<<grid_for(n), kBlock, 0, compute_stream(device)>>>(
+        static_cast<const T*>(y.raw_data()), static_cast<const T*>(bias.raw_data()),
+        static_cast<T*>(out.raw_data()), n, plane, channels, channels_last, relu);
+    LIFTOFF_LAUNCH_CHECK();
+  });
+  if (relu) bias_relu_folds().fetch_add(1, std::memory_order_relaxed);
+}
+
+int64_t conv_bias_relu_folds() {
+  return bias_relu_folds().load(std::memory_order_relaxed);
 }
 
 void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& gy, const Tensor& gx, const Tensor& gw,

@@ -55,5 +55,10 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
 // accumulate_gx as on the CPU: cuDNN adds the input gradient into gx itself (beta = 1).
 void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& gy, const Tensor& gx, const Tensor& gw,
                      const Tensor& gb, const Conv2dShape& g, bool accumulate_gx = false);
+// out = y + bias (per channel of the 4-D output y, NCHW or, with channels_last, NHWC), then ReLU when relu;
+// out (y's shape and layout) may be y itself. ops/conv2d/fusion.h defers the bias add to fold a ReLU into it.
+void conv2d_add_bias(const Tensor& y, const Tensor& bias, const Tensor& out, bool channels_last, bool relu);
+// ReLUs folded into a convolution's bias add (conv2d_add_bias with relu) so far in this process.
+int64_t conv_bias_relu_folds();
 }  // namespace cuda
 }  // namespace liftoff

@@ -4,7 +4,7 @@ precision and optimizer (SGD momentum 0.9 Nesterov, wd 5e-4), random inputs alre
 best: cudnn.benchmark, autocast for bf16, channels_last or NCHW (--memory-format; `both` times each, the panel
 takes the faster), eager and whole-step CUDA graph (--mode graph; --mode both runs the two in one process).
 Throughput: images between two torch.cuda.synchronize() marks over wall time. Models: resnet18, resnet50,
-strided_cnn, mobilenet_v2, vit_tiny, each with the parameter count Liftoff's make_model prints (params=).
+strided_cnn, mobilenet_v2, vit_tiny, vgg11, each with the parameter count Liftoff's make_model prints (params=).
   python3 tools/reference/model_panel.py --model resnet18 --image-size 32 --batch 128 --amp bf16 --mode graph
   python3 tools/reference/model_panel.py --model vit_tiny --device cpu --amp off --batch 2 --steps 1 --warmup 0
 (--device cpu: to check a twin where no GPU is, e.g. its params= against model_panel --device cpu.)
@@ -166,6 +166,28 @@ class VisionTransformer(nn.Module):
         return self.head(self.norm(y)[:, 0])
 
 
+class VGG11(nn.Module):
+    """torchvision's vgg11 features (no batch norm: 3x3 convolutions with a bias, each followed by a ReLU), then a
+    global average pool and Linear(512, classes), as Liftoff's models/nn/vgg.h."""
+
+    def __init__(self, cin, classes, size):
+        super().__init__()
+        layers, pools = [], 5 if size >= 32 else 4  # below 32 px the last max pool is left out
+        for width in [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"]:
+            if width == "M":
+                if pools > 0:
+                    layers.append(nn.MaxPool2d(2, 2))
+                pools -= 1
+            else:
+                layers += [nn.Conv2d(cin, width, 3, padding=1), nn.ReLU()]
+                cin = width
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Linear(cin, classes)
+
+    def forward(self, x):
+        return self.classifier(torch.flatten(F.adaptive_avg_pool2d(self.features(x), 1), 1))
+
+
 def make_model(name, cin, classes, size):
     if name == "resnet18":
         return ResNet(BasicBlock, [2, 2, 2, 2], cin, classes, size)
@@ -177,6 +199,8 @@ def make_model(name, cin, classes, size):
         return MobileNetV2(cin, classes, size)
     if name == "vit_tiny":  # dim 192, depth 6, 3 heads, MLP 768; patch 4 below 64 px, 16 from 64 px
         return VisionTransformer(cin, classes, size, 4 if size < 64 else 16, 192, 6, 3, 768)
+    if name == "vgg11":
+        return VGG11(cin, classes, size)
     raise SystemExit(f"model_panel.py: unknown model {name}")
 
 

@@ -152,7 +152,8 @@ void add_flags(CLI::App& app, Flags& f) {
          "--model", f.model,
          "the zoo's model (strided_cnn: light, for large images; resnet9: Page's few wide layers, fast to "
          "high accuracy on small images; resnet18, resnet50, mobilenet_v2, "
-         "vit_tiny: CIFAR-style stems below 64 px, torchvision's above)")
+         "vit_tiny: CIFAR-style stems below 64 px, torchvision's above; vgg11: plain convolutions with a "
+         "bias and a ReLU, no batch norm, images of 16 px or more)")
       ->capture_default_str()
       ->check(CLI::IsMember(model_names()))
       ->group(g_data);

@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "models/nn/zoo.h"
+#include "ops/conv2d/kernels.h"
 #include "ops/ops.h"
 #include "runtime/autocast.h"
+#include "runtime/config.h"
 #include "tests/common/cuda_test.h"
 #include "tests/common/gradcheck.h"
 
@@ -89,7 +91,8 @@ void expect_half_step_follows_cpu(const std::string& name, int64_t size, DType a
 
 TEST(ZooModelsCuda, TrainingStepMatchesTheCpu) {
   LIFTOFF_REQUIRE_CUDA();
-  for (const std::string name : {"resnet18", "resnet50", "mobilenet_v2", "vit_tiny"}) expect_f64_step_matches_cpu(name, 16);
+  for (const std::string name : {"resnet18", "resnet50", "mobilenet_v2", "vit_tiny", "vgg11"})
+    expect_f64_step_matches_cpu(name, 16);
   // The deeper nets at batch 4 and 16 px end in batch norms over 4-16 values, which amplify half rounding
   // beyond any direction check (measured on the H200: resnet50 bf16 and mobilenet_v2 f16/bf16 gradients'
   // cosines 0.05-0.4 against f32 while their f64 steps match the CPU to 1e-6); the shallower two are checked.
@@ -97,6 +100,17 @@ TEST(ZooModelsCuda, TrainingStepMatchesTheCpu) {
     expect_half_step_follows_cpu(name, 16, DType::bf16);
     expect_half_step_follows_cpu(name, 16, DType::f16);
   }
+}
+
+// vgg11 with its ReLUs folded into the convolutions' bias adds (ops/conv2d/fusion.h): the f64 step (NCHW)
+// and the bf16 one (channels-last) as the unfused ones are held.
+TEST(ZooModelsCuda, Vgg11WithTheBiasReluFoldMatchesTheCpu) {
+  LIFTOFF_REQUIRE_CUDA();
+  const config::ScopedSetting fold(config::Knob::conv_bias_relu, "auto");
+  const int64_t folds = cuda::conv_bias_relu_folds();
+  expect_f64_step_matches_cpu("vgg11", 16);
+  expect_half_step_follows_cpu("vgg11", 16, DType::bf16);
+  EXPECT_GE(cuda::conv_bias_relu_folds(), folds + 16) << "each of the 8 convolutions folds, in both steps";
 }
 
 TEST(ZooModelsCuda, MultiheadAttentionMatchesTheCpu) {

@@ -1,5 +1,5 @@
-// The torchvision-style zoo models (resnet18, resnet50, mobilenet_v2, vit_tiny): parameter counts equal to
-// PyTorch's, state-dict names as torchvision's, and a forward + backward on a tiny CPU batch.
+// The torchvision-style zoo models (resnet18, resnet50, mobilenet_v2, vit_tiny, vgg11): parameter counts
+// equal to PyTorch's, state-dict names as torchvision's, and a forward + backward on a tiny CPU batch.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -52,6 +52,22 @@ TEST(ZooModels, MobileNetV2AndVitParameterCounts) {
   // 32 px: patch 4 (3*16*192 + 192), 64 + 1 positions, 10 classes.
   EXPECT_EQ(make_model("vit_tiny", 3, 10, 32, 0)->num_parameters(),
             6 * layer + (3 * 16 * 192 + 192) + 192 + 65 * 192 + 384 + 1930);
+}
+
+// torchvision's vgg11 features (9,220,480 parameters: 8 convolutions with biases) and Linear(512, classes).
+TEST(ZooModels, Vgg11ParameterCountNamesAndPools) {
+  EXPECT_EQ(make_model("vgg11", 3, 10, 32, 0)->num_parameters(), 9220480 + 5130);
+  const auto vgg = make_model("vgg11", 3, 10, 32, 0);
+  for (const char* key : {"features.0.weight", "features.0.bias", "features.3.weight", "features.8.bias",
+                          "features.18.weight", "classifier.weight", "classifier.bias"})
+    EXPECT_TRUE(has_key(*vgg, key)) << key;
+  EXPECT_FALSE(has_key(*vgg, "features.2.weight"));  // a max pool
+  // 28 px (Fashion-MNIST) leaves the last pool out and still ends at 1x1; below 16 px there is nothing to
+  // pool.
+  EXPECT_EQ(
+      make_model("vgg11", 1, 10, 28, 0)->forward(random_tensor({2, 1, 28, 28}, 3, -1, 1, DType::f32)).shape(),
+      (Shape{2, 10}));
+  EXPECT_THROW(make_model("vgg11", 3, 10, 15, 0), ValueError);
 }
 
 TEST(ZooModels, StateDictNamesAsTorchvision) {
@@ -115,6 +131,7 @@ TEST(ZooModels, ResNetsTrainOnTinyBatches) {
 TEST(ZooModels, MobileNetV2AndVitTrainOnTinyBatches) {
   check_forward_backward("mobilenet_v2", 3, 16);
   check_forward_backward("vit_tiny", 1, 8);  // patch 4: 2x2 patches + the class token
+  check_forward_backward("vgg11", 3, 16);
 }
 
 TEST(ZooModels, VitTakesOnlyItsImageSize) {
