@@ -50,7 +50,7 @@ TEST(ConvBiasFusionCuda, ReluFoldsIntoTheBiasAdd) {
     return relu(conv2d(t[0].to(DType::f64), t[1].to(DType::f64), t[2].to(DType::f64), 2, 1));
   };
   const int64_t folds32 = cuda::conv_bias_relu_folds();
-  EXPECT_TRUE(testing::cuda_parity(fn64, in, {1e-9, 1e-9}));
+  EXPECT_TRUE(testing::cuda_parity(fn64, in, {1e-6, 1e-5}));  // the leaves' gradients are f32
   EXPECT_GT(cuda::conv_bias_relu_folds(), folds32);
 }
 
