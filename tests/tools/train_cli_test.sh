@@ -16,6 +16,8 @@ run=("$TRAIN" --device cpu --threads 2 --data synthetic --synthetic-size 512 --m
 check "resume from step 10 gives the same final checkpoint, byte for byte" \
   cmp -s "$work/a/checkpoint-000000000032.safetensors" "$work/b/checkpoint-000000000032.safetensors"
 check "the resumed run says where it continued" grep -q "resumed from .*step 10, 10 micro-batches" "$work/b.log"
+check "... and times its steady state after its own first 5 steps" \
+  grep -qE "steady state [0-9.]+ images/s \(after the first 5 steps" "$work/b.log"
 
 # 2. Resuming with a run-defining flag changed is a usage error naming the flag.
 "${run[@]}" --lr 0.05 --resume "$work/a" >"$work/c.log" 2>&1

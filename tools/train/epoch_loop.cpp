@@ -59,6 +59,7 @@ class EpochLoop {
   LoopResult run(const ResumePoint& resume) {
     steady_start_ = Clock::now();
     run_start_ = Clock::now();
+    first_step_ = trainer_.global_step();  // a resumed run counts its warm-up from here
     clock_.start();
     if (f_.profile) s_.monitor->start();
     if (s_.data.skips) s_.data.skips->report_new("load", logs_.jsonl(), false);  // printed in the header
@@ -109,7 +110,7 @@ class EpochLoop {
         !loss_is_bad(trainer_.running_loss())) {
       save_checkpoint(p.epoch, p.micro_batch_in_epoch);
     }
-    if (!r_.steady_started && p.global_step == f_.timing_warmup) {
+    if (!r_.steady_started && p.global_step - first_step_ == f_.timing_warmup) {
       synchronize(s_.device);
       r_.steady_started = true;
       steady_start_ = Clock::now();
@@ -203,6 +204,7 @@ class EpochLoop {
   std::string label_;
   std::string last_checkpoint_line_;
   int64_t epoch_images_at_start_ = 0;
+  int64_t first_step_ = 0;         // the optimizer step this run started from (a resumed run's checkpoint)
   bool epoch_has_warmup_ = false;  // this epoch ran some of the --timing-warmup steps
 };
 
